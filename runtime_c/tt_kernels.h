@@ -1,0 +1,141 @@
+/*
+ * tinytrain portable fp32 reference kernels.
+ *
+ * These kernels are the specification: optimised Cortex-M kernels may replace
+ * them later but must give identical results. Conventions:
+ *   - outputs first, then inputs, then dimensions;
+ *   - activations are stored per sample (no batch axis), image tensors as HWC;
+ *   - conv weights are OHWI: (Cout, KH, KW, Cin / groups);
+ *   - dense weights are (OUT, IN): y[o] = sum_i w[o*IN + i] * x[i] + b[o];
+ *   - "general" shapes are rank 4, left-padded with 1s, with element strides
+ *     (a stride of 0 broadcasts that axis);
+ *   - kernels named *_backward_weight / tt_bias_backward_f32 ACCUMULATE (+=)
+ *     into their output so a batch is gradient accumulation; every other
+ *     kernel overwrites its output.
+ * Only <stdint.h>, <stddef.h>, <string.h> and <math.h> are used.
+ */
+#ifndef TT_KERNELS_H
+#define TT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Geometry of a 2-D convolution or pooling window, precomputed at compile time. */
+typedef struct {
+    int32_t h, w, cin;      /* input H, W, C */
+    int32_t oh, ow, cout;   /* output H, W, C */
+    int32_t kh, kw;         /* kernel size */
+    int32_t sh, sw;         /* strides */
+    int32_t pt, pl;         /* top / left zero padding (bottom / right implied by oh, ow) */
+    int32_t dh, dw;         /* dilations */
+    int32_t groups;         /* conv groups (cin and cout divisible); 1 for pools */
+} tt_conv_geom;
+
+/* ---- convolution (regular, grouped, depthwise, pointwise) ---- */
+void tt_conv2d_f32(float *y, const float *x, const float *w, const float *b,
+                   const tt_conv_geom *g);
+/* dx (h,w,cin) = transposed convolution of dy with w (overwrites dx). */
+void tt_conv2d_backward_input_f32(float *dx, const float *dy, const float *w,
+                                  const tt_conv_geom *g);
+/* dw (cout,kh,kw,cin/groups) += correlation of x with dy. */
+void tt_conv2d_backward_weight_f32(float *dw, const float *dy, const float *x,
+                                   const tt_conv_geom *g);
+/* db[c] += sum over rows of dy (rows x c, channel-last). */
+void tt_bias_backward_f32(float *db, const float *dy, int32_t rows, int32_t c);
+
+/* ---- dense ---- */
+void tt_dense_f32(float *y, const float *x, const float *w, const float *b,
+                  int32_t in, int32_t out);
+void tt_dense_backward_input_f32(float *dx, const float *dy, const float *w,
+                                 int32_t in, int32_t out);
+/* dw[o*in+i] += dy[o] * x[i] */
+void tt_dense_backward_weight_f32(float *dw, const float *dy, const float *x,
+                                  int32_t in, int32_t out);
+
+/* ---- elementwise activations: y = f(x); backward dx = dy * f'(.) ---- */
+void tt_clip_f32(float *y, const float *x, int32_t n, float lo, float hi);
+/* gradient passes where lo < x < hi (strict, as PyTorch's relu/hardtanh) */
+void tt_clip_backward_f32(float *dx, const float *dy, const float *x, int32_t n,
+                          float lo, float hi);
+void tt_leaky_relu_f32(float *y, const float *x, int32_t n, float alpha);
+void tt_leaky_relu_backward_f32(float *dx, const float *dy, const float *x, int32_t n,
+                                float alpha);
+void tt_sigmoid_f32(float *y, const float *x, int32_t n);
+/* uses the saved output y: dx = dy * y * (1 - y) */
+void tt_sigmoid_backward_f32(float *dx, const float *dy, const float *y, int32_t n);
+void tt_tanh_f32(float *y, const float *x, int32_t n);
+/* uses the saved output y: dx = dy * (1 - y*y) */
+void tt_tanh_backward_f32(float *dx, const float *dy, const float *y, int32_t n);
+/* y = max(0, min(1, alpha*x + beta)) */
+void tt_hard_sigmoid_f32(float *y, const float *x, int32_t n, float alpha, float beta);
+void tt_hard_sigmoid_backward_f32(float *dx, const float *dy, const float *x, int32_t n,
+                                  float alpha, float beta);
+/* y = x * max(0, min(1, x/6 + 1/2)) */
+void tt_hard_swish_f32(float *y, const float *x, int32_t n);
+/* d/dx: 0 for x <= -3, 1 for x >= 3, x/3 + 1/2 between (PyTorch's convention at the edges) */
+void tt_hard_swish_backward_f32(float *dx, const float *dy, const float *x, int32_t n);
+
+/* ---- broadcasting binary ops over rank-4 shapes ----
+ * y is contiguous with shape `shape`; a and b are read through element strides. */
+void tt_add_f32(float *y, const float *a, const float *b, const int32_t shape[4],
+                const int32_t astr[4], const int32_t bstr[4]);
+void tt_mul_f32(float *y, const float *a, const float *b, const int32_t shape[4],
+                const int32_t astr[4], const int32_t bstr[4]);
+/* Sum src (contiguous, `shape`) into dst addressed by dstr (0 = reduced axis).
+ * dst is overwritten (zeroed first, dst_n elements). */
+void tt_reduce_to_f32(float *dst, int32_t dst_n, const float *src, const int32_t shape[4],
+                      const int32_t dstr[4]);
+/* dst = src (n elements); used for fan-out gradients that need a private copy */
+void tt_copy_f32(float *dst, const float *src, int32_t n);
+/* dst += src */
+void tt_accumulate_f32(float *dst, const float *src, int32_t n);
+
+/* ---- pooling (geometry as conv with cin == cout) ---- */
+/* count_include_pad: 1 divides by kh*kw, 0 by the number of in-bounds taps */
+void tt_avg_pool2d_f32(float *y, const float *x, const tt_conv_geom *g,
+                       int32_t count_include_pad);
+void tt_avg_pool2d_backward_f32(float *dx, const float *dy, const tt_conv_geom *g,
+                                int32_t count_include_pad);
+/* padding taps are ignored (never selected) */
+void tt_max_pool2d_f32(float *y, const float *x, const tt_conv_geom *g);
+/* routes each dy to the first maximal tap of its window (recomputed from x) */
+void tt_max_pool2d_backward_f32(float *dx, const float *dy, const float *x,
+                                const tt_conv_geom *g);
+/* y[c] = mean over rows of x (rows x c) */
+void tt_global_avg_pool_f32(float *y, const float *x, int32_t rows, int32_t c);
+void tt_global_avg_pool_backward_f32(float *dx, const float *dy, int32_t rows, int32_t c);
+
+/* ---- layout ---- */
+/* y (out_shape) = constant pad of x (in_shape) with `before` leading pads per axis */
+void tt_pad_f32(float *y, const float *x, const int32_t in_shape[4],
+                const int32_t out_shape[4], const int32_t before[4], float value);
+/* dx (in_shape) = the window of dy (out_shape) starting at `before` */
+void tt_crop_f32(float *dx, const float *dy, const int32_t in_shape[4],
+                 const int32_t out_shape[4], const int32_t before[4]);
+/* y[perm-ordered] = x: y has shape in_shape[perm[i]] */
+void tt_transpose_f32(float *y, const float *x, const int32_t in_shape[4],
+                      const int32_t perm[4]);
+/* copy x (outer x inner_x) into y (outer x inner_y) at column offset `offset` */
+void tt_concat_part_f32(float *y, const float *x, int32_t outer, int32_t inner_x,
+                        int32_t inner_y, int32_t offset);
+/* reverse of tt_concat_part_f32: dx = the columns [offset, offset+inner_x) of dy */
+void tt_slice_part_f32(float *dx, const float *dy, int32_t outer, int32_t inner_x,
+                       int32_t inner_y, int32_t offset);
+
+/* ---- losses and heads ---- */
+void tt_softmax_f32(float *y, const float *x, int32_t n);
+void tt_log_softmax_f32(float *y, const float *x, int32_t n);
+/* Softmax cross-entropy on an integer label. Writes dlogits = scale*(softmax - onehot),
+ * returns the loss, and *pred = argmax(logits) (first maximum). */
+float tt_softmax_ce_f32(float *dlogits, const float *logits, int32_t n, int32_t label,
+                        float scale, int32_t *pred);
+/* Mean squared error over n outputs: loss = mean((y-t)^2); dy = scale*2*(y-t)/n. */
+float tt_mse_f32(float *dy, const float *y, const float *target, int32_t n, float scale);
+
+/* ---- optimizer ----
+ * PyTorch SGD semantics on the accumulated gradient g (then zeroes g):
+ *   g' = g*grad_scale + wd*p;  m = momentum*m + g' (if m != NULL);  p -= lr * (m or g') */
+void tt_sgd_f32(float *p, float *g, float *m, int32_t n, float lr, float momentum,
+                float wd, float grad_scale);
+
+#endif /* TT_KERNELS_H */

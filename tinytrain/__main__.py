@@ -1,0 +1,3 @@
+from tinytrain.cli import main
+
+main()

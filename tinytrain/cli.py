@@ -1,0 +1,221 @@
+"""The `tinytrain` command line. Every user error exits with code 2 and one paragraph."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from tinytrain import __version__
+from tinytrain.errors import TinyTrainError
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="tinytrain compiles a trained ONNX model into a static C program that trains on a "
+         "microcontroller (or on this machine), and runs, evaluates and exports it.")
+console = Console()
+err = Console(stderr=True)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    try:
+        yield
+    except TinyTrainError as e:
+        err.print(f"error: {e}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+
+
+@contextmanager
+def progress(label: str, total: int) -> Iterator:
+    cols = [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
+    with Progress(*cols, console=err, transient=True, disable=not err.is_terminal) as p:
+        task = p.add_task(label, total=total)
+        yield lambda n: p.advance(task, n)
+
+
+@app.command()
+def build(
+    model: Path = typer.Argument(..., help="Trained model: an fp32 .onnx file."),
+    board: str = typer.Option("host", help="Target board (see `tinytrain boards`)."),
+    out: Path = typer.Option(Path("build"), "--out", "-o", help="Directory for the C project; "
+                             "replaced atomically, never left half-written."),
+    loss: str = typer.Option("ce", help="ce: softmax cross-entropy on integer labels (a trailing "
+                             "Softmax is folded in); mse: mean squared error for regressors."),
+    lr: float = typer.Option(0.01, help="SGD learning rate."),
+    momentum: float = typer.Option(0.0, help="SGD momentum (PyTorch semantics, no dampening)."),
+    weight_decay: float = typer.Option(0.0, "--weight-decay", help="L2 weight decay."),
+    batch: int = typer.Option(1, help="Samples per optimizer step (gradient accumulation: "
+                              "memory does not grow with the batch)."),
+    dump_ir: Optional[str] = typer.Option(None, "--dump-ir", help="Print the IR after this pass "
+                                          "(import, add_loss, autodiff, optimizer)."),
+) -> None:
+    """Compile MODEL into a C training program in OUT, build it and report its memory."""
+    from tinytrain.build import build as do_build
+    from tinytrain.compiler import Options
+    from tinytrain.ir import dump
+    from tinytrain.passes.optimizer import SGDConfig
+    from tinytrain.report import summary
+
+    def on_pass(name, g):
+        if dump_ir == name:
+            console.print(dump(g), markup=False, highlight=False)
+
+    with user_errors():
+        t0 = time.perf_counter()
+        opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, weight_decay, batch))
+        with err.status("compiling and building", spinner="dots") if err.is_terminal else _null():
+            report = do_build(model, out, opts, on_pass)
+        console.print(summary(report), markup=False, highlight=False)
+        console.print(f"built {out / 'tt_host'} in {time.perf_counter() - t0:.1f} s; "
+                  f"report in {out / 'report.json'}", markup=False, highlight=False)
+
+
+@contextmanager
+def _null() -> Iterator[None]:
+    yield
+
+
+@app.command()
+def run(
+    build_dir: Path = typer.Argument(..., help="A directory made by `tinytrain build`."),
+    data: Path = typer.Option(..., "--data", help=".npz with x (N, ...) float32 in the model's "
+                              "input layout and y (N,) integer labels (float targets for mse)."),
+    epochs: int = typer.Option(1, help="Passes over the data."),
+    shuffle: bool = typer.Option(False, help="Shuffle each epoch (default: file order)."),
+    seed: int = typer.Option(0, help="Seed for --shuffle."),
+    metrics: Optional[Path] = typer.Option(None, help="Write one JSON object per training step."),
+    eval_data: Optional[Path] = typer.Option(None, "--eval", help="Held-out .npz to report "
+                                             "accuracy on before and after training."),
+    save: Optional[Path] = typer.Option(None, help="Save the trained parameters (.npz)."),
+    state: Optional[Path] = typer.Option(None, help="Start from parameters saved by --save."),
+) -> None:
+    """Train the built program on DATA, sample by sample, and report loss and accuracy."""
+    from tinytrain.data import load_npz
+    from tinytrain.runner import HostProgram
+    from tinytrain.train import accuracy, train
+
+    with user_errors():
+        with HostProgram(build_dir) as prog:
+            x, y = load_npz(data, prog.info)
+            if state:
+                prog.set_params(_load_state(state))
+            if eval_data:
+                with progress("eval", 0) as adv:
+                    console.print(f"eval accuracy before: {accuracy(prog, eval_data, adv):.4f}")
+            fh = open(metrics, "w") if metrics else None
+            try:
+                with progress("train", epochs * len(x)) as adv:
+                    stats = train(prog, x, y, epochs, shuffle, seed, fh, adv)
+            finally:
+                if fh:
+                    fh.close()
+            for s in stats:
+                acc = f"  accuracy {s.accuracy:.4f}" if s.accuracy is not None else ""
+                console.print(f"epoch {s.epoch + 1}: mean loss {s.mean_loss:.6f}{acc}")
+            if eval_data:
+                with progress("eval", 0) as adv:
+                    console.print(f"eval accuracy after: {accuracy(prog, eval_data, adv):.4f}")
+            if save:
+                np.savez(save, **prog.get_params())
+                console.print(f"saved trained parameters to {save}")
+
+
+def _load_state(path: Path) -> dict[str, np.ndarray]:
+    from tinytrain.errors import DataError
+
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+    except (OSError, ValueError, EOFError) as e:
+        raise DataError(f"cannot read state file {path}: {e}") from None
+
+
+@app.command()
+def infer(
+    build_dir: Path = typer.Argument(..., help="A directory made by `tinytrain build`."),
+    data: Path = typer.Option(..., "--data", help=".npz with x (N, ...) in the model's layout."),
+    out_path: Path = typer.Option(..., "--out", help="Where to save the outputs (.npy)."),
+    state: Optional[Path] = typer.Option(None, help="Parameters saved by `run --save`."),
+) -> None:
+    """Run inference only and save the raw model outputs (N, ...) to OUT."""
+    from tinytrain.data import load_npz
+    from tinytrain.runner import HostProgram
+    from tinytrain.train import infer_all
+
+    with user_errors():
+        with HostProgram(build_dir) as prog:
+            x, _ = load_npz(data, prog.info, need_y=False)
+            if state:
+                prog.set_params(_load_state(state))
+            with progress("infer", len(x)) as adv:
+                y = infer_all(prog, x, adv)
+        np.save(out_path, y)
+        console.print(f"wrote {y.shape} outputs to {out_path}")
+
+
+@app.command()
+def export(
+    build_dir: Path = typer.Argument(..., help="A directory made by `tinytrain build`."),
+    state: Path = typer.Option(..., help="Parameters saved by `tinytrain run --save`."),
+    out_path: Path = typer.Option(..., "--out", help="The ONNX file to write."),
+) -> None:
+    """Write the trained parameters into a copy of the source ONNX model."""
+    from tinytrain.export_onnx import export_onnx
+
+    with user_errors():
+        export_onnx(build_dir, _load_state(state), out_path)
+        console.print(f"wrote {out_path}")
+
+
+@app.command()
+def ops() -> None:
+    """List the supported ops with their forward/backward status."""
+    from tinytrain.ops import public_ops
+
+    t = Table("IR op", "source ops", "forward", "backward")
+    for op in sorted(public_ops(), key=lambda o: o.name):
+        t.add_row(op.name, ", ".join(s for s in op.source_ops if not s.isupper()), "yes",
+                  "yes" if op.has_gradient else "no (inference head; folded into the loss)")
+    console.print(t)
+
+
+@app.command()
+def boards() -> None:
+    """List the boards tinytrain can build for, with their memory limits."""
+    from tinytrain.boards import available, load_board
+
+    t = Table("board", "cpu", "SRAM", "flash", "description")
+    for name in available():
+        b = load_board(name)
+        t.add_row(b.name, b.cpu, f"{b.sram_bytes // 1024} KB" if b.sram_bytes else "unlimited",
+                  f"{b.flash_bytes // 1024} KB" if b.flash_bytes else "unlimited", b.description)
+    console.print(t)
+
+
+@app.command()
+def version() -> None:
+    """Print the tinytrain version."""
+    console.print(__version__)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

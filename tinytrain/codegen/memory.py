@@ -1,0 +1,29 @@
+"""Where each persistent tensor lives in the generated C: flash (const) or SRAM."""
+
+from __future__ import annotations
+
+import re
+
+from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph, Tensor
+
+PREFIX = {PARAM: "tt_p_", CONST: "tt_c_", PARAM_GRAD: "tt_g_", OPT_STATE: "tt_m_"}
+
+
+def c_symbol(t: Tensor) -> str:
+    base = t.name
+    if t.kind == PARAM_GRAD and base.endswith("_grad"):
+        base = base[: -len("_grad")]
+    if t.kind == OPT_STATE and base.endswith("_momentum"):
+        base = base[: -len("_momentum")]
+    return PREFIX[t.kind] + re.sub(r"[^0-9A-Za-z_]", "_", base)
+
+
+def in_flash(t: Tensor) -> bool:
+    return t.kind == CONST or (t.kind == PARAM and not t.trainable)
+
+
+def persistent(g: Graph) -> list[Tensor]:
+    """Tensors with static storage, in a stable order: params, consts, grads, optimizer state."""
+    order = {PARAM: 0, CONST: 1, PARAM_GRAD: 2, OPT_STATE: 3}
+    ts = [t for t in g.tensors.values() if t.kind in order]
+    return sorted(ts, key=lambda t: (order[t.kind], t.name))

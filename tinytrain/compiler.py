@@ -1,0 +1,75 @@
+"""The pipeline driver: the list of passes from model file to memory plan, in one place."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tinytrain.errors import ModelError
+from tinytrain.ir import Graph, verify
+from tinytrain.ops import get_op
+from tinytrain.passes.add_loss import add_loss
+from tinytrain.passes.autodiff import autodiff
+from tinytrain.passes.memory_plan import Plan, plan_memory
+from tinytrain.passes.optimizer import SGDConfig, add_optimizer
+
+
+@dataclass(frozen=True)
+class Options:
+    board: str = "host"
+    loss: str = "ce"
+    sgd: SGDConfig = field(default_factory=SGDConfig)
+    check_ir: bool = True  # run ir.verify after every pass
+
+
+def load_model(path: Path) -> Graph:
+    path = Path(path)
+    if not path.exists():
+        raise ModelError(f"model file {path} does not exist")
+    head = path.read_bytes()[:8]
+    if path.suffix.lower() == ".tflite" or head[4:8] == b"TFL3":
+        raise ModelError(f"{path}: TFLite import is not available yet; export the model to ONNX "
+                         "(fp32) and build that")
+    from tinytrain.frontend import onnx_ops  # noqa: F401  (registers the op handlers)
+    from tinytrain.frontend.onnx_import import load_onnx
+
+    return load_onnx(path)
+
+
+def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
+    """The passes after import, in order. `--dump-ir NAME` prints the graph after NAME."""
+    return [
+        ("add_loss", lambda g: add_loss(g, opts.loss)),
+        ("autodiff", autodiff),
+        ("optimizer", lambda g: add_optimizer(g, opts.sgd)),
+    ]
+
+
+def compile_model(path: Path, opts: Options,
+                  on_pass: Callable[[str, Graph], None] | None = None) -> tuple[Graph, Plan]:
+    g = load_model(path)
+    if on_pass:
+        on_pass("import", g)
+    for name, fn in pipeline(opts):
+        g = fn(g)
+        if opts.check_ir:
+            verify(g)
+        if on_pass:
+            on_pass(name, g)
+    return g, plan_memory(g)
+
+
+def macs(g: Graph) -> dict[str, int]:
+    out = {"forward": 0, "backward": 0}
+    for n in g.nodes:
+        if n.phase in ("forward", "backward"):
+            shapes = [g.t(i).shape for i in n.inputs]
+            out_shapes = [g.t(o).shape for o in n.outputs]
+            out[n.phase] += get_op(n.op).macs(n, shapes, out_shapes)
+    return out
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

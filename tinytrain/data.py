@@ -1,0 +1,71 @@
+"""Training/evaluation data files (.npz with x and y), checked against the built program."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tinytrain.errors import DataError
+
+
+def load_npz(path: Path, info: dict[str, Any], need_y: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """Return (x in IR layout (N, ...), y) or raise a DataError that says what is wrong."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+    except FileNotFoundError:
+        raise DataError(f"data file {path} does not exist") from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise DataError(f"{path} is not a readable .npz file ({e}); write it with "
+                        "numpy.savez(path, x=..., y=...)") from None
+    want = tuple(info["input_logical_shape"])
+    if "x" not in arrays:
+        raise DataError(f"{path} has no array 'x' (it has: {', '.join(sorted(arrays)) or 'none'}); "
+                        f"x must be float32 of shape (N, {', '.join(map(str, want))})")
+    x = arrays["x"]
+    if x.ndim == len(want) and tuple(x.shape) == want:
+        x = x[None]
+    if tuple(x.shape[1:]) != want or x.shape[0] == 0:
+        raise DataError(f"{path}: x has shape {tuple(x.shape)}, the model expects "
+                        f"(N, {', '.join(map(str, want))}) in its own input layout")
+    if not np.issubdtype(x.dtype, np.number):
+        raise DataError(f"{path}: x has dtype {x.dtype}, expected float32")
+    x = np.ascontiguousarray(np.transpose(x.astype(np.float32),
+                                          (0,) + tuple(p + 1 for p in info["input_perm"])))
+    y = arrays.get("y")
+    if y is None:
+        if need_y:
+            raise DataError(f"{path} has no array 'y' with the labels (N,) integers for "
+                            "cross-entropy, or float targets for mse")
+        return x, None
+    if len(y) != len(x):
+        raise DataError(f"{path}: x has {len(x)} samples but y has {len(y)}")
+    if info["loss"] == "ce":
+        classes = int(np.prod(info["output_shape_ir"]))
+        if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+            raise DataError(f"{path}: y must be integer class labels of shape (N,), got "
+                            f"{y.dtype} {tuple(y.shape)}")
+        if y.min() < 0 or y.max() >= classes:
+            raise DataError(f"{path}: labels must be in [0, {classes}), found "
+                            f"{int(y.min())}..{int(y.max())}")
+        return x, y.astype(np.int32)
+    n_out = int(np.prod(info["target_shape"]))
+    y = np.asarray(y, np.float32).reshape(len(y), -1)
+    if y.shape[1] != n_out:
+        raise DataError(f"{path}: mse targets need {n_out} values per sample, y has {y.shape[1]}")
+    y = y.reshape((len(y),) + tuple(info["output_logical_shape"]))
+    y = np.transpose(y, (0,) + tuple(p + 1 for p in info["output_perm"]))
+    return x, np.ascontiguousarray(y).reshape(len(y), -1)
+
+
+def to_logical(out: np.ndarray, info: dict[str, Any]) -> np.ndarray:
+    """(N, IR output) -> (N, logical output) in the model's own layout."""
+    perm = info["output_perm"]
+    ir_shape = tuple(info["output_shape_ir"])
+    out = out.reshape((len(out),) + ir_shape)
+    inv = tuple(int(i) + 1 for i in np.argsort(perm))
+    return np.ascontiguousarray(np.transpose(out, (0,) + inv))

@@ -1,0 +1,21 @@
+"""User-facing errors. The CLI turns each into exit code 2 and one paragraph, no traceback."""
+
+
+class TinyTrainError(Exception):
+    """Base class: the message is written for the user, not for a debugger."""
+
+
+class ModelError(TinyTrainError):
+    """The model file cannot be read or uses something tinytrain does not support."""
+
+
+class CompileError(TinyTrainError):
+    """An internal consistency check failed while compiling."""
+
+
+class DataError(TinyTrainError):
+    """A data file does not match the model."""
+
+
+class BuildError(TinyTrainError):
+    """The C toolchain failed or the program does not fit the board."""

@@ -1,0 +1,72 @@
+"""A mutable helper that frontends use to assemble an IR Graph, then freeze it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tinytrain.ir import ACTIVATION, CONST, PARAM, Graph, Node, ParamSource, Tensor
+from tinytrain.ops import get_op
+
+
+def sanitize(name: str) -> str:
+    s = re.sub(r"[^0-9A-Za-z_]", "_", name)
+    return s if s and not s[0].isdigit() else "t_" + s
+
+
+class GraphBuilder:
+    def __init__(self) -> None:
+        self.tensors: dict[str, Tensor] = {}
+        self.nodes: list[Node] = []
+
+    def unique(self, base: str) -> str:
+        base = sanitize(base)
+        name, k = base, 1
+        while name in self.tensors:
+            k += 1
+            name = f"{base}_{k}"
+        return name
+
+    def add_tensor(self, t: Tensor) -> str:
+        self.tensors[t.name] = t
+        return t.name
+
+    def param(self, base: str, data: np.ndarray, source: ParamSource,
+              trainable: bool = True) -> str:
+        data = np.ascontiguousarray(data, dtype=np.float32)
+        name = self.unique(base)
+        return self.add_tensor(Tensor(name, tuple(data.shape), PARAM, data=data,
+                                      trainable=trainable, source=source))
+
+    def const(self, base: str, data: np.ndarray) -> str:
+        data = np.ascontiguousarray(data, dtype=np.float32)
+        name = self.unique(base)
+        return self.add_tensor(Tensor(name, tuple(data.shape), CONST, data=data))
+
+    def node(self, op: str, name: str, inputs: Sequence[str], attrs: dict[str, Any] | None = None,
+             out: str | None = None) -> str:
+        """Append a node with one output; its shape comes from the op's shape inference."""
+        attrs = attrs or {}
+        node_name = self.unique_node(name)
+        out_name = self.unique(out or node_name)
+        probe = Node(node_name, op, tuple(inputs), (out_name,), attrs)
+        shape = get_op(op).infer(probe, [self.tensors[i].shape for i in inputs])[0]
+        alias = inputs[0] if op == "reshape" else None
+        self.add_tensor(Tensor(out_name, tuple(int(s) for s in shape), ACTIVATION, alias_of=alias))
+        self.nodes.append(probe)
+        return out_name
+
+    def unique_node(self, base: str) -> str:
+        names = {n.name for n in self.nodes}
+        base = sanitize(base)
+        name, k = base, 1
+        while name in names:
+            k += 1
+            name = f"{base}_{k}"
+        return name
+
+    def graph(self, inputs: Sequence[str], outputs: Sequence[str], meta: dict[str, Any]) -> Graph:
+        return Graph(dict(self.tensors), tuple(self.nodes), tuple(inputs), tuple(outputs), meta)

@@ -1,0 +1,211 @@
+"""ONNX (fp32) -> canonical IR: NHWC storage, explicit pads, BN folded, shape arithmetic folded."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from tinytrain.errors import ModelError
+from tinytrain.frontend.builder import GraphBuilder
+from tinytrain.frontend.layout import HWC, Act, identity
+from tinytrain.frontend.onnx_fold import FOLDERS, attrs_of
+from tinytrain.ir import INPUT, Graph, ParamSource, Tensor
+
+Value = Act | np.ndarray
+
+
+def node_names(model: onnx.ModelProto) -> list[str]:
+    """Stable names for every node (unnamed nodes get `<op>_<index>`); export reuses them."""
+    return [n.name or f"{n.op_type}_{i}" for i, n in enumerate(model.graph.node)]
+
+
+def read_model(path: Path) -> onnx.ModelProto:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ModelError(f"cannot read model file {path}: {e.strerror}") from None
+    try:
+        model = onnx.load_from_string(data)
+        onnx.checker.check_model(model)
+    except (DecodeError, onnx.checker.ValidationError, ValueError, RuntimeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(
+            f"{path} is not a valid ONNX model ({first}). The file may be truncated or not an "
+            "ONNX file at all; re-export it (torch.onnx.export, tf2onnx) and try again."
+        ) from None
+    if not model.graph.node:
+        raise ModelError(f"{path} is not a usable ONNX model: its graph has no nodes.")
+    return model
+
+
+def load_onnx(path: Path) -> Graph:
+    path = Path(path)
+    model = read_model(path)
+    return Importer(model, path).run()
+
+
+class Importer:
+    def __init__(self, model: onnx.ModelProto, path: Path) -> None:
+        self.model, self.path = model, path
+        self.b = GraphBuilder()
+        self.env: dict[str, Value] = {}
+        self.names = node_names(model)
+        self.consumers: dict[str, list[int]] = {}
+        for i, n in enumerate(model.graph.node):
+            for x in n.input:
+                self.consumers.setdefault(x, []).append(i)
+        self.skip: set[int] = set()
+        self.head: dict[str, Any] = {"activation": None}
+
+    # ---- errors -------------------------------------------------------------------------
+    def fail(self, i: int, msg: str) -> ModelError:
+        n = self.model.graph.node[i]
+        return ModelError(f"{self.path}: node '{self.names[i]}' ({n.op_type}): {msg}")
+
+    def unsupported(self, i: int) -> ModelError:
+        from tinytrain.frontend.onnx_ops import SUPPORTED
+
+        op = self.model.graph.node[i].op_type
+        return ModelError(
+            f"{self.path}: node '{self.names[i]}' uses op {op}, which tinytrain cannot compile. "
+            f"Supported ONNX ops: {', '.join(sorted(SUPPORTED))} (plus shape arithmetic on "
+            "constants). Replace or remove the op before export, or open an issue asking for it."
+        )
+
+    # ---- values -------------------------------------------------------------------------
+    def act(self, i: int, name: str) -> Act:
+        v = self.env.get(name)
+        if not isinstance(v, Act):
+            raise self.fail(i, f"input '{name}' must be a runtime tensor, not a constant")
+        return v
+
+    def const(self, i: int, name: str) -> np.ndarray:
+        v = self.env.get(name)
+        if not isinstance(v, np.ndarray):
+            raise self.fail(i, f"input '{name}' must be a constant (an initializer), but it is "
+                               "computed at run time; tinytrain supports constant weights only")
+        return v
+
+    def opt_const(self, i: int, node: onnx.NodeProto, k: int) -> np.ndarray | None:
+        if len(node.input) > k and node.input[k]:
+            return self.const(i, node.input[k])
+        return None
+
+    def sole_consumer(self, name: str, op_type: str) -> int | None:
+        users = self.consumers.get(name, [])
+        outs = {o.name for o in self.model.graph.output}
+        if len(users) == 1 and name not in outs and self.model.graph.node[users[0]].op_type == op_type:
+            return users[0]
+        return None
+
+    def to_perm(self, a: Act, perm: tuple[int, ...], base: str) -> Act:
+        """Materialise `a` with storage order `perm`: a free view or a transpose node."""
+        if a.perm == perm:
+            return a
+        ir_perm = tuple(a.perm.index(p) for p in perm)  # new IR axis i = old IR axis ir_perm[i]
+        if _only_unit_moves(a.ir_shape, ir_perm):
+            out = self.b.node("reshape", base + "_view", [a.name],
+                              {"shape": tuple(a.shape[p] for p in perm)})
+        else:
+            out = self.b.node("transpose", base + "_to_layout", [a.name], {"perm": ir_perm})
+        return Act(out, a.shape, perm)
+
+    def plain(self, a: Act, base: str) -> Act:
+        return a if a.perm == identity(len(a.shape)) else self.to_perm(a, identity(len(a.shape)), base)
+
+    def hwc(self, i: int, a: Act) -> Act:
+        if len(a.shape) != 3:
+            raise self.fail(i, f"expects an image tensor (N, C, H, W), got per-sample shape {a.shape}")
+        return self.to_perm(a, HWC, self.names[i])
+
+    def source(self, i: int, slot: str, transform: str) -> ParamSource:
+        return ParamSource(self.names[i], slot, transform)
+
+    # ---- driver -------------------------------------------------------------------------
+    def run(self) -> Graph:
+        from tinytrain.frontend.onnx_ops import HANDLERS
+
+        g = self.model.graph
+        for init in g.initializer:
+            self.env[init.name] = numpy_helper.to_array(init)
+        data_inputs = [x for x in g.input if x.name not in self.env]
+        if len(data_inputs) != 1:
+            raise ModelError(f"{self.path}: tinytrain needs exactly one input tensor, the model "
+                             f"has {len(data_inputs)} ({', '.join(x.name for x in data_inputs)}).")
+        inp = data_inputs[0]
+        shape = self.input_shape(inp)
+        perm = HWC if len(shape) == 3 else identity(len(shape))
+        in_name = self.b.unique("input")
+        self.b.add_tensor(Tensor(in_name, tuple(shape[p] for p in perm), INPUT))
+        self.env[inp.name] = Act(in_name, shape, perm)
+
+        for i, node in enumerate(g.node):
+            if i in self.skip:
+                continue
+            ins = [self.env.get(x) if x else None for x in node.input]
+            if any(x is None and name for x, name in zip(ins, node.input)):
+                missing = [name for x, name in zip(ins, node.input) if x is None and name]
+                raise self.fail(i, f"reads {missing[0]}, which nothing produces")
+            if node.op_type in FOLDERS and all(x is None or isinstance(x, np.ndarray) for x in ins):
+                try:
+                    self.env[node.output[0]] = np.asarray(FOLDERS[node.op_type](node, ins, attrs_of(node)))
+                except Exception as e:  # a malformed constant expression
+                    raise self.fail(i, f"cannot evaluate constant expression: {e}") from None
+                continue
+            if node.op_type == "Shape" and isinstance(ins[0], Act):
+                self.env[node.output[0]] = np.array((1,) + ins[0].shape, np.int64)
+                continue
+            handler: Callable | None = HANDLERS.get(node.op_type)
+            if handler is None:
+                raise self.unsupported(i)
+            handler(self, i, node, attrs_of(node))
+
+        if len(g.output) != 1:
+            raise ModelError(f"{self.path}: tinytrain needs exactly one output, the model has "
+                             f"{len(g.output)}.")
+        out = self.env.get(g.output[0].name)
+        if not isinstance(out, Act):
+            raise ModelError(f"{self.path}: the output '{g.output[0].name}' does not depend on "
+                             "the input.")
+        meta = {
+            "source_format": "onnx",
+            "model_sha256": hashlib.sha256(self.path.read_bytes()).hexdigest(),
+            "model_name": self.path.name,
+            "input_name": inp.name,
+            "input_logical_shape": list(shape),
+            "input_perm": list(perm),
+            "output_name": g.output[0].name,
+            "output_logical_shape": list(out.shape),
+            "output_perm": list(out.perm),
+            "output_activation": self.head["activation"],
+        }
+        return self.b.graph([in_name], [out.name], meta)
+
+    def input_shape(self, inp: onnx.ValueInfoProto) -> tuple[int, ...]:
+        dims = inp.type.tensor_type.shape.dim
+        if not dims:
+            raise ModelError(f"{self.path}: input '{inp.name}' has no shape; tinytrain needs a "
+                             "static input shape such as (1, 1, 8, 8).")
+        shape = []
+        for k, d in enumerate(dims[1:], start=1):
+            if not d.HasField("dim_value") or d.dim_value <= 0:
+                what = d.dim_param or "unknown"
+                raise ModelError(
+                    f"{self.path}: input '{inp.name}' has a dynamic dimension '{what}' at axis {k}. "
+                    "tinytrain plans every byte at compile time, so all dimensions except the "
+                    "batch axis must be fixed; re-export the model with a static input shape.")
+            shape.append(int(d.dim_value))
+        return tuple(shape)
+
+
+def _only_unit_moves(ir_shape: tuple[int, ...], ir_perm: tuple[int, ...]) -> bool:
+    """True if the permutation only moves axes of size 1 (then it is a free reshape)."""
+    kept = [k for k in ir_perm if ir_shape[k] != 1]
+    return kept == sorted(kept)

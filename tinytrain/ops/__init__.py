@@ -1,0 +1,44 @@
+"""The op registry: every op file contributes its OpDefs through a module-level OPS tuple."""
+
+from __future__ import annotations
+
+from tinytrain.errors import CompileError
+from tinytrain.ops import (
+    add,
+    avg_pool2d,
+    clip,
+    concat,
+    conv2d,
+    dense,
+    global_avg_pool,
+    hard_sigmoid,
+    hard_swish,
+    leaky_relu,
+    max_pool2d,
+    mul,
+    pad,
+    reshape,
+    sgd,
+    sigmoid,
+    softmax_ce,
+    tanh,
+    transpose,
+)
+from tinytrain.ops.base import OpDef
+
+_MODULES = (conv2d, dense, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, hard_swish, add, mul,
+            avg_pool2d, max_pool2d, global_avg_pool, pad, concat, transpose, reshape,
+            softmax_ce, sgd)
+
+REGISTRY: dict[str, OpDef] = {op.name: op for m in _MODULES for op in m.OPS}
+
+
+def get_op(name: str) -> OpDef:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise CompileError(f"internal: no op definition for IR op '{name}'") from None
+
+
+def public_ops() -> list[OpDef]:
+    return [op for op in REGISTRY.values() if op.public]

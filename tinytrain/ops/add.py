@@ -1,0 +1,47 @@
+"""Elementwise Add with broadcasting (residual connections, bias adds)."""
+
+from __future__ import annotations
+
+from tinytrain.ops.base import OpDef, size
+from tinytrain.ops.binary import Binary, reduced
+
+
+class Add(Binary):
+    name = "add"
+    source_ops = ("Add", "ADD")
+
+    def forward(self, node, xs):
+        return [xs[0] + xs[1]]
+
+    def gradient(self, node, gb):
+        dy = gb.grad(node.outputs[0])
+        if dy is None:
+            return
+        for x in node.inputs:
+            if gb.needs_grad(x):
+                gb.contribute(x, reduced(gb, dy, gb.shape(x)))
+
+    def macs(self, node, shapes, out_shapes):
+        return size(out_shapes[0])
+
+
+class Accumulate(OpDef):
+    """Sum of two gradient contributions of the same shape (fan-in)."""
+
+    name = "accumulate"
+
+    def infer(self, node, shapes):
+        return [shapes[0]]
+
+    def forward(self, node, xs):
+        return [xs[0] + xs[1]]
+
+    def c_call(self, node, cg):
+        n = size(cg.shape(node.outputs[0]))
+        y, a, b = cg.ptr(node.outputs[0]), cg.ptr(node.inputs[0]), cg.ptr(node.inputs[1])
+        if cg.same_buffer(node.outputs[0], node.inputs[0]):
+            return f"tt_accumulate_f32({y}, {b}, {n});"
+        return f"tt_copy_f32({y}, {a}, {n}); tt_accumulate_f32({y}, {b}, {n});"
+
+
+OPS: tuple[OpDef, ...] = (Add(), Accumulate())

@@ -1,0 +1,103 @@
+"""What every op definition provides, and small helpers shared by the op files.
+
+An op file defines one forward op and the backward ops its gradient rule emits. Each OpDef
+knows its shape inference, a numpy reference (the spec the C kernel must match), its gradient
+rule (a function that emits backward nodes through a GradBuilder), its C call and its MACs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from tinytrain.ir import Node
+
+if TYPE_CHECKING:
+    from tinytrain.codegen.context import CContext
+
+Shape = tuple[int, ...]
+
+
+class GradBuilder(Protocol):
+    """The interface autodiff hands to gradient rules."""
+
+    def grad(self, tensor: str) -> str | None: ...  # dL/d(tensor) for a node output, or None
+    def needs_grad(self, tensor: str) -> bool: ...
+    def shape(self, tensor: str) -> Shape: ...
+    def emit(self, op: str, inputs: Sequence[str], attrs: dict[str, Any] | None = None,
+             out_shape: Shape | None = None) -> str: ...
+    def contribute(self, tensor: str, grad: str) -> None: ...  # add to dL/d(tensor)
+    def accumulate_param(self, param: str, op: str, inputs: Sequence[str],
+                         attrs: dict[str, Any] | None = None) -> None: ...
+
+
+class OpDef:
+    name: str = ""
+    #: forward ops appear in `tinytrain ops`; backward/internal ops do not
+    public: bool = False
+    #: human name of the source ops this implements, for the ops table
+    source_ops: tuple[str, ...] = ()
+
+    def infer(self, node: Node, shapes: Sequence[Shape]) -> list[Shape]:
+        raise NotImplementedError
+
+    def forward(self, node: Node, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def gradient(self, node: Node, gb: GradBuilder) -> None:
+        """Emit backward nodes. Ops without a rule raise in autodiff (clear error)."""
+        raise NotImplementedError
+
+    has_gradient: bool = True
+
+    def c_call(self, node: Node, cg: CContext) -> str:
+        raise NotImplementedError
+
+    def macs(self, node: Node, shapes: Sequence[Shape], out_shapes: Sequence[Shape]) -> int:
+        return 0
+
+
+def size(shape: Shape) -> int:
+    return int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+
+def pad4(shape: Shape) -> tuple[int, int, int, int]:
+    s = tuple(int(v) for v in shape)
+    if len(s) > 4:
+        raise ValueError(f"rank {len(s)} > 4")
+    return (1,) * (4 - len(s)) + s  # type: ignore[return-value]
+
+
+def broadcast_shape(a: Shape, b: Shape) -> Shape:
+    return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
+
+
+def broadcast_strides(src: Shape, out: Shape) -> tuple[int, int, int, int]:
+    """Element strides reading `src` as if broadcast to `out` (both left-padded to rank 4)."""
+    s4, o4 = pad4(src), pad4(out)
+    strides = [0, 0, 0, 0]
+    acc = 1
+    for k in range(3, -1, -1):
+        strides[k] = 0 if (s4[k] == 1 and o4[k] != 1) else acc
+        acc *= s4[k]
+    return tuple(strides)  # type: ignore[return-value]
+
+
+def reduce_to(g: np.ndarray, shape: Shape) -> np.ndarray:
+    """Sum a broadcast gradient back down to `shape` (numpy reference of tt_reduce_to)."""
+    while g.ndim > len(shape):
+        g = g.sum(axis=0)
+    for k, n in enumerate(shape):
+        if n == 1 and g.shape[k] != 1:
+            g = g.sum(axis=k, keepdims=True)
+    return g.reshape(shape)
+
+
+def c_float(v: float) -> str:
+    """A C float literal that round-trips the fp32 value exactly."""
+    f = float(np.float32(v))
+    if np.isinf(f):
+        return "INFINITY" if f > 0 else "(-INFINITY)"
+    return f"{f!r}f" if "e" in repr(f) or "." in repr(f) else f"{f!r}.0f"

@@ -1,0 +1,39 @@
+"""SGD update of one trainable parameter from its accumulated gradient (PyTorch semantics)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinytrain.ops.base import OpDef, c_float, size
+
+# inputs: (param, grad[, momentum_buf]); outputs: (param,). attrs: lr, momentum, wd, scale.
+# The C call multiplies by `scale`, a local of tt_apply_update() (batch / samples accumulated),
+# so a partial final batch is averaged over the samples it really has.
+
+
+class SGD(OpDef):
+    name = "sgd"
+
+    def infer(self, node, shapes):
+        return [shapes[0]]
+
+    def forward(self, node, xs):
+        a = node.attrs
+        p, g = xs[0].astype(np.float32), xs[1].astype(np.float32)
+        g = g * np.float32(a["scale"]) + np.float32(a["wd"]) * p
+        if len(xs) > 2:
+            m = np.float32(a["momentum"]) * xs[2] + g
+            xs[2][...] = m
+            g = m
+        xs[1][...] = 0.0
+        return [(p - np.float32(a["lr"]) * g).astype(np.float32)]
+
+    def c_call(self, node, cg):
+        a = node.attrs
+        m = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
+        return (f"tt_sgd_f32({cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {m}, "
+                f"{size(cg.shape(node.inputs[0]))}, {c_float(a['lr'])}, "
+                f"{c_float(a['momentum'])}, {c_float(a['wd'])}, {c_float(a['scale'])} * scale);")
+
+
+OPS = (SGD(),)

@@ -1,0 +1,26 @@
+"""Attach the training loss to the model output: softmax cross-entropy or mean squared error."""
+
+from __future__ import annotations
+
+from tinytrain.errors import ModelError
+from tinytrain.ir import GRAD, LABEL, LOSS, Graph, Node, Tensor
+
+LOSSES = ("ce", "mse")
+
+
+def add_loss(g: Graph, loss: str = "ce") -> Graph:
+    if loss not in LOSSES:
+        raise ModelError(f"unknown loss '{loss}'; choose one of: {', '.join(LOSSES)}")
+    logits = g.outputs[0]
+    shape = g.t(logits).shape
+    if loss == "ce" and len(shape) != 1:
+        raise ModelError(
+            f"cross-entropy needs a (N, classes) model output, but the output has per-sample "
+            f"shape {shape}; use --loss mse for regressors or dense outputs")
+    label = Tensor("label", (1,), LABEL, dtype="s32") if loss == "ce" else Tensor("target", shape, LABEL)
+    new = [label, Tensor("loss", (1,), LOSS), Tensor("pred", (1,), LOSS, dtype="s32"),
+           Tensor(f"{logits}_grad", shape, GRAD)]
+    node = Node("loss", "softmax_ce" if loss == "ce" else "mse", (logits, label.name),
+                ("loss", "pred", f"{logits}_grad"), {}, phase="loss")
+    meta = {**g.meta, "loss": loss}
+    return g.with_tensors(new).replace(nodes=g.nodes + (node,), meta=meta)

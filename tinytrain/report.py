@@ -1,0 +1,58 @@
+"""Memory and compute figures of a compiled program, as report.json and a printed summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinytrain.boards import Board
+from tinytrain.codegen.memory import in_flash
+from tinytrain.compiler import macs
+from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph
+from tinytrain.passes.memory_plan import Plan
+
+
+def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
+    ts = list(g.tensors.values())
+    trainable = sum(t.nbytes for t in ts if t.kind == PARAM and t.trainable)
+    grads = sum(t.nbytes for t in ts if t.kind == PARAM_GRAD)
+    opt = sum(t.nbytes for t in ts if t.kind == OPT_STATE)
+    frozen = sum(t.nbytes for t in ts if in_flash(t) and t.kind in (PARAM, CONST))
+    sram = {"arena": plan.arena_size, "trainable_params": trainable, "param_grads": grads,
+            "optimizer_state": opt}
+    sram["total"] = sum(sram.values())
+    # trainable parameters also keep their initial values in flash so tt_init() can reset them
+    flash = {"frozen_params": frozen, "trainable_init": trainable}
+    flash["total"] = sum(flash.values())
+    return {
+        "board": board.name,
+        "model": g.meta.get("model_name"),
+        "model_sha256": g.meta.get("model_sha256"),
+        "loss": g.meta.get("loss"),
+        "sgd": g.meta.get("sgd"),
+        "sram_bytes": sram,
+        "flash_bytes": flash,
+        "macs": macs(g),
+        "params": {"trainable": sum(t.size for t in ts if t.kind == PARAM and t.trainable),
+                   "frozen": sum(t.size for t in ts if t.kind == PARAM and not t.trainable)},
+        "nodes": {ph: sum(1 for n in g.nodes if n.phase == ph)
+                  for ph in ("forward", "loss", "backward", "update")},
+    }
+
+
+def kb(n: int) -> str:
+    return f"{n / 1024:.1f} KB"
+
+
+def summary(r: dict[str, Any]) -> str:
+    s, f, m = r["sram_bytes"], r["flash_bytes"], r["macs"]
+    lines = [
+        f"board {r['board']}: {r['params']['trainable']} trainable / "
+        f"{r['params']['frozen']} frozen parameters",
+        f"  SRAM  {kb(s['total']):>10}  = arena {kb(s['arena'])} + trainable params "
+        f"{kb(s['trainable_params'])} + gradients {kb(s['param_grads'])} + optimizer state "
+        f"{kb(s['optimizer_state'])}",
+        f"  flash {kb(f['total']):>10}  = frozen params {kb(f['frozen_params'])} + trainable "
+        f"initial values {kb(f['trainable_init'])} (code not included)",
+        f"  MACs  forward {m['forward']:,}  backward {m['backward']:,} per sample",
+    ]
+    return "\n".join(lines)
