@@ -44,4 +44,20 @@ class Accumulate(OpDef):
         return f"tt_copy_f32({y}, {a}, {n}); tt_accumulate_f32({y}, {b}, {n});"
 
 
-OPS: tuple[OpDef, ...] = (Add(), Accumulate())
+class AccumulateParam(OpDef):
+    """dst += src: a gradient arriving at a trainable parameter used as a plain operand."""
+
+    name = "accumulate_param"
+
+    def infer(self, node, shapes):
+        return [tuple(node.attrs["out_shape"])]
+
+    def forward(self, node, xs):
+        return [xs[0]]  # the interpreter adds it to the parameter's gradient
+
+    def c_call(self, node, cg):
+        n = size(cg.shape(node.outputs[0]))
+        return f"tt_accumulate_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, {n});"
+
+
+OPS: tuple[OpDef, ...] = (Add(), Accumulate(), AccumulateParam())

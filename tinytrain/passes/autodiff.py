@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tinytrain.errors import ModelError
-from tinytrain.ir import GRAD, PARAM_GRAD, Graph, Node, Tensor
+from tinytrain.ir import GRAD, PARAM, PARAM_GRAD, Graph, Node, Tensor
 from tinytrain.ops import get_op
 
 
@@ -64,6 +64,9 @@ class _Builder:
         return out
 
     def contribute(self, tensor: str, grad: str) -> None:
+        if self.tensors[tensor].kind == PARAM:  # a parameter used as a plain operand
+            self.accumulate_param(tensor, "accumulate_param", [grad])
+            return
         self.contribs.setdefault(tensor, []).append(grad)
 
     def accumulate_param(self, param: str, op: str, inputs: Sequence[str],

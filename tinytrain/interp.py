@@ -1,0 +1,41 @@
+"""A numpy interpreter for IR graphs: runs each node's numpy reference.
+
+It is the oracle for gradient rules (finite differences in tests) and a way to inspect what
+the generated C should compute, without compiling anything.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph
+from tinytrain.ops import get_op
+
+
+def initial_state(g: Graph) -> dict[str, np.ndarray]:
+    """Params and constants at their compiled-in values; gradients and optimizer state zero."""
+    env: dict[str, np.ndarray] = {}
+    for t in g.tensors.values():
+        if t.kind in (PARAM, CONST):
+            env[t.name] = np.array(t.data, np.float32)
+        elif t.kind in (PARAM_GRAD, OPT_STATE):
+            env[t.name] = np.zeros(t.shape, np.float32)
+    return env
+
+
+def run(g: Graph, env: dict[str, np.ndarray], feeds: Mapping[str, np.ndarray],
+        phases: tuple[str, ...] = ("forward", "loss", "backward")) -> dict[str, np.ndarray]:
+    """Execute the nodes of `phases` in order; `env` (params, grads, state) is updated in place."""
+    env.update({k: np.asarray(v) for k, v in feeds.items()})
+    for n in g.nodes:
+        if n.phase not in phases:
+            continue
+        outs = get_op(n.op).forward(n, [env[i] for i in n.inputs])
+        for o, v in zip(n.outputs, outs):
+            if g.tensors[o].kind == PARAM_GRAD:
+                env[o] = env[o] + v  # weight-gradient kernels accumulate
+            else:
+                env[o] = np.asarray(v).reshape(g.tensors[o].shape)
+    return env
