@@ -63,6 +63,8 @@ def build(model: Path, out: Path, opts: Options, on_pass=None) -> dict[str, Any]
 
 def _swap_into_place(tmp: Path, out: Path) -> None:
     """Replace `out` by `tmp` so a reader never sees a half-written project."""
+    if out.exists() and not out.is_dir():
+        raise BuildError(f"--out {out} is a file, not a directory; choose another --out")
     if out.exists() and not (out / PROGRAM_JSON).exists() and any(out.iterdir()):
         raise BuildError(f"output directory {out} exists and is not a tinytrain build; "
                          "choose another --out or remove it")

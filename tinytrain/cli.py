@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,7 +33,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except TinyTrainError as e:
-        err.print(f"error: {e}", markup=False, highlight=False)
+        err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -135,9 +136,13 @@ def _load_state(path: Path) -> dict[str, np.ndarray]:
     from tinytrain.errors import DataError
 
     try:
-        with np.load(path, allow_pickle=False) as f:
+        f = np.load(path, allow_pickle=False)
+        if not isinstance(f, np.lib.npyio.NpzFile):
+            raise DataError(f"{path} is not an .npz of parameters; pass the file written by "
+                            "`tinytrain run --save`")
+        with f:
             return {k: f[k] for k in f.files}
-    except (OSError, ValueError, EOFError) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise DataError(f"cannot read state file {path}: {e}") from None
 
 

@@ -27,7 +27,9 @@ class Options:
 def load_model(path: Path) -> Graph:
     path = Path(path)
     if not path.exists():
-        raise ModelError(f"model file {path} does not exist")
+        raise ModelError(f"model file {path} does not exist; pass the path of an fp32 .onnx file")
+    if not path.is_file():
+        raise ModelError(f"{path} is not a file; pass the path of an fp32 .onnx file")
     head = path.read_bytes()[:8]
     if path.suffix.lower() == ".tflite" or head[4:8] == b"TFL3":
         raise ModelError(f"{path}: TFLite import is not available yet; export the model to ONNX "

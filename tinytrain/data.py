@@ -14,14 +14,25 @@ from tinytrain.errors import DataError
 def load_npz(path: Path, info: dict[str, Any], need_y: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """Return (x in IR layout (N, ...), y) or raise a DataError that says what is wrong."""
     path = Path(path)
+    howto = "write it with numpy.savez(path, x=..., y=...)"
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(6)
+    except FileNotFoundError:
+        raise DataError(f"data file {path} does not exist") from None
+    except OSError as e:
+        raise DataError(f"cannot read data file {path}: {e.strerror}") from None
+    if magic == b"\x93NUMPY":
+        raise DataError(f"{path} is a single .npy array, not an .npz with x and y; {howto}")
+    if not magic.startswith(b"PK"):
+        raise DataError(f"{path} is not an .npz file (a zip archive of arrays); {howto}")
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
     except FileNotFoundError:
         raise DataError(f"data file {path} does not exist") from None
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
-        raise DataError(f"{path} is not a readable .npz file ({e}); write it with "
-                        "numpy.savez(path, x=..., y=...)") from None
+        raise DataError(f"{path} is not a readable .npz file ({e}); {howto}") from None
     want = tuple(info["input_logical_shape"])
     if "x" not in arrays:
         raise DataError(f"{path} has no array 'x' (it has: {', '.join(sorted(arrays)) or 'none'}); "
@@ -42,8 +53,9 @@ def load_npz(path: Path, info: dict[str, Any], need_y: bool = True) -> tuple[np.
             raise DataError(f"{path} has no array 'y' with the labels (N,) integers for "
                             "cross-entropy, or float targets for mse")
         return x, None
-    if len(y) != len(x):
-        raise DataError(f"{path}: x has {len(x)} samples but y has {len(y)}")
+    if y.ndim == 0 or len(y) != len(x):
+        raise DataError(f"{path}: x has {len(x)} samples but y has shape {tuple(y.shape)}; "
+                        "y needs one entry per sample")
     if info["loss"] == "ce":
         classes = int(np.prod(info["output_shape_ir"]))
         if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
@@ -54,6 +66,8 @@ def load_npz(path: Path, info: dict[str, Any], need_y: bool = True) -> tuple[np.
                             f"{int(y.min())}..{int(y.max())}")
         return x, y.astype(np.int32)
     n_out = int(np.prod(info["target_shape"]))
+    if not np.issubdtype(y.dtype, np.number):
+        raise DataError(f"{path}: mse targets y must be numbers, got dtype {y.dtype}")
     y = np.asarray(y, np.float32).reshape(len(y), -1)
     if y.shape[1] != n_out:
         raise DataError(f"{path}: mse targets need {n_out} values per sample, y has {y.shape[1]}")

@@ -24,7 +24,14 @@ def load_program_info(build_dir: Path) -> dict[str, Any]:
     if not p.exists():
         raise BuildError(f"{build_dir} is not a tinytrain build directory (no {PROGRAM_JSON}); "
                          "run `tinytrain build MODEL --out DIR` first")
-    return json.loads(p.read_text())
+    try:
+        info = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        info = e
+    if not isinstance(info, dict) or "input_logical_shape" not in info:
+        raise BuildError(f"{p} is not a valid tinytrain program description; rebuild with "
+                         "`tinytrain build MODEL --out DIR`")
+    return info
 
 
 class HostProgram:

@@ -31,6 +31,9 @@ def read_model(path: Path) -> onnx.ModelProto:
         data = path.read_bytes()
     except OSError as e:
         raise ModelError(f"cannot read model file {path}: {e.strerror}") from None
+    if not data:
+        raise ModelError(f"{path} is empty (0 bytes); re-export the model (torch.onnx.export, "
+                         "tf2onnx) and try again.")
     try:
         model = onnx.load_from_string(data)
         onnx.checker.check_model(model)
@@ -69,12 +72,15 @@ class Importer:
         n = self.model.graph.node[i]
         return ModelError(f"{self.path}: node '{self.names[i]}' ({n.op_type}): {msg}")
 
-    def unsupported(self, i: int) -> ModelError:
+    def unsupported(self, i: int, more: list[int] | None = None) -> ModelError:
         from tinytrain.frontend.onnx_ops import SUPPORTED
 
         op = self.model.graph.node[i].op_type
+        also = "; ".join(f"{self.model.graph.node[k].op_type} in node '{self.names[k]}'"
+                         for k in more or [])
         return ModelError(
-            f"{self.path}: node '{self.names[i]}' uses op {op}, which tinytrain cannot compile. "
+            f"{self.path}: node '{self.names[i]}' uses op {op}, which tinytrain cannot compile"
+            + (f" (also unsupported: {also})" if also else "") + ". "
             f"Supported ONNX ops: {', '.join(sorted(SUPPORTED))} (plus shape arithmetic on "
             "constants). Replace or remove the op before export, or open an issue asking for it."
         )
@@ -133,6 +139,14 @@ class Importer:
         from tinytrain.frontend.onnx_ops import HANDLERS
 
         g = self.model.graph
+        known = set(HANDLERS) | set(FOLDERS) | {"Shape"}
+        unknown: dict[str, int] = {}  # name every unknown op before any shape complaint
+        for i, node in enumerate(g.node):
+            if node.op_type not in known:
+                unknown.setdefault(node.op_type, i)
+        if unknown:
+            first, *more = unknown.values()
+            raise self.unsupported(first, more)
         for init in g.initializer:
             self.env[init.name] = numpy_helper.to_array(init)
         data_inputs = [x for x in g.input if x.name not in self.env]

@@ -1,0 +1,100 @@
+"""Training parity with PyTorch autograd + torch.optim.SGD, step for step, through the CLI.
+
+Same initial weights (the ONNX export of the torch model), same data order, same SGD settings:
+the per-sample losses of the generated C program and the final weights must match PyTorch.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+
+torch = pytest.importorskip("torch")
+from sklearn.datasets import load_digits  # noqa: E402
+
+from tests.torch_models import MLP, DigitsCNN, TinyMobileNet, export  # noqa: E402
+
+LOSS_RTOL = 1e-4  # the issue's bar: per-step loss within 1e-4 relative (fp32 sums reordered)
+WEIGHT_ATOL = 1e-4  # the issue's bar for final weights; fp32 accumulation order differs
+STEPS = 24  # optimizer steps compared (the issue asks for >= 20)
+
+MODELS = {"mlp": MLP, "cnn": DigitsCNN, "mobilenet_se": TinyMobileNet}
+CONFIGS = {  # name: (batch, lr, momentum, weight decay)
+    "b1": (1, 0.05, 0.0, 0.0),
+    "b4": (4, 0.1, 0.0, 0.0),
+    "b1_momentum": (1, 0.02, 0.9, 0.0),
+    "b4_momentum_wd": (4, 0.05, 0.9, 1e-3),
+}
+
+
+def digits(model_cls, n):
+    d = load_digits()
+    x = (d.images[:n] / 16.0).astype(np.float32)
+    x = x.reshape((n, *model_cls.input_shape))
+    return x, d.target[:n].astype(np.int64)
+
+
+def torch_train(model, x, y, batch, lr, momentum, wd):
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=wd)
+    losses = []
+    for k in range(0, len(x), batch):
+        out = model(torch.from_numpy(x[k:k + batch]))
+        per_sample = torch.nn.functional.cross_entropy(out, torch.from_numpy(y[k:k + batch]),
+                                                       reduction="none")
+        opt.zero_grad()
+        per_sample.mean().backward()
+        opt.step()
+        losses += per_sample.detach().tolist()
+    return np.array(losses)
+
+
+def torch_param_for(onnx_model, info_param):
+    """Name of the torch parameter behind one of our trainable parameters."""
+    src = info_param["source"]
+    node = next(n for n in onnx_model.graph.node if n.name == src["node"])
+    return node.input[1 if src["slot"] == "weight" else 2]
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_training_matches_pytorch(name, config, tmp_path, cli):
+    batch, lr, momentum, wd = CONFIGS[config]
+    cls = MODELS[name]
+    torch.manual_seed(0)
+    model = cls()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the legacy exporter is what we want
+        path = export(model, tmp_path / f"{name}.onnx")
+    x, y = digits(cls, STEPS * batch)
+    np.savez(tmp_path / "train.npz", x=x, y=y)
+
+    build = tmp_path / "build"
+    cli("build", path, "--out", build, "--lr", lr, "--momentum", momentum,
+        "--weight-decay", wd, "--batch", batch)
+    cli("run", build, "--data", tmp_path / "train.npz", "--metrics", tmp_path / "m.jsonl",
+        "--save", tmp_path / "state.npz")
+    ours = np.array([json.loads(line)["loss"] for line in open(tmp_path / "m.jsonl")])
+
+    initial = {k: v.detach().numpy().copy() for k, v in model.named_parameters()}
+    model.train()
+    ref = torch_train(model, x, y, batch, lr, momentum, wd)
+    assert len(ours) == len(ref) == STEPS * batch
+    np.testing.assert_allclose(ours, ref, rtol=LOSS_RTOL, atol=0)
+
+    info = json.loads((build / "program.json").read_text())
+    onnx_model = onnx.load(str(path))
+    params = dict(model.named_parameters())
+    state = np.load(tmp_path / "state.npz")
+    assert len(info["trainable"]) == len(params)
+    for p in info["trainable"]:
+        theirs = params[torch_param_for(onnx_model, p)].detach().numpy()
+        mine = state[p["name"]]
+        if mine.ndim == 4:  # OHWI -> OIHW
+            mine = mine.transpose(0, 3, 1, 2)
+        np.testing.assert_allclose(mine, theirs, atol=WEIGHT_ATOL, rtol=0, err_msg=p["name"])
+    moved = max(float(np.abs(params[k].detach().numpy() - v).max()) for k, v in initial.items())
+    assert moved > 100 * WEIGHT_ATOL  # training really changed the weights
