@@ -1,0 +1,372 @@
+"""Bad input reaches the user as one short paragraph and exit code 2, never a traceback.
+
+Every case drives the real CLI in a subprocess (`python -m tinytrain ...`) so that an
+uncaught exception would show up as a traceback on stderr.  Failed builds must leave no
+output directory (and no `.NAME.tt-tmp-*` / `.NAME.tt-old-*` sibling) behind, and a
+previously built directory passed as --out must survive a failed rebuild unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
+                                reason="building the good reference program needs gcc and make")
+
+MAX_LINES = 6
+MAX_CHARS = 1200
+N, CLASSES, IN_SHAPE = 5, 3, (1, 8, 8)
+
+
+# ---- helpers -----------------------------------------------------------------------------
+
+def start(*args: object, cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "COLUMNS": "80", "PYTHONWARNINGS": "ignore"}
+    return subprocess.Popen([sys.executable, "-m", "tinytrain", *map(str, args)], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def finish(p: subprocess.Popen) -> subprocess.CompletedProcess:
+    out, err = p.communicate(timeout=120)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def tt(*args: object, cwd: Path) -> subprocess.CompletedProcess:
+    return finish(start(*args, cwd=cwd))
+
+
+def assert_user_error(r: subprocess.CompletedProcess, *needles: str) -> str:
+    """Exit 2 and one short paragraph on stderr that contains every needle (regex)."""
+    err = r.stderr.strip()
+    shown = f"\n--- stdout ---\n{r.stdout}\n--- stderr ---\n{r.stderr}"
+    assert "Traceback" not in r.stderr, shown
+    assert r.returncode == 2, shown
+    assert err.startswith("error: "), shown
+    lines = err.splitlines()
+    assert 1 <= len(lines) <= MAX_LINES and "" not in (s.strip() for s in lines), shown
+    assert len(err) <= MAX_CHARS, shown
+    for needle in needles:
+        assert re.search(needle, err), f"expected /{needle}/ in stderr{shown}"
+    return err
+
+
+def snapshot(d: Path) -> dict[str, str]:
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def leftovers(parent: Path) -> list[str]:
+    return sorted(n for n in os.listdir(parent) if ".tt-" in n)
+
+
+# ---- models and data (built once per module) ---------------------------------------------
+
+class Small(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 2, 3)
+        self.fc = torch.nn.Linear(2 * 6 * 6, CLASSES)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).flatten(1))
+
+
+class Pooled(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 2, 3)
+        self.fc = torch.nn.Linear(2, CLASSES)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).mean(dim=(2, 3)))
+
+
+class Recurrent(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = torch.nn.LSTM(4, 5, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+def _export(module, example, path: Path, **kw) -> Path:
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), example, str(path), dynamo=False,
+                          input_names=["x"], output_names=["y"], **kw)
+    return path
+
+
+def _save(graph, path: Path) -> Path:
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
+    return path
+
+
+def _vi(name: str, shape) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("bad_input")
+
+
+@pytest.fixture(scope="module")
+def models(work: Path) -> dict[str, Path]:
+    d = work / "models"
+    d.mkdir()
+    good = _export(Small(), torch.randn(1, *IN_SHAPE), d / "good.onnx")
+    m: dict[str, Path] = {"good": good}
+    data = good.read_bytes()
+    for key, n in (("cut50", len(data) // 2), ("cut90", len(data) * 9 // 10), ("cut3", 3),
+                   ("cut_last_byte", len(data) - 1)):
+        m[key] = d / f"{key}.onnx"
+        m[key].write_bytes(data[:n])
+    m["random"] = d / "random.onnx"
+    m["random"].write_bytes(np.random.default_rng(0).bytes(2000))
+    m["empty"] = d / "empty.onnx"
+    m["empty"].write_bytes(b"")
+    m["missing"] = d / "missing.onnx"
+    m["lstm"] = _export(Recurrent(), torch.randn(1, 3, 4), d / "lstm.onnx")
+    m["dyn_torch"] = _export(Pooled(), torch.randn(1, *IN_SHAPE), d / "dyn_torch.onnx",
+                             dynamic_axes={"x": {0: "batch", 2: "height", 3: "width"}})
+
+    w = numpy_helper.from_array(np.ones((4, CLASSES), np.float32), "W")
+    m["erf"] = _save(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["a"], name="matmul_0"),
+         helper.make_node("Erf", ["a"], ["y"], name="my_erf")],
+        "erf", [_vi("x", [1, 4])], [_vi("y", [1, CLASSES])], [w]), d / "erf.onnx")
+    m["einsum"] = _save(helper.make_graph(
+        [helper.make_node("Einsum", ["x", "W"], ["y"], name="my_einsum", equation="bi,ij->bj")],
+        "einsum", [_vi("x", [1, 4])], [_vi("y", [1, CLASSES])], [w]), d / "einsum.onnx")
+    m["dyn_helper"] = _save(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu_0")],
+        "dyn", [_vi("x", ["N", 1, "H", 8])], [_vi("y", ["N", 1, "H", 8])]), d / "dyn_helper.onnx")
+    m["two_inputs"] = _save(helper.make_graph(
+        [helper.make_node("Add", ["x", "z"], ["a"], name="add_0"),
+         helper.make_node("MatMul", ["a", "W"], ["y"], name="matmul_0")],
+        "two", [_vi("x", [1, 4]), _vi("z", [1, 4])], [_vi("y", [1, CLASSES])], [w]),
+        d / "two_inputs.onnx")
+    return m
+
+
+@pytest.fixture(scope="module")
+def good_build(work: Path, models: dict[str, Path]) -> Path:
+    parent = work / "builds"
+    parent.mkdir()
+    r = tt("build", models["good"], "--out", parent / "gb", cwd=work)
+    assert r.returncode == 0, r.stderr
+    assert (parent / "gb" / "report.json").is_file()
+    return parent / "gb"
+
+
+@pytest.fixture(scope="module")
+def data(work: Path) -> dict[str, Path]:
+    d = work / "data"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    x = rng.random((N, *IN_SHAPE), dtype=np.float32)
+    y = np.arange(N) % CLASSES
+    arrays = {
+        "ok": {"x": x, "y": y},
+        "wrong_x_shape": {"x": np.zeros((N, 1, 7, 8), np.float32), "y": y},
+        "x_channels_last": {"x": np.zeros((N, 8, 8, 1), np.float32), "y": y},
+        "no_y": {"x": x},
+        "no_x": {"y": y},
+        "label_too_big": {"x": x, "y": np.array([0, 1, CLASSES, 0, 1])},
+        "label_negative": {"x": x, "y": np.array([0, -1, 2, 0, 1])},
+        "float_labels": {"x": x, "y": y.astype(np.float32)},
+        "y_too_short": {"x": x, "y": y[:-1]},
+        "y_scalar": {"x": x, "y": np.array(1)},
+    }
+    p: dict[str, Path] = {}
+    for name, a in arrays.items():
+        p[name] = d / f"{name}.npz"
+        np.savez(p[name], **a)
+    p["text"] = d / "text.npz"
+    p["text"].write_text("x,y\n1,2\n")
+    p["empty"] = d / "empty.npz"
+    p["empty"].write_bytes(b"")
+    p["npy"] = d / "plain.npy"
+    np.save(p["npy"], x)
+    p["truncated"] = d / "truncated.npz"
+    p["truncated"].write_bytes(p["ok"].read_bytes()[:200])
+    p["missing"] = d / "missing.npz"
+    return p
+
+
+# ---- tinytrain build ---------------------------------------------------------------------
+
+NOT_ONNX = (r"not a valid ONNX model", r"truncated|not an ONNX file", r"re-export")
+SUPPORTED = (r"Supported ONNX ops: .*\bConv\b.*\bGemm\b.*\bRelu\b",)
+
+BUILD_CASES = {
+    # name: (model key, extra args, regexes the message must match)
+    "truncated_50pct": ("cut50", [], NOT_ONNX),
+    "truncated_90pct": ("cut90", [], NOT_ONNX),
+    "truncated_3_bytes": ("cut3", [], NOT_ONNX),
+    "truncated_last_byte": ("cut_last_byte", [], NOT_ONNX),
+    "random_bytes": ("random", [], NOT_ONNX),
+    "empty_file": ("empty", [], (r"empty \(0 bytes\)", r"re-export")),
+    "missing_file": ("missing", [], (r"does not exist", r"\.onnx file")),
+    "lstm": ("lstm", [], (r"\bLSTM\b", r"node '[^']*LSTM[^']*'", r"cannot compile",
+                          *SUPPORTED)),
+    "erf": ("erf", [], (r"node 'my_erf' uses op Erf\b", r"cannot compile", *SUPPORTED)),
+    "einsum": ("einsum", [], (r"node 'my_einsum' uses op Einsum\b", r"cannot compile",
+                              *SUPPORTED)),
+    "dynamic_hw_helper": ("dyn_helper", [], (r"input 'x'", r"dynamic dimension 'H' at axis 2",
+                                             r"except the batch axis", r"static input shape")),
+    "dynamic_hw_torch": ("dyn_torch", [], (r"input 'x'", r"dynamic dimension 'height' at axis 2",
+                                           r"static input shape")),
+    "two_inputs": ("two_inputs", [], (r"exactly one input", r"has 2 \(x, z\)")),
+    "batch_0": ("good", ["--batch", "0"], (r"--batch must be >= 1, got 0",)),
+    "lr_negative": ("good", ["--lr", "-1"], (r"--lr must be positive, got -1",)),
+    "unknown_board": ("good", ["--board", "no_such_board"],
+                      (r"unknown board 'no_such_board'", r"Available boards: .*\bhost\b")),
+}
+
+
+@pytest.mark.parametrize("case", list(BUILD_CASES))
+def test_build_rejects_bad_input(case: str, work: Path, models: dict[str, Path],
+                                 good_build: Path) -> None:
+    key, extra, needles = BUILD_CASES[case]
+    model = models[key]
+    fresh_parent = work / f"fresh_{case}"
+    fresh_parent.mkdir()
+    fresh = fresh_parent / "out"
+    before = snapshot(good_build)
+
+    # Same failure twice at once: into a new --out, and over a good earlier build.
+    p_fresh = start("build", model, "--out", fresh, *extra, cwd=work)
+    p_over = start("build", model, "--out", good_build, *extra, cwd=work)
+    r_fresh, r_over = finish(p_fresh), finish(p_over)
+
+    for r in (r_fresh, r_over):
+        err = assert_user_error(r, *needles)
+        if key != "good":  # bad-flag cases need not name the (fine) model file
+            assert model.name in err, err
+    assert r_fresh.stderr == r_over.stderr.replace(str(good_build), str(fresh))
+    assert os.listdir(fresh_parent) == [], "a failed build left files behind"
+    assert snapshot(good_build) == before, "a failed build changed the earlier good build"
+    assert leftovers(good_build.parent) == []
+
+
+def test_build_out_is_a_file(work: Path, models: dict[str, Path]) -> None:
+    parent = work / "out_file"
+    parent.mkdir()
+    (parent / "out").write_text("not a directory\n")
+    r = tt("build", models["good"], "--out", parent / "out", cwd=work)
+    assert_user_error(r, r"--out .*out is a file, not a directory", r"choose another --out")
+    assert (parent / "out").read_text() == "not a directory\n"
+    assert sorted(os.listdir(parent)) == ["out"]
+
+
+def test_build_out_is_a_foreign_directory(work: Path, models: dict[str, Path]) -> None:
+    parent = work / "out_foreign"
+    (parent / "out").mkdir(parents=True)
+    (parent / "out" / "notes.txt").write_text("mine\n")
+    r = tt("build", models["good"], "--out", parent / "out", cwd=work)
+    assert_user_error(r, r"out exists and is not a tinytrain build", r"choose another --out")
+    assert snapshot(parent / "out") == {"notes.txt": hashlib.sha256(b"mine\n").hexdigest()}
+    assert sorted(os.listdir(parent)) == ["out"]
+
+
+# ---- tinytrain run / infer ---------------------------------------------------------------
+
+SHAPE = r"\(N, 1, 8, 8\)"
+RUN_CASES = {
+    # name: (data key, regexes the message must match)
+    "wrong_x_shape": ("wrong_x_shape", (r"x has shape \(5, 1, 7, 8\)", SHAPE)),
+    "x_channels_last": ("x_channels_last", (r"x has shape \(5, 8, 8, 1\)", SHAPE)),
+    "missing_y": ("no_y", (r"no array 'y'", r"labels")),
+    "missing_x": ("no_x", (r"no array 'x'", r"it has: y", SHAPE)),
+    "label_too_big": ("label_too_big", (r"labels must be in \[0, 3\)", r"found 0\.\.3")),
+    "label_negative": ("label_negative", (r"labels must be in \[0, 3\)", r"found -1\.\.2")),
+    "float_labels": ("float_labels", (r"y must be integer class labels", r"float32")),
+    "y_length_mismatch": ("y_too_short", (r"x has 5 samples but y has shape \(4,\)",)),
+    "y_scalar": ("y_scalar", (r"x has 5 samples but y has shape \(\)",)),
+    "text_file": ("text", (r"not an \.npz file", r"numpy\.savez")),
+    "empty_file": ("empty", (r"not an \.npz file", r"numpy\.savez")),
+    "npy_file": ("npy", (r"single \.npy array", r"numpy\.savez\(path, x=\.\.\., y=\.\.\.\)")),
+    "truncated_npz": ("truncated", (r"not a readable \.npz file", r"numpy\.savez")),
+    "missing_file": ("missing", (r"data file .* does not exist",)),
+}
+
+
+@pytest.mark.parametrize("case", list(RUN_CASES))
+def test_run_rejects_bad_data(case: str, work: Path, good_build: Path,
+                              data: dict[str, Path]) -> None:
+    key, needles = RUN_CASES[case]
+    before = snapshot(good_build)
+    save = work / f"saved_{case}.npz"
+    metrics = work / f"metrics_{case}.jsonl"
+    r = tt("run", good_build, "--data", data[key], "--save", save, "--metrics", metrics, cwd=work)
+    err = assert_user_error(r, *needles)
+    assert data[key].name in err, err
+    assert not save.exists() and not metrics.exists()
+    assert snapshot(good_build) == before
+
+
+def test_run_good_data_works(work: Path, good_build: Path, data: dict[str, Path]) -> None:
+    """The reference: the same build and a well-formed file train without complaint."""
+    r = tt("run", good_build, "--data", data["ok"], cwd=work)
+    assert r.returncode == 0, r.stderr
+    assert "epoch 1: mean loss" in r.stdout
+
+
+def test_infer_rejects_bad_x(work: Path, good_build: Path, data: dict[str, Path]) -> None:
+    out = work / "infer_out.npy"
+    r = tt("infer", good_build, "--data", data["wrong_x_shape"], "--out", out, cwd=work)
+    assert_user_error(r, r"wrong_x_shape\.npz: x has shape \(5, 1, 7, 8\)", SHAPE)
+    assert not out.exists()
+
+
+def _make_not_a_build(kind: str, root: Path, models: dict[str, Path]) -> Path:
+    d = root / kind
+    if kind == "missing_dir":
+        return d
+    if kind == "model_file":
+        return models["good"]
+    d.mkdir()
+    if kind == "other_files":
+        (d / "main.c").write_text("int main(void) { return 0; }\n")
+    elif kind == "corrupt_program_json":
+        (d / "program.json").write_text("{not json")
+    elif kind == "wrong_program_json":
+        (d / "program.json").write_text("[1, 2, 3]\n")
+    return d
+
+
+NOT_A_BUILD = (r"not a (tinytrain build directory|valid tinytrain program description)",
+               r"tinytrain build MODEL --out DIR")
+
+
+@pytest.mark.parametrize("kind", ["empty_dir", "other_files", "missing_dir", "model_file",
+                                  "corrupt_program_json", "wrong_program_json"])
+def test_run_rejects_non_build_dir(kind: str, work: Path, models: dict[str, Path],
+                                   data: dict[str, Path]) -> None:
+    root = work / "not_builds"
+    root.mkdir(exist_ok=True)
+    build_dir = _make_not_a_build(kind, root, models)
+    r = tt("run", build_dir, "--data", data["ok"], cwd=work)
+    err = assert_user_error(r, *NOT_A_BUILD)
+    assert build_dir.name in err, err
