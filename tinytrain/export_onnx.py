@@ -28,6 +28,8 @@ class _Writer:
     def set_input(self, node: onnx.NodeProto, k: int, name: str, value: np.ndarray) -> None:
         """Point input k of `node` at a fresh initializer holding `value`."""
         init = numpy_helper.from_array(np.ascontiguousarray(value, np.float32), name)
+        if name in self.inits:  # written before (e.g. a BN's mean/var, once per BN parameter)
+            self.model.graph.initializer.remove(self.inits[name])
         self.model.graph.initializer.append(init)
         self.inits[name] = init
         while len(node.input) <= k:
@@ -82,7 +84,10 @@ def _write(w: _Writer, p: dict[str, Any], v: np.ndarray) -> None:
         w.set_input(node, 1, new, v.T)
     elif t == "add":  # MatMul + Add: replace the constant operand of the Add
         k = 0 if node.input[0] in w.inits else 1
-        w.set_input(node, k, new, v.reshape(w.value(node.input[k]).shape))
+        old = w.value(node.input[k]).shape
+        if int(np.prod(old)) != v.size:  # a broadcast scalar bias became one value per unit
+            old = (1,) * (len(old) - 1) + (v.size,)
+        w.set_input(node, k, new, v.reshape(old))
     else:
         raise ModelError(f"internal: no exporter for parameter transform '{t}'")
 
