@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import sys
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +51,13 @@ def tt(*args: object, cwd: Path) -> subprocess.CompletedProcess:
     return finish(start(*args, cwd=cwd))
 
 
+def tt_many(jobs: dict[object, list]) -> dict[object, subprocess.CompletedProcess]:
+    """Run independent CLI calls a few at a time (each is mostly interpreter start-up)."""
+    with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 1)) as pool:
+        futures = {key: pool.submit(tt, *args, cwd=cwd) for key, (args, cwd) in jobs.items()}
+        return {key: f.result() for key, f in futures.items()}
+
+
 def assert_user_error(r: subprocess.CompletedProcess, *needles: str) -> str:
     """Exit 2 and one short paragraph on stderr that contains every needle (regex)."""
     err = r.stderr.strip()
@@ -67,10 +76,6 @@ def assert_user_error(r: subprocess.CompletedProcess, *needles: str) -> str:
 def snapshot(d: Path) -> dict[str, str]:
     return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(d.rglob("*")) if p.is_file()}
-
-
-def leftovers(parent: Path) -> list[str]:
-    return sorted(n for n in os.listdir(parent) if ".tt-" in n)
 
 
 # ---- models and data (built once per module) ---------------------------------------------
@@ -245,29 +250,42 @@ BUILD_CASES = {
 }
 
 
+@dataclass
+class Failed:
+    fresh: subprocess.CompletedProcess  # build into a new --out
+    over: subprocess.CompletedProcess  # build over a copy of a good earlier build
+    fresh_parent: Path
+    over_dir: Path
+
+
+@pytest.fixture(scope="module")
+def build_failures(work: Path, models: dict[str, Path], good_build: Path) -> dict[str, Failed]:
+    jobs, dirs = {}, {}
+    for case, (key, extra, _) in BUILD_CASES.items():
+        fresh_parent, over_dir = work / f"fresh_{case}", work / f"over_{case}" / "gb"
+        fresh_parent.mkdir()
+        shutil.copytree(good_build, over_dir, symlinks=True)
+        jobs[case, "fresh"] = (["build", models[key], "--out", fresh_parent / "out", *extra], work)
+        jobs[case, "over"] = (["build", models[key], "--out", over_dir, *extra], work)
+        dirs[case] = (fresh_parent, over_dir)
+    res = tt_many(jobs)
+    return {case: Failed(res[case, "fresh"], res[case, "over"], *dirs[case]) for case in dirs}
+
+
 @pytest.mark.parametrize("case", list(BUILD_CASES))
-def test_build_rejects_bad_input(case: str, work: Path, models: dict[str, Path],
-                                 good_build: Path) -> None:
-    key, extra, needles = BUILD_CASES[case]
-    model = models[key]
-    fresh_parent = work / f"fresh_{case}"
-    fresh_parent.mkdir()
-    fresh = fresh_parent / "out"
-    before = snapshot(good_build)
-
-    # Same failure twice at once: into a new --out, and over a good earlier build.
-    p_fresh = start("build", model, "--out", fresh, *extra, cwd=work)
-    p_over = start("build", model, "--out", good_build, *extra, cwd=work)
-    r_fresh, r_over = finish(p_fresh), finish(p_over)
-
-    for r in (r_fresh, r_over):
+def test_build_rejects_bad_input(case: str, models: dict[str, Path], good_build: Path,
+                                 build_failures: dict[str, Failed]) -> None:
+    key, _, needles = BUILD_CASES[case]
+    f = build_failures[case]
+    for r in (f.fresh, f.over):
         err = assert_user_error(r, *needles)
         if key != "good":  # bad-flag cases need not name the (fine) model file
-            assert model.name in err, err
-    assert r_fresh.stderr == r_over.stderr.replace(str(good_build), str(fresh))
-    assert os.listdir(fresh_parent) == [], "a failed build left files behind"
-    assert snapshot(good_build) == before, "a failed build changed the earlier good build"
-    assert leftovers(good_build.parent) == []
+            assert models[key].name in err, err
+    fresh_out = f.fresh_parent / "out"
+    assert f.fresh.stderr == f.over.stderr.replace(str(f.over_dir), str(fresh_out))
+    assert os.listdir(f.fresh_parent) == [], "a failed build left files behind"
+    assert snapshot(f.over_dir) == snapshot(good_build), "a failed build changed the old build"
+    assert os.listdir(f.over_dir.parent) == ["gb"], "a failed build left a temp dir behind"
 
 
 def test_build_out_is_a_file(work: Path, models: dict[str, Path]) -> None:
@@ -312,18 +330,22 @@ RUN_CASES = {
 }
 
 
+@pytest.fixture(scope="module")
+def run_failures(work: Path, good_build: Path, data: dict[str, Path]) -> dict[str, object]:
+    jobs = {case: (["run", good_build, "--data", data[key], "--save", work / f"saved_{case}.npz",
+                    "--metrics", work / f"metrics_{case}.jsonl"], work)
+            for case, (key, _) in RUN_CASES.items()}
+    return tt_many(jobs)
+
+
 @pytest.mark.parametrize("case", list(RUN_CASES))
-def test_run_rejects_bad_data(case: str, work: Path, good_build: Path,
-                              data: dict[str, Path]) -> None:
+def test_run_rejects_bad_data(case: str, work: Path, good_build: Path, data: dict[str, Path],
+                              run_failures: dict[str, subprocess.CompletedProcess]) -> None:
     key, needles = RUN_CASES[case]
-    before = snapshot(good_build)
-    save = work / f"saved_{case}.npz"
-    metrics = work / f"metrics_{case}.jsonl"
-    r = tt("run", good_build, "--data", data[key], "--save", save, "--metrics", metrics, cwd=work)
-    err = assert_user_error(r, *needles)
+    err = assert_user_error(run_failures[case], *needles)
     assert data[key].name in err, err
-    assert not save.exists() and not metrics.exists()
-    assert snapshot(good_build) == before
+    assert not (work / f"saved_{case}.npz").exists()
+    assert not (work / f"metrics_{case}.jsonl").exists()
 
 
 def test_run_good_data_works(work: Path, good_build: Path, data: dict[str, Path]) -> None:

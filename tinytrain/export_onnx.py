@@ -98,6 +98,7 @@ def export_onnx(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> Non
     if info.get("source_format") != "onnx" or not src.exists():
         raise ModelError(f"{build_dir} was not built from an ONNX model; cannot export ONNX")
     model = onnx.load(str(src))
+    original_inits = {i.name for i in model.graph.initializer}
     w = _Writer(model)
     for p in info["trainable"]:
         if p["name"] not in state:
@@ -113,7 +114,21 @@ def export_onnx(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> Non
     keep = [i for i in model.graph.initializer if i.name in used]
     del model.graph.initializer[:]
     model.graph.initializer.extend(keep)
+    _sync_graph_inputs(model, original_inits)
     onnx.checker.check_model(model)
     tmp = Path(out).with_name(Path(out).name + ".tmp")
     onnx.save(model, str(tmp))
     tmp.replace(out)
+
+
+def _sync_graph_inputs(model: onnx.ModelProto, original_inits: set[str]) -> None:
+    """Unlist dropped initializers from the graph inputs (else they become required inputs);
+    IR < 4 (old exporters) requires every initializer to be a graph input, so list new ones."""
+    kept = {i.name for i in model.graph.initializer}
+    inputs = [x for x in model.graph.input if x.name not in original_inits or x.name in kept]
+    if model.ir_version < 4:
+        listed = {x.name for x in inputs}
+        inputs += [onnx.helper.make_tensor_value_info(i.name, i.data_type, list(i.dims))
+                   for i in model.graph.initializer if i.name not in listed]
+    del model.graph.input[:]
+    model.graph.input.extend(inputs)
