@@ -37,7 +37,7 @@ N, CLASSES, IN_SHAPE = 5, 3, (1, 8, 8)
 # ---- helpers -----------------------------------------------------------------------------
 
 def start(*args: object, cwd: Path) -> subprocess.Popen:
-    env = {**os.environ, "COLUMNS": "80", "PYTHONWARNINGS": "ignore"}
+    env = {**os.environ, "COLUMNS": "80"}  # a common terminal width: long lines would wrap
     return subprocess.Popen([sys.executable, "-m", "tinytrain", *map(str, args)], cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
@@ -51,7 +51,7 @@ def tt(*args: object, cwd: Path) -> subprocess.CompletedProcess:
     return finish(start(*args, cwd=cwd))
 
 
-def tt_many(jobs: dict[object, list]) -> dict[object, subprocess.CompletedProcess]:
+def tt_many(jobs: dict[object, tuple[list, Path]]) -> dict[object, subprocess.CompletedProcess]:
     """Run independent CLI calls a few at a time (each is mostly interpreter start-up)."""
     with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 1)) as pool:
         futures = {key: pool.submit(tt, *args, cwd=cwd) for key, (args, cwd) in jobs.items()}
@@ -382,13 +382,21 @@ NOT_A_BUILD = (r"not a (tinytrain build directory|valid tinytrain program descri
                r"tinytrain build MODEL --out DIR")
 
 
-@pytest.mark.parametrize("kind", ["empty_dir", "other_files", "missing_dir", "model_file",
-                                  "corrupt_program_json", "wrong_program_json"])
-def test_run_rejects_non_build_dir(kind: str, work: Path, models: dict[str, Path],
-                                   data: dict[str, Path]) -> None:
+NOT_A_BUILD_KINDS = ["empty_dir", "other_files", "missing_dir", "model_file",
+                     "corrupt_program_json", "wrong_program_json"]
+
+
+@pytest.fixture(scope="module")
+def non_build_runs(work: Path, models: dict[str, Path], data: dict[str, Path]) -> dict:
     root = work / "not_builds"
-    root.mkdir(exist_ok=True)
-    build_dir = _make_not_a_build(kind, root, models)
-    r = tt("run", build_dir, "--data", data["ok"], cwd=work)
+    root.mkdir()
+    dirs = {kind: _make_not_a_build(kind, root, models) for kind in NOT_A_BUILD_KINDS}
+    res = tt_many({kind: (["run", d, "--data", data["ok"]], work) for kind, d in dirs.items()})
+    return {kind: (dirs[kind], res[kind]) for kind in dirs}
+
+
+@pytest.mark.parametrize("kind", NOT_A_BUILD_KINDS)
+def test_run_rejects_non_build_dir(kind: str, non_build_runs: dict) -> None:
+    build_dir, r = non_build_runs[kind]
     err = assert_user_error(r, *NOT_A_BUILD)
     assert build_dir.name in err, err
