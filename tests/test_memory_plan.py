@@ -50,9 +50,9 @@ def test_overlap_checker_catches_a_clash():
 
 
 def test_model_plan_has_no_overlaps_and_views_share_storage(tmp_path):
-    from tests.test_torch_parity import MODELS, export
-
     import torch
+
+    from tests.test_torch_parity import MODELS, export
 
     torch.manual_seed(0)
     path = export(MODELS["cnn"](), tmp_path / "cnn.onnx")

@@ -6,7 +6,7 @@ the generated C should compute, without compiling anything.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -129,7 +129,8 @@ def verify(g: Graph) -> None:
     """Structural checks run after every pass in tests: SSA, defined-before-use, shapes."""
     from tinytrain.ops import get_op
 
-    defined = {n for n, t in g.tensors.items() if t.kind in (INPUT, LABEL, PARAM, CONST, PARAM_GRAD, OPT_STATE)}
+    given = (INPUT, LABEL, PARAM, CONST, PARAM_GRAD, OPT_STATE)  # exist before any node runs
+    defined = {n for n, t in g.tensors.items() if t.kind in given}
     written_once: set[str] = set()
     for node in g.nodes:
         for i in node.inputs:

@@ -34,7 +34,8 @@ def main() -> None:
                                 pads=[pad] * 4, group=groups)
 
     nodes = [
-        conv("x", "stem", 1, 8, 3), helper.make_node("Relu", ["stem"], ["stem_r"], name="stem_relu"),
+        conv("x", "stem", 1, 8, 3),
+        helper.make_node("Relu", ["stem"], ["stem_r"], name="stem_relu"),
         conv("stem_r", "dw", 8, 8, 3, groups=8),
         helper.make_node("Clip", ["dw", "lo", "hi"], ["dw_r"], name="dw_relu6"),
         conv("dw_r", "pw", 8, 16, 1, pad=0),

@@ -39,4 +39,5 @@ class CContext:
 
     def ints(self, values) -> str:
         body = ", ".join(str(int(v)) for v in values)
-        return self.static(f"static const int32_t {{name}}[{len(values)}] = {{{{{body}}}}};", "ints")
+        decl = f"static const int32_t {{name}}[{len(values)}] = {{{{{body}}}}};"
+        return self.static(decl, "ints")

@@ -34,15 +34,18 @@ def _squeeze(node, xs, a):
 
 
 def _unsqueeze(node, xs, a):
-    y = xs[0]
-    for ax in sorted(v % (y.ndim + len(_axes(node, xs, a) or [])) for v in _axes(node, xs, a) or []):
+    y, axes = xs[0], _axes(node, xs, a) or []
+    for ax in sorted(v % (y.ndim + len(axes)) for v in axes):
         y = np.expand_dims(y, ax)
     return y
 
 
 def _slice(node, xs, a):
     x = xs[0]
-    starts, ends = (list(a["starts"]), list(a["ends"])) if "starts" in a else (list(xs[1]), list(xs[2]))
+    if "starts" in a:  # opset < 10 keeps them as attributes
+        starts, ends = list(a["starts"]), list(a["ends"])
+    else:
+        starts, ends = list(xs[1]), list(xs[2])
     axes = list(a.get("axes", xs[3] if len(xs) > 3 and xs[3] is not None else range(len(starts))))
     steps = list(xs[4]) if len(xs) > 4 and xs[4] is not None else [1] * len(starts)
     sl = [slice(None)] * x.ndim

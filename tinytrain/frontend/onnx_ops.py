@@ -224,14 +224,15 @@ def _pool(op: str) -> Handler:
         d = tuple(int(v) for v in a.get("dilations", [1, 1]))
         if op == "avg_pool2d" and d != (1, 1):
             raise im.fail(i, "dilated average pooling is not supported")
-        t, l, b, r = window_pads(im, i, a, (x.shape[1], x.shape[2]), k, s, d)
+        top, left, bottom, right = window_pads(im, i, a, (x.shape[1], x.shape[2]), k, s, d)
         cip = int(a.get("count_include_pad", 0))
         if a.get("ceil_mode", 0):
             if op == "avg_pool2d" and cip:
                 raise im.fail(i, "ceil_mode=1 with count_include_pad=1 is not supported")
-            b += _ceil_extra(x.shape[1], t, b, k[0], s[0], d[0])
-            r += _ceil_extra(x.shape[2], l, r, k[1], s[1], d[1])
-        attrs: dict[str, Any] = {"kernel": k, "stride": s, "pads": (t, l, b, r), "dilation": d}
+            bottom += _ceil_extra(x.shape[1], top, bottom, k[0], s[0], d[0])
+            right += _ceil_extra(x.shape[2], left, right, k[1], s[1], d[1])
+        attrs: dict[str, Any] = {"kernel": k, "stride": s, "pads": (top, left, bottom, right),
+                                 "dilation": d}
         if op == "avg_pool2d":
             attrs["count_include_pad"] = cip
         im.env[node.output[0]] = _hwc_out(im, im.b.node(op, im.names[i], [x.name], attrs))
@@ -375,7 +376,8 @@ def transpose(im: Importer, i: int, node: onnx.NodeProto, a: dict) -> None:
 def softmax(im: Importer, i: int, node: onnx.NodeProto, a: dict) -> None:
     x = im.act(i, node.input[0])
     outs = {o.name for o in im.model.graph.output}
-    opset = max((o.version for o in im.model.opset_import if o.domain in ("", "ai.onnx")), default=13)
+    opset = max((o.version for o in im.model.opset_import if o.domain in ("", "ai.onnx")),
+                default=13)
     axis = int(a.get("axis", -1 if opset >= 13 else 1)) % (len(x.shape) + 1)
     if node.output[0] not in outs or len(x.shape) != 1 or axis != 1:
         raise im.fail(i, "Softmax/LogSoftmax is supported only as the model's final op over "

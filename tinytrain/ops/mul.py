@@ -20,10 +20,10 @@ class Mul(Binary):
         if dy is None:
             return
         a, b = node.inputs
-        if gb.needs_grad(a):
-            gb.contribute(a, reduced(gb, gb.emit("mul", [dy, b], out_shape=gb.shape(dy)), gb.shape(a)))
-        if gb.needs_grad(b):
-            gb.contribute(b, reduced(gb, gb.emit("mul", [dy, a], out_shape=gb.shape(dy)), gb.shape(b)))
+        for x, other in ((a, b), (b, a)):  # d(a*b)/da = b, summed over broadcast axes
+            if gb.needs_grad(x):
+                prod = gb.emit("mul", [dy, other], out_shape=gb.shape(dy))
+                gb.contribute(x, reduced(gb, prod, gb.shape(x)))
 
     def macs(self, node, shapes, out_shapes):
         return size(out_shapes[0])

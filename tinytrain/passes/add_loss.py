@@ -17,7 +17,10 @@ def add_loss(g: Graph, loss: str = "ce") -> Graph:
         raise ModelError(
             f"cross-entropy needs a (N, classes) model output, but the output has per-sample "
             f"shape {shape}; use --loss mse for regressors or dense outputs")
-    label = Tensor("label", (1,), LABEL, dtype="s32") if loss == "ce" else Tensor("target", shape, LABEL)
+    if loss == "ce":
+        label = Tensor("label", (1,), LABEL, dtype="s32")
+    else:
+        label = Tensor("target", shape, LABEL)
     new = [label, Tensor("loss", (1,), LOSS), Tensor("pred", (1,), LOSS, dtype="s32"),
            Tensor(f"{logits}_grad", shape, GRAD)]
     node = Node("loss", "softmax_ce" if loss == "ce" else "mse", (logits, label.name),

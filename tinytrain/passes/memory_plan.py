@@ -64,9 +64,10 @@ def check_overlaps(buffers: list[Buffer], offsets: dict[str, int]) -> list[tuple
     bs = sorted(buffers, key=lambda b: b.name)
     for i, a in enumerate(bs):
         for b in bs[i + 1:]:
-            if a.first <= b.last and b.first <= a.last:
-                if offsets[a.name] < offsets[b.name] + b.size and offsets[b.name] < offsets[a.name] + a.size:
-                    bad.append((a.name, b.name))
+            oa, ob = offsets[a.name], offsets[b.name]
+            live_together = a.first <= b.last and b.first <= a.last
+            if live_together and oa < ob + b.size and ob < oa + a.size:
+                bad.append((a.name, b.name))
     return bad
 
 
