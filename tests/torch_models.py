@@ -94,6 +94,28 @@ class TinyMobileNet(nn.Module):
         return self.fc(torch.flatten(h.mean(dim=(2, 3)), 1))
 
 
+class OpsMix(nn.Module):
+    """The remaining trainable ops in one graph: LeakyReLU, padded MaxPool, Sigmoid, Tanh,
+    Concat, ZeroPad, AvgPool, HardSigmoid, Mul by a constant, and a Flatten of a feature map
+    that is not 1x1 (a real layout change before the Linear)."""
+
+    input_shape = (1, 8, 8)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 3, padding=1)
+        self.conv2 = nn.Conv2d(12, 8, 3, padding=0)
+        self.fc = nn.Linear(8 * 2 * 2, 10)
+
+    def forward(self, x):
+        h = nn.functional.leaky_relu(self.conv1(x), 0.1)
+        h = nn.functional.max_pool2d(h, 3, stride=2, padding=1)  # 4x4
+        h = torch.cat([torch.sigmoid(h), torch.tanh(h) * 0.5], dim=1)
+        h = nn.functional.pad(h, (1, 1, 1, 1))  # 6x6
+        h = nn.functional.avg_pool2d(nn.functional.hardsigmoid(self.conv2(h)), 2)  # 4x4 -> 2x2
+        return self.fc(torch.flatten(h, 1))
+
+
 def _c(v: float, w: float) -> int:
     """Channels scaled by width multiplier w, rounded to a multiple of 8 (MobileNet rule)."""
     c = max(8, int(v * w + 4) // 8 * 8)
