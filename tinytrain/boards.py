@@ -6,7 +6,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinytrain.errors import ModelError
+from tinytrain.errors import OptionError
 
 BOARDS_DIR = Path(__file__).resolve().parents[1] / "boards"
 
@@ -29,7 +29,7 @@ def available() -> list[str]:
 def load_board(name: str) -> Board:
     path = BOARDS_DIR / f"{name}.toml"
     if not path.exists():
-        raise ModelError(f"unknown board '{name}'. Available boards: {', '.join(available())}")
+        raise OptionError(f"unknown board '{name}'. Available boards: {', '.join(available())}")
     d = tomllib.loads(path.read_text())
     mem = d.get("memory", {})
     return Board(name=name, description=d.get("description", ""), cpu=d.get("cpu", ""),

@@ -40,6 +40,8 @@ def program_info(g: Graph) -> dict[str, Any]:
 
 def build(model: Path, out: Path, opts: Options, on_pass=None) -> dict[str, Any]:
     board = load_board(opts.board)
+    opts.sgd.check()
+    check_out_dir(Path(out))
     g, plan = compile_model(model, opts, on_pass)
     report = memory_report(g, plan, board)
     files = render(g, plan, board.name)
@@ -62,13 +64,18 @@ def build(model: Path, out: Path, opts: Options, on_pass=None) -> dict[str, Any]
     return report
 
 
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    """Replace `out` by `tmp` so a reader never sees a half-written project."""
+def check_out_dir(out: Path) -> None:
+    """Refuse to replace something that is not ours, before any work is done."""
     if out.exists() and not out.is_dir():
         raise BuildError(f"--out {out} is a file, not a directory; choose another --out")
     if out.exists() and not (out / PROGRAM_JSON).exists() and any(out.iterdir()):
         raise BuildError(f"output directory {out} exists and is not a tinytrain build; "
                          "choose another --out or remove it")
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    """Replace `out` by `tmp` so a reader never sees a half-written project."""
+    check_out_dir(out)  # again: it may have changed while we compiled
     old = out.with_name(f".{out.name}.tt-old-{os.getpid()}")
     if out.exists():
         out.rename(old)

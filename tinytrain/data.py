@@ -11,7 +11,8 @@ import numpy as np
 from tinytrain.errors import DataError
 
 
-def load_npz(path: Path, info: dict[str, Any], need_y: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+def load_npz(path: Path, info: dict[str, Any],
+             need_y: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """Return (x in IR layout (N, ...), y) or raise a DataError that says what is wrong."""
     path = Path(path)
     howto = "write it with numpy.savez(path, x=..., y=...)"

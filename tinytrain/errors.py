@@ -19,3 +19,7 @@ class DataError(TinyTrainError):
 
 class BuildError(TinyTrainError):
     """The C toolchain failed or the program does not fit the board."""
+
+
+class OptionError(TinyTrainError):
+    """A command-line option has a value tinytrain cannot use."""

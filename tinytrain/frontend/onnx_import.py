@@ -107,8 +107,9 @@ class Importer:
     def sole_consumer(self, name: str, op_type: str) -> int | None:
         users = self.consumers.get(name, [])
         outs = {o.name for o in self.model.graph.output}
-        if len(users) == 1 and name not in outs and self.model.graph.node[users[0]].op_type == op_type:
-            return users[0]
+        if len(users) == 1 and name not in outs:
+            if self.model.graph.node[users[0]].op_type == op_type:
+                return users[0]
         return None
 
     def to_perm(self, a: Act, perm: tuple[int, ...], base: str) -> Act:
@@ -124,11 +125,12 @@ class Importer:
         return Act(out, a.shape, perm)
 
     def plain(self, a: Act, base: str) -> Act:
-        return a if a.perm == identity(len(a.shape)) else self.to_perm(a, identity(len(a.shape)), base)
+        return self.to_perm(a, identity(len(a.shape)), base)
 
     def hwc(self, i: int, a: Act) -> Act:
         if len(a.shape) != 3:
-            raise self.fail(i, f"expects an image tensor (N, C, H, W), got per-sample shape {a.shape}")
+            raise self.fail(i, "expects an image tensor (N, C, H, W), got per-sample shape "
+                               f"{a.shape}")
         return self.to_perm(a, HWC, self.names[i])
 
     def source(self, i: int, slot: str, transform: str) -> ParamSource:
@@ -164,12 +166,13 @@ class Importer:
             if i in self.skip:
                 continue
             ins = [self.env.get(x) if x else None for x in node.input]
-            if any(x is None and name for x, name in zip(ins, node.input)):
-                missing = [name for x, name in zip(ins, node.input) if x is None and name]
+            missing = [name for x, name in zip(ins, node.input) if x is None and name]
+            if missing:
                 raise self.fail(i, f"reads {missing[0]}, which nothing produces")
             if node.op_type in FOLDERS and all(x is None or isinstance(x, np.ndarray) for x in ins):
                 try:
-                    self.env[node.output[0]] = np.asarray(FOLDERS[node.op_type](node, ins, attrs_of(node)))
+                    value = FOLDERS[node.op_type](node, ins, attrs_of(node))
+                    self.env[node.output[0]] = np.asarray(value)
                 except Exception as e:  # a malformed constant expression
                     raise self.fail(i, f"cannot evaluate constant expression: {e}") from None
                 continue
@@ -212,7 +215,8 @@ class Importer:
             if not d.HasField("dim_value") or d.dim_value <= 0:
                 what = d.dim_param or "unknown"
                 raise ModelError(
-                    f"{self.path}: input '{inp.name}' has a dynamic dimension '{what}' at axis {k}. "
+                    f"{self.path}: input '{inp.name}' has a dynamic dimension '{what}' at "
+                    f"axis {k}. "
                     "tinytrain plans every byte at compile time, so all dimensions except the "
                     "batch axis must be fixed; re-export the model with a static input shape.")
             shape.append(int(d.dim_value))

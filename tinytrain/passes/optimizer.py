@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinytrain.errors import ModelError
+from tinytrain.errors import OptionError
 from tinytrain.ir import OPT_STATE, Graph, Node, Tensor
 
 
@@ -17,13 +17,13 @@ class SGDConfig:
 
     def check(self) -> None:
         if not self.lr > 0:
-            raise ModelError(f"--lr must be positive, got {self.lr}")
+            raise OptionError(f"--lr must be positive, got {self.lr}")
         if not 0 <= self.momentum < 1:
-            raise ModelError(f"--momentum must be in [0, 1), got {self.momentum}")
+            raise OptionError(f"--momentum must be in [0, 1), got {self.momentum}")
         if self.weight_decay < 0:
-            raise ModelError(f"--weight-decay must be >= 0, got {self.weight_decay}")
+            raise OptionError(f"--weight-decay must be >= 0, got {self.weight_decay}")
         if self.batch < 1:
-            raise ModelError(f"--batch must be >= 1, got {self.batch}")
+            raise OptionError(f"--batch must be >= 1, got {self.batch}")
 
 
 def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
