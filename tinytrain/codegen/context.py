@@ -27,7 +27,7 @@ class CContext:
     def same_buffer(self, a: str, b: str) -> bool:
         return self.ptr(a) == self.ptr(b)
 
-    def static(self, template: str, base: str) -> str:
+    def static(self, template: str) -> str:
         """Declare a static table once (identical tables are shared); returns its symbol."""
         key = template.replace("{name}", "")
         if key in self._declared:
@@ -40,4 +40,4 @@ class CContext:
     def ints(self, values) -> str:
         body = ", ".join(str(int(v)) for v in values)
         decl = f"static const int32_t {{name}}[{len(values)}] = {{{{{body}}}}};"
-        return self.static(decl, "ints")
+        return self.static(decl)

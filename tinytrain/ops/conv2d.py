@@ -45,14 +45,18 @@ def _taps(x: np.ndarray, g: dict[str, int]):
             yield ky, kx, xp, sl
 
 
+def _groups(g: dict):
+    """Yield (input channel slice, output channel slice) of each conv group."""
+    cin_g, cout_g = g["cin"] // g["groups"], g["cout"] // g["groups"]
+    for grp in range(g["groups"]):
+        yield slice(grp * cin_g, (grp + 1) * cin_g), slice(grp * cout_g, (grp + 1) * cout_g)
+
+
 def conv_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, g: dict) -> np.ndarray:
-    G = g["groups"]
-    cin_g, cout_g = g["cin"] // G, g["cout"] // G
     y = np.zeros((g["oh"], g["ow"], g["cout"]), np.float64)
     for ky, kx, xp, sl in _taps(x.astype(np.float64), g):
         patch = xp[sl]
-        for grp in range(G):
-            ic, oc = slice(grp * cin_g, (grp + 1) * cin_g), slice(grp * cout_g, (grp + 1) * cout_g)
+        for ic, oc in _groups(g):
             y[..., oc] += patch[..., ic] @ w[oc, ky, kx, :].astype(np.float64).T
     if b is not None:
         y += b
@@ -60,27 +64,21 @@ def conv_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, g: dict) ->
 
 
 def conv_backward_input(dy: np.ndarray, w: np.ndarray, g: dict) -> np.ndarray:
-    G = g["groups"]
-    cin_g, cout_g = g["cin"] // G, g["cout"] // G
     dxp = None
     for ky, kx, xp, sl in _taps(np.zeros((g["h"], g["w"], g["cin"])), g):
         if dxp is None:
             dxp = np.zeros_like(xp)
-        for grp in range(G):
-            ic, oc = slice(grp * cin_g, (grp + 1) * cin_g), slice(grp * cout_g, (grp + 1) * cout_g)
+        for ic, oc in _groups(g):
             dxp[sl][..., ic] += dy[..., oc].astype(np.float64) @ w[oc, ky, kx, :]
     assert dxp is not None
     return dxp[g["pt"]:g["pt"] + g["h"], g["pl"]:g["pl"] + g["w"]].astype(np.float32)
 
 
 def conv_backward_weight(dy: np.ndarray, x: np.ndarray, g: dict) -> np.ndarray:
-    G = g["groups"]
-    cin_g, cout_g = g["cin"] // G, g["cout"] // G
-    dw = np.zeros((g["cout"], g["kh"], g["kw"], cin_g))
+    dw = np.zeros((g["cout"], g["kh"], g["kw"], g["cin"] // g["groups"]))
     for ky, kx, xp, sl in _taps(x.astype(np.float64), g):
         patch = xp[sl]
-        for grp in range(G):
-            ic, oc = slice(grp * cin_g, (grp + 1) * cin_g), slice(grp * cout_g, (grp + 1) * cout_g)
+        for ic, oc in _groups(g):
             dw[oc, ky, kx, :] += np.einsum("hwo,hwi->oi", dy[..., oc], patch[..., ic])
     return dw.astype(np.float32)
 
@@ -89,7 +87,13 @@ def geom_decl(cg, node: Node, x: Shape, y: Shape) -> str:
     g = geom(node, x, y)
     body = ", ".join(str(g[k]) for k in ("h", "w", "cin", "oh", "ow", "cout", "kh", "kw", "sh",
                                          "sw", "pt", "pl", "dh", "dw", "groups"))
-    return cg.static(f"static const tt_conv_geom {{name}} = {{{{{body}}}}};", node.name + "_geom")
+    return cg.static(f"static const tt_conv_geom {{name}} = {{{{{body}}}}};")
+
+
+def backward_call(kernel: str, node: Node, cg, x: Shape, y: Shape) -> str:
+    """`kernel(out, in0, in1, &geometry)`, the shape of both conv backward calls."""
+    return (f"{kernel}({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
+            f"{cg.ptr(node.inputs[1])}, &{geom_decl(cg, node, x, y)});")
 
 
 class Conv2d(OpDef):
@@ -144,10 +148,8 @@ class Conv2dBackwardInput(OpDef):
         return [conv_backward_input(dy, w, geom(node, x_shape, dy.shape))]
 
     def c_call(self, node, cg):
-        x, y = cg.shape(node.outputs[0]), cg.shape(node.inputs[0])
-        return (f"tt_conv2d_backward_input_f32({cg.ptr(node.outputs[0])}, "
-                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
-                f"&{geom_decl(cg, node, x, y)});")
+        return backward_call("tt_conv2d_backward_input_f32", node, cg,
+                             cg.shape(node.outputs[0]), cg.shape(node.inputs[0]))
 
     def macs(self, node, shapes, out_shapes):
         w = shapes[1]
@@ -166,10 +168,8 @@ class Conv2dBackwardWeight(OpDef):
         return [conv_backward_weight(dy, x, geom(node, x.shape, dy.shape))]
 
     def c_call(self, node, cg):
-        x, y = cg.shape(node.inputs[1]), cg.shape(node.inputs[0])
-        return (f"tt_conv2d_backward_weight_f32({cg.ptr(node.outputs[0])}, "
-                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
-                f"&{geom_decl(cg, node, x, y)});")
+        return backward_call("tt_conv2d_backward_weight_f32", node, cg,
+                             cg.shape(node.inputs[1]), cg.shape(node.inputs[0]))
 
     def macs(self, node, shapes, out_shapes):
         oh, ow, cout = shapes[0]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -73,5 +73,3 @@ class UnaryBackward(OpDef):
 def pair(fwd: Unary) -> tuple[OpDef, OpDef]:
     return fwd, UnaryBackward(fwd)
 
-
-Fn = Callable[[np.ndarray], np.ndarray]
