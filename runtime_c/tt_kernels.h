@@ -138,4 +138,47 @@ float tt_mse_f32(float *dy, const float *y, const float *target, int32_t n, floa
 void tt_sgd_f32(float *p, float *g, float *m, int32_t n, float lr, float momentum,
                 float wd, float grad_scale);
 
+/* One SGD element update with PyTorch semantics on an already scaled gradient g:
+ *   g' = g + wd*p;  m = momentum*m + g' (if m != NULL);  returns p - lr * (m or g'). */
+static inline float tt_sgd_elem(float p, float g, float *m, float lr, float momentum, float wd)
+{
+    const float gi = g + wd * p;
+    float step = gi;
+    if (m != NULL) {
+        *m = momentum * *m + gi;
+        step = *m;
+    }
+    return p - lr * step;
+}
+
+/* ---- sparse and fused updates ----
+ * idx lists the trained input channels of a partial update (NULL: channels 0..k-1). */
+/* y (rows x k) = the idx channels of x (rows x c) */
+void tt_gather_channels_f32(float *y, const float *x, int32_t rows, int32_t c,
+                            const int32_t *idx, int32_t k);
+/* SGD on the idx channels of p (rows x c) from g, m (rows x k); then zeroes g. */
+void tt_sgd_channels_f32(float *p, float *g, float *m, int32_t rows, int32_t c,
+                         const int32_t *idx, int32_t k, float lr, float momentum, float wd,
+                         float grad_scale);
+/* Weight gradient fused with its SGD update (batch 1): each gradient element is summed in
+ * the same order as tt_conv2d_backward_weight_f32 and applied at once, so the gradient
+ * tensor never exists. x has g->cin channels (the trained ones); w has w_cin input
+ * channels per group; x channel j updates w channel idx[j]. m is shaped like the gradient. */
+void tt_conv2d_backward_weight_sgd_f32(float *w, float *m, const float *dy, const float *x,
+                                       const tt_conv_geom *g, int32_t w_cin,
+                                       const int32_t *idx, float lr, float momentum,
+                                       float wd);
+/* dense: x has k (trained) inputs, w is (out, w_in) */
+void tt_dense_backward_weight_sgd_f32(float *w, float *m, const float *dy, const float *x,
+                                      int32_t k, int32_t out, int32_t w_in,
+                                      const int32_t *idx, float lr, float momentum, float wd);
+void tt_bias_backward_sgd_f32(float *b, float *m, const float *dy, int32_t rows, int32_t c,
+                              float lr, float momentum, float wd);
+
+/* ---- 1-bit activation masks (ReLU/ReLU6 backward without the saved activation) ---- */
+/* bit i of mask = (lo < x[i] < hi); mask has (n + 7) / 8 bytes */
+void tt_clip_mask_f32(uint8_t *mask, const float *x, int32_t n, float lo, float hi);
+/* dx = dy where the mask bit is set, else 0 */
+void tt_mask_backward_f32(float *dx, const float *dy, const uint8_t *mask, int32_t n);
+
 #endif /* TT_KERNELS_H */

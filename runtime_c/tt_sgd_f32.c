@@ -17,13 +17,7 @@ void tt_sgd_f32(float *p, float *g, float *m, int32_t n, float lr, float momentu
     int32_t i;
 
     for (i = 0; i < n; ++i) {
-        const float gi = g[i] * grad_scale + wd * p[i];
-        float step = gi;
-        if (m != NULL) {
-            m[i] = momentum * m[i] + gi;
-            step = m[i];
-        }
-        p[i] -= lr * step;
+        p[i] = tt_sgd_elem(p[i], g[i] * grad_scale, m != NULL ? &m[i] : NULL, lr, momentum, wd);
         g[i] = 0.0f; /* ready for the next batch's accumulation */
     }
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -123,7 +124,10 @@ def _c(v: float, w: float) -> int:
 
 
 class MobileNetV2(nn.Module):
-    """MobileNetV2 (Sandler et al. 2018) with a width multiplier, BN folded away (eval export)."""
+    """MobileNetV2 (Sandler et al. 2018) with a width multiplier, BN folded away (eval export).
+
+    The final 1x1 conv scales with the width too (1280 * 0.35 -> 448), as in the MIT model
+    zoo's `mbv2-w0.35` that TTE trained; the paper keeps 1280 below width 1.0."""
 
     # (expansion t, channels c, repeats n, stride s) from the paper's Table 2
     CFG = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
@@ -139,7 +143,7 @@ class MobileNetV2(nn.Module):
             for k in range(n):
                 layers.append(InvertedResidual(cin, cout, s if k == 0 else 1, t, act=nn.ReLU6))
                 cin = cout
-        last = _c(1280, max(1.0, width))
+        last = _c(1280, width)
         layers += [nn.Conv2d(cin, last, 1), nn.ReLU6()]
         self.features = nn.Sequential(*layers)
         self.fc = nn.Linear(last, classes)
@@ -154,3 +158,130 @@ def export(model: nn.Module, path: Path) -> Path:
     torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17,
                       input_names=["x"], output_names=["logits"])
     return path
+
+
+class MBConv(nn.Module):
+    """ProxylessNAS/MCUNet mobile inverted bottleneck with a k x k depthwise conv (k = 3/5/7):
+    1x1 expand (omitted when expand == 1), k x k depthwise, 1x1 project, identity skip when
+    stride 1 and cin == cout. ReLU6 everywhere but after the projection; BN folded away."""
+
+    def __init__(self, cin: int, cout: int, kernel: int, stride: int, expand: int,
+                 mid: int | None = None) -> None:
+        super().__init__()
+        mid = mid or round(cin * expand)
+        layers: list[nn.Module] = []
+        if expand != 1:
+            layers += [nn.Conv2d(cin, mid, 1), nn.ReLU6()]
+        layers += [nn.Conv2d(mid, mid, kernel, stride, kernel // 2, groups=mid), nn.ReLU6(),
+                   nn.Conv2d(mid, cout, 1)]
+        self.body = nn.Sequential(*layers)
+        self.skip = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.body(x)
+        return x + y if self.skip else y
+
+
+def _c_up(v: float, w: float) -> int:
+    """Channels scaled by width multiplier w, rounded UP to a multiple of 8 (at least 8)."""
+    return max(8, math.ceil(round(v * w, 6) / 8) * 8)
+
+
+class ProxylessNAS(nn.Module):
+    """ProxylessNAS-Mobile (Cai et al., ICLR 2019) with a width multiplier, BN folded away.
+
+    Block list: `proxyless_mobile.json` as released by MIT HAN lab (github.com/mit-han-lab/
+    tinyml, mcunet/assets/configs/proxyless_mobile.json; the `proxyless_mobile` net of
+    mit-han-lab/proxylessnas): first conv 3x3/2 to 32, MBConv1 3x3 to 16, then the 21 searched
+    blocks in CFG, two of which are ZeroLayer blocks (the search chose "skip", so the block is
+    the identity) and are left out here; then a 1x1 "feature mix" conv to 1280, global average
+    pool, fc. At width 1.0, 224x224, 1000 classes this is 320.4M MACs and 4.06M parameters
+    (published: ~320M, 4.1M).
+
+    Width scaling is meant to reproduce the MCUNet model zoo's `proxyless-w0.3-r176_imagenet`,
+    the net TTE's `proxyless-w0.3` comes from. That json is only on the lab's download server
+    (hanlab18.mit.edu/projects/tinyml/mcunet/release/), not in any copy that could be read
+    here; the mcunet README gives its totals (38.3M MACs, 0.75M params at 176x176, 1000
+    classes), and the rule below is inferred from those totals, not read off the config:
+    - the feature mix conv IS scaled with the width (1280 * 0.3 = 384), as in the zoo's
+      mbv2-w0.35 json (1280 -> 448), unlike `MobileNetV2` above and the ProxylessNAS search
+      code, which keep 1280 below width 1.0; keeping 1280 would give 1.69M params, not 0.75M;
+    - channels are width * c rounded UP to a multiple of 8 (`zoo_rounding=True`). This
+      differs from MobileNet's `make_divisible` only at the 192 stage at w0.3 (57.6 -> 64,
+      not 56): with 64 the totals are 38.28M MACs / 0.749M params (0.754M counting BN), with
+      56 they are 36.77M / 0.706M. `zoo_rounding=False` uses `make_divisible` (`_c`).
+    Expanded widths are round(cin * expand) of the scaled cin. Set `scale_last=False` for a
+    1280-wide feature mix conv.
+    """
+
+    # (kernel, expansion, channels, stride) per block after the MBConv1 3x3 -> 16 block
+    CFG = ((5, 3, 32, 2), (3, 3, 32, 1),  # + 2 ZeroLayer (skipped) blocks at 32
+           (7, 3, 40, 2), (3, 3, 40, 1), (5, 3, 40, 1), (5, 3, 40, 1),
+           (7, 6, 80, 2), (5, 3, 80, 1), (5, 3, 80, 1), (5, 3, 80, 1),
+           (5, 6, 96, 1), (5, 3, 96, 1), (5, 3, 96, 1), (5, 3, 96, 1),
+           (7, 6, 192, 2), (7, 6, 192, 1), (7, 3, 192, 1), (7, 3, 192, 1),
+           (7, 6, 320, 1))
+
+    def __init__(self, width: float = 0.3, resolution: int = 128, classes: int = 10,
+                 scale_last: bool = True, zoo_rounding: bool = True) -> None:
+        super().__init__()
+        self.input_shape = (3, resolution, resolution)
+        ch = _c_up if zoo_rounding else _c
+        cin, first = ch(32, width), ch(16, width)
+        layers: list[nn.Module] = [nn.Conv2d(3, cin, 3, 2, 1), nn.ReLU6(),
+                                   MBConv(cin, first, 3, 1, 1)]
+        cin = first
+        for k, t, c, s in self.CFG:
+            cout = ch(c, width)
+            layers.append(MBConv(cin, cout, k, s, t))
+            cin = cout
+        last = ch(1280, width if scale_last else max(1.0, width))
+        layers += [nn.Conv2d(cin, last, 1), nn.ReLU6()]
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(last, classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+class MCUNet5FPS(nn.Module):
+    """MCUNet-5FPS-like model (MCUNet, Lin et al., NeurIPS 2020), BN folded away.
+
+    Block list: `mcunet-5fps_imagenet.json` (model zoo id `mcunet-in1` / `mcunet-5fps`), the
+    TinyNAS net that runs 5 FPS on an STM32F746, as released by MIT HAN lab (github.com/
+    mit-han-lab/tinyml, mcunet/assets/configs/mcunet-5fps_imagenet.json; mit-han-lab/mcunet
+    downloads the same file): first conv 3x3/2 to 16, the 14 blocks below, no final 1x1
+    "feature mix" conv (`feature_mix_layer: null`), global pool, fc 160 -> classes. The zoo
+    runs it at 96x96; TTE ("On-Device Training Under 256KB Memory") trains it at 128x128.
+    At 96x96 and 1000 classes this is 12.79M MACs and 0.63M parameters (mcunet README:
+    12.8M, 0.64M; the gap is the BN parameters).
+
+    It is "-like", an approximation of the published model, not the model itself: the block
+    list (kernel, expansion, channels, stride, skips) is copied from that json, but BN is
+    folded away, the head is a fresh classes-way fc, no weights are loaded, and TTE's own copy
+    (tiny-training assets/mcu_models/mcunet-5fps.pkl, an int8 graph) could not be read here, so
+    whether it differs from the json in any detail is unchecked.
+    """
+
+    # (kernel, expansion, channels, stride) per block, from mcunet-5fps_imagenet.json
+    CFG = ((3, 1, 8, 1),
+           (3, 4, 16, 2), (3, 3, 16, 1),
+           (7, 3, 24, 2), (3, 5, 24, 1),
+           (3, 5, 40, 2), (7, 4, 40, 1),
+           (5, 4, 48, 1), (3, 3, 48, 1), (3, 4, 48, 1),
+           (7, 5, 96, 2), (5, 4, 96, 1), (5, 4, 96, 1),
+           (3, 6, 160, 1))
+
+    def __init__(self, resolution: int = 128, classes: int = 10) -> None:
+        super().__init__()
+        self.input_shape = (3, resolution, resolution)
+        cin = 16
+        layers: list[nn.Module] = [nn.Conv2d(3, cin, 3, 2, 1), nn.ReLU6()]
+        for k, t, c, s in self.CFG:
+            layers.append(MBConv(cin, c, k, s, t))
+            cin = c
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))

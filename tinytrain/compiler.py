@@ -10,10 +10,16 @@ from pathlib import Path
 from tinytrain.errors import ModelError
 from tinytrain.ir import Graph, verify
 from tinytrain.ops import get_op
+from tinytrain.passes.activation_masks import use_activation_masks
 from tinytrain.passes.add_loss import add_loss
 from tinytrain.passes.autodiff import autodiff
+from tinytrain.passes.fuse import fuse_updates
+from tinytrain.passes.inplace import run_in_place
 from tinytrain.passes.memory_plan import Plan, plan_memory
 from tinytrain.passes.optimizer import SGDConfig, add_optimizer
+from tinytrain.passes.prune import apply_update_plan
+from tinytrain.passes.schedule import schedule_backward
+from tinytrain.update_plan import parse_plan
 
 
 @dataclass(frozen=True)
@@ -21,6 +27,8 @@ class Options:
     board: str = "host"
     loss: str = "ce"
     sgd: SGDConfig = field(default_factory=SGDConfig)
+    update: str = "full"  # update plan (see tinytrain.update_plan)
+    memory_passes: bool = True  # fuse, activation masks, reorder, in-place
     check_ir: bool = True  # run ir.verify after every pass
 
 
@@ -42,11 +50,20 @@ def load_model(path: Path) -> Graph:
 
 def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
     """The passes after import, in order. `--dump-ir NAME` prints the graph after NAME."""
-    return [
+    passes: list[tuple[str, Callable[[Graph], Graph]]] = [
         ("add_loss", lambda g: add_loss(g, opts.loss)),
         ("autodiff", autodiff),
+        ("prune", lambda g: apply_update_plan(g, parse_plan(g, opts.update))),
         ("optimizer", lambda g: add_optimizer(g, opts.sgd)),
     ]
+    if opts.memory_passes:
+        passes += [
+            ("fuse", fuse_updates),
+            ("masks", use_activation_masks),
+            ("schedule", schedule_backward),
+            ("inplace", run_in_place),
+        ]
+    return passes
 
 
 def compile_model(path: Path, opts: Options,

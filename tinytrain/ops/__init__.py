@@ -7,9 +7,12 @@ from tinytrain.ops import (
     add,
     avg_pool2d,
     clip,
+    clip_mask,
     concat,
     conv2d,
     dense,
+    fused_update,
+    gather_channels,
     global_avg_pool,
     hard_sigmoid,
     hard_swish,
@@ -28,7 +31,7 @@ from tinytrain.ops.base import OpDef
 
 _MODULES = (conv2d, dense, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, hard_swish, add, mul,
             avg_pool2d, max_pool2d, global_avg_pool, pad, concat, transpose, reshape,
-            softmax_ce, sgd)
+            softmax_ce, sgd, gather_channels, fused_update, clip_mask)
 
 REGISTRY: dict[str, OpDef] = {op.name: op for m in _MODULES for op in m.OPS}
 

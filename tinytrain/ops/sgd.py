@@ -6,7 +6,8 @@ import numpy as np
 
 from tinytrain.ops.base import OpDef, c_float, size
 
-# inputs: (param, grad[, momentum_buf]); outputs: (param,). attrs: lr, momentum, wd, scale.
+# inputs: (param, grad[, momentum_buf]); outputs: (param,). attrs: lr, momentum, wd, scale,
+# and for a partial update `channels`: the trained input channels (grad holds only those).
 # The C call multiplies by `scale`, a local of tt_apply_update() (batch / samples accumulated),
 # so a partial final batch is averaged over the samples it really has.
 
@@ -19,18 +20,28 @@ class SGD(OpDef):
 
     def forward(self, node, xs):
         a = node.attrs
-        p, g = xs[0].astype(np.float32), xs[1].astype(np.float32)
-        g = g * np.float32(a["scale"]) + np.float32(a["wd"]) * p
+        p = xs[0].astype(np.float32).copy()
+        ch = list(a["channels"]) if a.get("channels") is not None else slice(None)
+        g = xs[1].astype(np.float32) * np.float32(a["scale"]) + np.float32(a["wd"]) * p[..., ch]
         if len(xs) > 2:
             m = np.float32(a["momentum"]) * xs[2] + g
             xs[2][...] = m
             g = m
         xs[1][...] = 0.0
-        return [(p - np.float32(a["lr"]) * g).astype(np.float32)]
+        p[..., ch] = p[..., ch] - np.float32(a["lr"]) * g
+        return [p]
 
     def c_call(self, node, cg):
         a = node.attrs
         m = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
+        hyper = (f"{c_float(a['lr'])}, {c_float(a['momentum'])}, {c_float(a['wd'])}, "
+                 f"{c_float(a['scale'])} * scale")
+        if a.get("channels") is not None:
+            p = cg.shape(node.inputs[0])
+            ch = a["channels"]
+            idx = "NULL" if tuple(ch) == tuple(range(len(ch))) else cg.ints(ch)
+            return (f"tt_sgd_channels_f32({cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
+                    f"{m}, {size(p[:-1])}, {p[-1]}, {idx}, {len(ch)}, {hyper});")
         return (f"tt_sgd_f32({cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {m}, "
                 f"{size(cg.shape(node.inputs[0]))}, {c_float(a['lr'])}, "
                 f"{c_float(a['momentum'])}, {c_float(a['wd'])}, {c_float(a['scale'])} * scale);")

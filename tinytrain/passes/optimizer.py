@@ -34,12 +34,13 @@ def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
         if gname not in g.tensors:
             continue  # nothing reaches this parameter's gradient
         inputs = [p.name, gname]
-        if cfg.momentum:
-            m = Tensor(f"{p.name}_momentum", p.shape, OPT_STATE)
+        if cfg.momentum:  # shaped like the gradient: a partial update keeps state for its slice
+            m = Tensor(f"{p.name}_momentum", g.t(gname).shape, OPT_STATE)
             tensors.append(m)
             inputs.append(m.name)
         attrs = {"lr": cfg.lr, "momentum": cfg.momentum, "wd": cfg.weight_decay,
-                 "scale": 1.0 / cfg.batch}
+                 "scale": 1.0 / cfg.batch,
+                 "channels": g.meta.get("partial_channels", {}).get(p.name)}
         nodes.append(Node(f"{p.name}_sgd", "sgd", tuple(inputs), (p.name,), attrs, phase="update"))
     meta = {**g.meta, "sgd": {"lr": cfg.lr, "momentum": cfg.momentum,
                               "weight_decay": cfg.weight_decay, "batch": cfg.batch}}

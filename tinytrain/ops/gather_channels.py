@@ -1,0 +1,28 @@
+"""Copy selected channels (last axis) of a saved activation for a partial weight update."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinytrain.ops.base import OpDef, size
+
+
+class GatherChannels(OpDef):
+    name = "gather_channels"
+    has_gradient = False  # inserted after autodiff; its output only feeds a weight gradient
+
+    def infer(self, node, shapes):
+        return [tuple(shapes[0][:-1]) + (len(node.attrs["channels"]),)]
+
+    def forward(self, node, xs):
+        return [np.ascontiguousarray(xs[0][..., list(node.attrs["channels"])])]
+
+    def c_call(self, node, cg):
+        x = cg.shape(node.inputs[0])
+        ch = node.attrs["channels"]
+        idx = "NULL" if tuple(ch) == tuple(range(len(ch))) else cg.ints(ch)
+        return (f"tt_gather_channels_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
+                f"{size(x[:-1])}, {x[-1]}, {idx}, {len(ch)});")
+
+
+OPS = (GatherChannels(),)

@@ -1,0 +1,48 @@
+"""Fuse each weight/bias gradient with its SGD update (batch 1 only).
+
+With one sample per step the accumulated gradient is just this sample's gradient, so the
+update can be applied element by element as the gradient is summed: the gradient buffer
+disappears and the update happens as early as the backward pass allows (TTE's "apply
+immediately"). The fused node sits where the gradient node was, which is after the layer's
+input-gradient node (the last reader of the old weights).
+"""
+
+from __future__ import annotations
+
+from tinytrain.ir import PARAM_GRAD, Graph, Node
+
+FUSED = {"conv2d_backward_weight": "conv2d_weight_sgd",
+         "dense_backward_weight": "dense_weight_sgd",
+         "bias_backward": "bias_sgd"}
+
+
+def fuse_updates(g: Graph) -> Graph:
+    if g.meta.get("sgd", {}).get("batch", 1) != 1:
+        return g  # a batch needs the accumulated gradient
+    writers: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        for o in n.outputs:
+            if g.t(o).kind == PARAM_GRAD:
+                writers.setdefault(o, []).append(n)
+    position = {n.name: k for k, n in enumerate(g.nodes)}
+    replace: dict[str, Node] = {}
+    drop: set[str] = set()
+    for u in (n for n in g.nodes if n.op == "sgd"):
+        p, gname = u.inputs[0], u.inputs[1]
+        ws = writers.get(gname, [])
+        if len(ws) != 1 or ws[0].op not in FUSED:
+            continue
+        w = ws[0]
+        later_readers = [n for n in g.nodes if p in n.inputs and n is not u
+                         and position[n.name] > position[w.name]]
+        if later_readers:
+            continue  # someone still needs the old value after the gradient is known
+        attrs = {**w.attrs, **{k: u.attrs[k] for k in ("lr", "momentum", "wd", "channels")}}
+        attrs.pop("out_shape", None)
+        inputs = w.inputs + (p,) + u.inputs[2:]
+        replace[w.name] = Node(w.name + "_sgd", FUSED[w.op], inputs, (p,), attrs, "backward")
+        drop.update({u.name})
+        drop.add(gname)
+    nodes = tuple(replace.get(n.name, n) for n in g.nodes if n.name not in drop)
+    tensors = {k: t for k, t in g.tensors.items() if k not in drop}
+    return g.replace(nodes=nodes, tensors=tensors, meta={**g.meta, "fused": sorted(replace)})

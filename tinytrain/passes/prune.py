@@ -1,0 +1,91 @@
+"""Prune the backward graph to the gradients an update plan needs, then dead-code eliminate.
+
+Frozen layers lose their weight-gradient nodes, and with them the saved activations those
+nodes read; layers before the first trained one lose their input-gradient chain (nothing
+reads it). Frozen layers between trained ones still back-propagate input gradients. A
+partial-channel weight update gathers just the needed input channels at forward time, so the
+full saved activation is not kept for it.
+"""
+
+from __future__ import annotations
+
+from tinytrain.ir import ACTIVATION, PARAM, PARAM_GRAD, Graph, Node, Tensor
+from tinytrain.update_plan import UpdatePlan, layers
+
+PARTIAL_OPS = ("conv2d_backward_weight", "dense_backward_weight")
+
+
+def trained_params(g: Graph, plan: UpdatePlan) -> dict[str, tuple[int, ...] | None]:
+    """param name -> trained input channels (None = all) for every parameter that learns."""
+    out: dict[str, tuple[int, ...] | None] = {}
+    for ly, up in zip(layers(g), plan.layers, strict=True):
+        if up.weight:
+            out[ly.weight] = up.channels
+        if up.bias and ly.bias:
+            out[ly.bias] = None
+    return out
+
+
+def _grad_owner(g: Graph) -> dict[str, str]:
+    return {f"{p.name}_grad": p.name for p in g.params() if f"{p.name}_grad" in g.tensors}
+
+
+def apply_update_plan(g: Graph, plan: UpdatePlan) -> Graph:
+    train = trained_params(g, plan)
+    tensors = {n: (t.replace(trainable=n in train) if t.kind == PARAM else t)
+               for n, t in g.tensors.items()}
+    owner = _grad_owner(g)
+    producers = g.producers()
+    gathers: dict[str, Node] = {}  # saved activation name -> gather node (forward)
+    backward: list[Node] = []
+    partial: dict[str, list[int]] = {}
+    for n in g.nodes:
+        if n.phase != "backward":
+            continue
+        p = owner.get(n.outputs[0])
+        if p is not None and p not in train:
+            continue  # gradient of a frozen parameter: not computed
+        channels = train.get(p) if p else None
+        if channels is not None and n.op in PARTIAL_OPS:
+            x = n.inputs[1]
+            xs = f"{x}_ch{len(channels)}"
+            if xs not in tensors:
+                shape = tensors[x].shape[:-1] + (len(channels),)
+                tensors[xs] = Tensor(xs, shape, ACTIVATION)
+                gathers[x] = Node(f"{x}_gather{len(channels)}", "gather_channels", (x,), (xs,),
+                                  {"channels": channels})
+            out_shape = tensors[p].shape[:-1] + (len(channels),)
+            tensors[n.outputs[0]] = tensors[n.outputs[0]].replace(shape=out_shape)
+            n = Node(n.name, n.op, (n.inputs[0], xs), n.outputs,
+                     {**n.attrs, "out_shape": out_shape}, n.phase)
+            partial[p] = list(channels)
+        backward.append(n)
+
+    # dead-code elimination over the backward nodes, from the parameter gradients back
+    needed = {o for n in backward for o in n.outputs if tensors[o].kind == PARAM_GRAD}
+    kept: list[Node] = []
+    for n in reversed(backward):
+        if any(o in needed for o in n.outputs):
+            kept.append(n)
+            needed.update(n.inputs)
+    kept.reverse()
+
+    forward: list[Node] = []
+    for x, gn in gathers.items():  # gather right after x is produced (or first, for the input)
+        if x not in producers:
+            forward.append(gn)
+    for n in g.nodes:
+        if n.phase in ("forward", "loss"):
+            forward.append(n)
+            for o in n.outputs:
+                if o in gathers:
+                    forward.append(gathers[o])
+    loss = [n for n in forward if n.phase == "loss"]
+    forward = [n for n in forward if n.phase != "loss"]
+    others = [n for n in g.nodes if n.phase not in ("forward", "loss", "backward")]
+    nodes = tuple(forward + loss + kept + others)
+    used = {t for n in nodes for t in n.inputs + n.outputs} | set(g.inputs) | set(g.outputs)
+    tensors = {k: t for k, t in tensors.items()
+               if k in used or t.kind in (PARAM, "const", "input", "label")}
+    meta = {**g.meta, "update": plan.spec, "partial_channels": partial}
+    return g.replace(tensors=tensors, nodes=nodes, meta=meta)

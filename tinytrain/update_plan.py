@@ -1,0 +1,186 @@
+"""Update plans: which parameters learn on the device (`--update`).
+
+Forms: `full`, `bias` (every bias + the classifier), `last:K` (weights and biases of the last K
+parameterised layers), `none`, `tte:n_bias=N,idx=I-J-K,ratio=R-S-T` (TTE's sparse-update
+config), or a TOML file with either TTE's keys or a per-layer list.
+
+Layers are the conv2d/dense nodes in forward order, indexed from the input (0-based, as TTE's
+`manual_weight_idx`). A partial weight update trains the FIRST k input channels: contiguous
+channels need no index map and no gather of scattered channels; explicit channel lists are
+accepted in TOML for users who pick channels themselves (e.g. by magnitude).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from tinytrain.errors import OptionError
+from tinytrain.ir import Graph, Node
+
+LAYER_OPS = ("conv2d", "dense")
+
+
+@dataclass(frozen=True)
+class Layer:
+    index: int
+    node: Node
+    weight: str
+    bias: str | None
+    in_channels: int  # per group: the axis a partial update slices
+    source: str  # node name in the source model
+
+    @property
+    def names(self) -> set[str]:
+        return {self.node.name, self.source}
+
+
+@dataclass(frozen=True)
+class LayerUpdate:
+    bias: bool = False
+    weight: bool = False
+    channels: tuple[int, ...] | None = None  # None: all input channels
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    spec: str
+    layers: tuple[LayerUpdate, ...]  # one per Layer, same order
+
+
+def layers(g: Graph) -> list[Layer]:
+    out = []
+    for n in g.nodes:
+        if n.phase == "forward" and n.op in LAYER_OPS:
+            w = g.t(n.inputs[1])
+            src = w.source.node if w.source else n.name
+            out.append(Layer(len(out), n, w.name, n.inputs[2] if len(n.inputs) > 2 else None,
+                             w.shape[-1], src))
+    return out
+
+
+def describe_layers(g: Graph) -> str:
+    rows = []
+    for ly in layers(g):
+        w = g.t(ly.weight)
+        nb = g.t(ly.bias).size if ly.bias else 0
+        rows.append(f"  {ly.index:3d}  {ly.source}  ({ly.node.op}, weight {list(w.shape)} = "
+                    f"{w.size} values, bias {nb}, {ly.in_channels} input channels)")
+    return "trainable layers (index from the input, name, shape):\n" + "\n".join(rows)
+
+
+def _fail(g: Graph, msg: str) -> OptionError:
+    return OptionError(f"invalid update plan: {msg}\n{describe_layers(g)}")
+
+
+def _ratio_channels(g: Graph, ly: Layer, ratio: float) -> tuple[int, ...] | None:
+    if not 0 < ratio <= 1:
+        raise _fail(g, f"ratio {ratio} for layer {ly.index} is outside (0, 1]")
+    if ratio == 1:
+        return None
+    groups = ly.node.attr("groups", 1)
+    if groups != 1:
+        raise _fail(g, f"layer {ly.index} ({ly.source}) is a grouped/depthwise conv; a partial "
+                       "channel update needs a regular or pointwise conv or a dense layer")
+    k = max(1, math.ceil(ratio * ly.in_channels))
+    return tuple(range(k))
+
+
+def _tte(g: Graph, lys: list[Layer], n_bias: int, idx: list[int], ratio: list[float],
+         spec: str) -> UpdatePlan:
+    if len(idx) != len(ratio):
+        raise _fail(g, f"{len(idx)} weight indices but {len(ratio)} ratios")
+    if not 0 <= n_bias <= len(lys):
+        raise _fail(g, f"n_bias_update={n_bias} but the model has {len(lys)} layers")
+    plan = [LayerUpdate() for _ in lys]
+    for ly in lys[len(lys) - n_bias:]:
+        plan[ly.index] = LayerUpdate(bias=True)
+    for i, r in zip(idx, ratio):
+        if not 0 <= i < len(lys):
+            raise _fail(g, f"weight index {i} is out of range (0..{len(lys) - 1})")
+        plan[i] = LayerUpdate(bias=True, weight=True, channels=_ratio_channels(g, lys[i], r))
+    plan[-1] = LayerUpdate(bias=True, weight=True)  # TTE always trains the classifier
+    return UpdatePlan(spec, tuple(plan))
+
+
+def _find(g: Graph, lys: list[Layer], entry: dict) -> Layer:
+    if "index" in entry:
+        i = entry["index"]
+        if not isinstance(i, int) or not 0 <= i < len(lys):
+            raise _fail(g, f"layer index {i!r} is out of range (0..{len(lys) - 1})")
+        return lys[i]
+    name = entry.get("name")
+    for ly in lys:
+        if name in ly.names:
+            return ly
+    raise _fail(g, f"unknown layer {name!r}")
+
+
+def _from_toml(g: Graph, lys: list[Layer], path: Path) -> UpdatePlan:
+    try:
+        d = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise OptionError(f"cannot read update plan {path}: {e}") from None
+    spec = f"toml:{path.name}"
+    if "n_bias_update" in d or "manual_weight_idx" in d:
+        return _tte(g, lys, int(d.get("n_bias_update", 0)), list(d.get("manual_weight_idx", [])),
+                    [float(r) for r in d.get("weight_update_ratio",
+                                             [1.0] * len(d.get("manual_weight_idx", [])))], spec)
+    plan = [LayerUpdate() for _ in lys]
+    for entry in d.get("layer", []):
+        ly = _find(g, lys, entry)
+        w = entry.get("weight", False)
+        channels = None
+        if isinstance(w, list):  # explicit input channels
+            if not w or any(not isinstance(c, int) or not 0 <= c < ly.in_channels for c in w):
+                raise _fail(g, f"channels {w} of layer {ly.index} must be in "
+                               f"0..{ly.in_channels - 1}")
+            if ly.node.attr("groups", 1) != 1:
+                raise _fail(g, f"layer {ly.index} is grouped; partial updates need groups=1")
+            channels = tuple(sorted(set(w)))
+            channels = None if len(channels) == ly.in_channels else channels
+            w = True
+        elif isinstance(w, (int, float)) and not isinstance(w, bool):
+            channels = _ratio_channels(g, ly, float(w))
+            w = True
+        plan[ly.index] = LayerUpdate(bias=bool(entry.get("bias", w)), weight=bool(w),
+                                     channels=channels)
+    return UpdatePlan(spec, tuple(plan))
+
+
+def parse_plan(g: Graph, spec: str) -> UpdatePlan:
+    lys = layers(g)
+    if spec == "full":
+        return UpdatePlan(spec, tuple(LayerUpdate(True, True) for _ in lys))
+    if spec == "none":
+        return UpdatePlan(spec, tuple(LayerUpdate() for _ in lys))
+    if spec == "bias":
+        plan = [LayerUpdate(bias=True) for _ in lys]
+        if lys:
+            plan[-1] = LayerUpdate(True, True)
+        return UpdatePlan(spec, tuple(plan))
+    if spec.startswith("last:"):
+        try:
+            k = int(spec[5:])
+        except ValueError:
+            raise _fail(g, f"'{spec}': K must be an integer") from None
+        if not 1 <= k <= len(lys):
+            raise _fail(g, f"'{spec}': K must be in 1..{len(lys)}")
+        return UpdatePlan(spec, tuple(LayerUpdate(i >= len(lys) - k, i >= len(lys) - k)
+                                      for i in range(len(lys))))
+    if spec.startswith("tte:"):
+        fields = dict(kv.split("=", 1) for kv in spec[4:].split(",") if "=" in kv)
+        try:
+            idx = [int(v) for v in fields.get("idx", "").split("-") if v]
+            ratio = [float(v) for v in fields.get("ratio", "").split("-") if v] or [1.0] * len(idx)
+            n_bias = int(fields.get("n_bias", 0))
+        except ValueError:
+            raise _fail(g, f"cannot parse '{spec}'; expected "
+                           "tte:n_bias=N,idx=I-J-K,ratio=R-S-T") from None
+        return _tte(g, lys, n_bias, idx, ratio, spec)
+    if spec.endswith(".toml"):
+        return _from_toml(g, lys, Path(spec))
+    raise OptionError(f"unknown --update '{spec}'; use full, bias, last:K, none, "
+                      "tte:n_bias=N,idx=I-J,ratio=R-S or a .toml file")
