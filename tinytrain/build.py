@@ -5,19 +5,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tinytrain.boards import load_board
+from tinytrain.boards import Board, load_board
 from tinytrain.codegen.render import render, write_files
 from tinytrain.compiler import Options, compile_model
-from tinytrain.errors import BuildError
+from tinytrain.errors import BuildError, TinyTrainError
+from tinytrain.memory_report import buffer_table
 from tinytrain.ir import Graph
 from tinytrain.report import memory_report
 from tinytrain.toolchain import compile_project
 
 PROGRAM_JSON = "program.json"
 REPORT_JSON = "report.json"
+MEMORY_JSON = "memory.json"
 
 
 def program_info(g: Graph) -> dict[str, Any]:
@@ -38,12 +41,56 @@ def program_info(g: Graph) -> dict[str, Any]:
     }
 
 
-def build(model: Path, out: Path, opts: Options, on_pass=None) -> dict[str, Any]:
+def check_budget(model: Path, opts: Options, report: dict[str, Any], board: Board,
+                 max_sram: int | None, max_flash: int | None) -> None:
+    """Fail before any compiler runs if the plan does not fit, with what would fit."""
+    limits = {"SRAM": min((v for v in (board.sram_bytes, max_sram) if v), default=None),
+              "flash": min((v for v in (board.flash_bytes, max_flash) if v), default=None)}
+    need = {"SRAM": report["sram_bytes"]["total"], "flash": report["flash_bytes"]["total"]}
+    over = [k for k in need if limits[k] is not None and need[k] > limits[k]]
+    if not over:
+        return
+    s, f = report["sram_bytes"], report["flash_bytes"]
+    lines = [f"{model} with --update {opts.update} does not fit {board.name}: " + "; ".join(
+        f"{k} needs {need[k] / 1024:.1f} KB of {limits[k] / 1024:.1f} KB" for k in over) + ".",
+        f"  SRAM: arena {s['arena'] / 1024:.1f} KB (peak at {report['memory']['peak_op']}: "
+        + ", ".join(f"{k} {v / 1024:.1f} KB" for k, v in report["memory"]["peak_by_kind"].items())
+        + f"); gradients {s['param_grads'] / 1024:.1f} KB; optimizer state "
+        f"{s['optimizer_state'] / 1024:.1f} KB",
+        f"  flash: frozen params {f['frozen_params'] / 1024:.1f} KB, trainable initial values "
+        f"{f['trainable_init'] / 1024:.1f} KB"]
+    tried = []
+    for alt in ("bias", "last:1", "none"):
+        if alt == opts.update:
+            continue
+        try:
+            g2, p2 = compile_model(model, replace(opts, update=alt))
+        except TinyTrainError:
+            continue
+        r2 = memory_report(g2, p2, board)
+        ok = all(limits[k] is None or v <= limits[k] for k, v in
+                 (("SRAM", r2["sram_bytes"]["total"]), ("flash", r2["flash_bytes"]["total"])))
+        tried.append(f"--update {alt}: SRAM {r2['sram_bytes']['total'] / 1024:.1f} KB, flash "
+                     f"{r2['flash_bytes']['total'] / 1024:.1f} KB" + (" (fits)" if ok else ""))
+    if opts.sgd.momentum:
+        tried.append("momentum 0 drops the optimizer state")
+    if opts.sgd.batch > 1:
+        tried.append("--batch 1 fuses updates and drops the gradient buffers")
+    lines.append("  smaller plans: " + "; ".join(tried))
+    raise BuildError("\n".join(lines))
+
+
+def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | None = None,
+          max_flash: int | None = None) -> dict[str, Any]:
     board = load_board(opts.board)
     opts.sgd.check()
     check_out_dir(Path(out))
     g, plan = compile_model(model, opts, on_pass)
+    memory = buffer_table(g, plan)
     report = memory_report(g, plan, board)
+    report["memory"] = {k: memory[k] for k in ("peak_live_bytes", "peak_step", "peak_op",
+                                               "peak_by_kind", "totals_by_kind")}
+    check_budget(Path(model), opts, report, board, max_sram, max_flash)
     files = render(g, plan, board.name)
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tt-tmp-{os.getpid()}")
@@ -57,6 +104,7 @@ def build(model: Path, out: Path, opts: Options, on_pass=None) -> dict[str, Any]
         (tmp / PROGRAM_JSON).write_text(info + "\n")
         compile_project(tmp, board)
         (tmp / REPORT_JSON).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+        (tmp / MEMORY_JSON).write_text(json.dumps(memory, indent=1) + "\n")
         _swap_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 import zipfile
@@ -58,6 +59,19 @@ def build(
     weight_decay: float = typer.Option(0.0, "--weight-decay", help="L2 weight decay."),
     batch: int = typer.Option(1, help="Samples per optimizer step (gradient accumulation: "
                               "memory does not grow with the batch)."),
+    update: str = typer.Option("full", help="Which parameters learn: full, bias (all biases + "
+                               "the classifier), last:K (last K layers), none, "
+                               "tte:n_bias=N,idx=I-J,ratio=R-S (TTE's sparse update), or a "
+                               ".toml plan. Layer indices count conv/dense layers from the "
+                               "input; a bad plan lists them."),
+    memory_passes: bool = typer.Option(True, "--memory-passes/--no-memory-passes",
+                                       help="Fused updates (batch 1), 1-bit ReLU masks, "
+                                       "backward reordering and in-place ops. Results are "
+                                       "identical either way; only memory differs."),
+    max_sram: Optional[float] = typer.Option(None, "--max-sram", help="Fail (with the "
+                                             "breakdown and smaller plans) above this many KB "
+                                             "of SRAM, before any compiler runs."),
+    max_flash: Optional[float] = typer.Option(None, "--max-flash", help="Same for flash, KB."),
     dump_ir: Optional[str] = typer.Option(None, "--dump-ir", help="Print the IR after this pass "
                                           "(import, add_loss, autodiff, optimizer)."),
 ) -> None:
@@ -74,9 +88,12 @@ def build(
 
     with user_errors():
         t0 = time.perf_counter()
-        opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, weight_decay, batch))
+        opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, weight_decay, batch),
+                       update=update, memory_passes=memory_passes)
         with err.status("compiling and building", spinner="dots") if err.is_terminal else _null():
-            report = do_build(model, out, opts, on_pass)
+            report = do_build(model, out, opts, on_pass,
+                              max_sram=int(max_sram * 1024) if max_sram else None,
+                              max_flash=int(max_flash * 1024) if max_flash else None)
         console.print(summary(report), markup=False, highlight=False)
         console.print(f"built {out / 'tt_host'} in {time.perf_counter() - t0:.1f} s; "
                   f"report in {out / 'report.json'}", markup=False, highlight=False)
@@ -181,6 +198,33 @@ def export(
     with user_errors():
         export_onnx(build_dir, _load_state(state), out_path)
         console.print(f"wrote {out_path}")
+
+
+@app.command()
+def report(
+    build_dir: Path = typer.Argument(..., help="A directory made by `tinytrain build`."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
+    plot: Optional[Path] = typer.Option(None, help="Draw the arena over time to this PNG."),
+) -> None:
+    """Where the SRAM goes: every buffer (kind, bytes, offset, first/last step), totals by
+    kind, and the peak with the op where it happens."""
+    from tinytrain.build import MEMORY_JSON
+    from tinytrain.errors import BuildError
+    from tinytrain.memory_report import format_table
+    from tinytrain.memory_report import plot as draw
+
+    with user_errors():
+        path = build_dir / MEMORY_JSON
+        if not path.exists():
+            raise BuildError(f"{build_dir} has no {MEMORY_JSON}; run `tinytrain build` first")
+        m = json.loads(path.read_text())
+        if as_json:
+            console.print_json(data=m)
+        else:
+            console.print(format_table(m), markup=False, highlight=False, soft_wrap=True)
+        if plot:
+            draw(m, str(plot))
+            console.print(f"wrote {plot}")
 
 
 @app.command()

@@ -28,6 +28,7 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
         "model": g.meta.get("model_name"),
         "model_sha256": g.meta.get("model_sha256"),
         "loss": g.meta.get("loss"),
+        "update": g.meta.get("update"),
         "sgd": g.meta.get("sgd"),
         "sram_bytes": sram,
         "flash_bytes": flash,
@@ -55,4 +56,8 @@ def summary(r: dict[str, Any]) -> str:
         f"initial values {kb(f['trainable_init'])} (code not included)",
         f"  MACs  forward {m['forward']:,}  backward {m['backward']:,} per sample",
     ]
+    if "memory" in r:
+        mm = r["memory"]
+        kinds = ", ".join(f"{k} {v / 1024:.1f} KB" for k, v in mm["peak_by_kind"].items())
+        lines.append(f"  update {r.get('update')}; peak at {mm['peak_op']}: {kinds}")
     return "\n".join(lines)

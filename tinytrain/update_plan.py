@@ -100,6 +100,8 @@ def _tte(g: Graph, lys: list[Layer], n_bias: int, idx: list[int], ratio: list[fl
     for i, r in zip(idx, ratio):
         if not 0 <= i < len(lys):
             raise _fail(g, f"weight index {i} is out of range (0..{len(lys) - 1})")
+        if r == 0:  # TTE's published schemes use ratio 0 for "no weight update here"
+            continue
         plan[i] = LayerUpdate(bias=True, weight=True, channels=_ratio_channels(g, lys[i], r))
     plan[-1] = LayerUpdate(bias=True, weight=True)  # TTE always trains the classifier
     return UpdatePlan(spec, tuple(plan))

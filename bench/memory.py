@@ -1,0 +1,100 @@
+"""Peak SRAM of on-device training plans for the MCU reference models (fp32, 128x128, batch 1).
+
+    python bench/memory.py          # Markdown tables; add --json FILE to keep the numbers
+
+For each model and update plan, with and without the memory passes (fused updates, 1-bit
+ReLU masks, backward reordering, in-place ops): peak SRAM = planned arena + trainable
+parameters + gradient buffers + optimizer state (plain SGD, as TTE's main results). Frozen
+parameters live in flash. Numbers come from the planner, the same figures `tinytrain build`
+reports and the linked binary reserves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.torch_models import MCUNet5FPS, MobileNetV2, ProxylessNAS, export  # noqa: E402
+from tinytrain.boards import load_board  # noqa: E402
+from tinytrain.compiler import Options, compile_model  # noqa: E402
+from tinytrain.report import memory_report  # noqa: E402
+
+# TTE's published sparse-update schemes (n_bias_update, manual_weight_idx, weight_update_ratio).
+# MobileNetV2-w0.35: the 99 KB scheme named in our issue; MCUNet-5FPS: the 100 KB scheme from
+# TTE's training scripts. No ProxylessNAS-w0.3 scheme is available offline, so its scheme is
+# ours, built the same way (biases of the last 24 layers; the first pointwise convs of the
+# last six blocks, with partial channels on the deepest ones).
+MODELS = {
+    "MobileNetV2-w0.35": (lambda: MobileNetV2(0.35, 128, 10),
+                          "tte:n_bias=25,idx=27-30-33-36-39-42-45-48,"
+                          "ratio=1-1-1-1-1-0.125-0.5-1", 141),
+    "ProxylessNAS-w0.3": (lambda: ProxylessNAS(0.3, 128, 10),
+                          "tte:n_bias=24,idx=39-42-45-48-51-54,ratio=1-1-1-0.5-0.25-0.125", 135),
+    "MCUNet-5FPS-like": (lambda: MCUNet5FPS(128, 10),
+                         "tte:n_bias=22,idx=21-24-27-30-36-39,ratio=1-1-1-1-0.125-0.25", 173),
+}
+PLANS = ("full", "last:8", "last:4", "last:2", "bias", "TTE scheme", "none")
+
+
+def measure(path: Path, update: str, passes: bool) -> dict:
+    g, plan = compile_model(path, Options(update=update, memory_passes=passes))
+    r = memory_report(g, plan, load_board("host"))
+    return {"sram": r["sram_bytes"]["total"], "arena": plan.arena_size,
+            "params": r["sram_bytes"]["trainable_params"], "grads": r["sram_bytes"]["param_grads"],
+            "trainable": r["params"]["trainable"], "macs_bwd": r["macs"]["backward"]}
+
+
+def kb(n: int) -> str:
+    return f"{n / 1024:,.1f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, help="also write the raw numbers here")
+    args = ap.parse_args()
+    results: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (make, scheme, tte_kb) in MODELS.items():
+            torch.manual_seed(0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                path = export(make(), Path(tmp) / "m.onnx")
+            rows = {}
+            for plan in PLANS:
+                spec = scheme if plan == "TTE scheme" else plan
+                rows[plan] = {"spec": spec, "without": measure(path, spec, False),
+                              "with": measure(path, spec, True)}
+            results[name] = {"rows": rows, "tte_int8_kb": tte_kb}
+
+    for name, res in results.items():
+        rows = res["rows"]
+        print(f"\n### {name} @128x128, batch 1, fp32\n")
+        print("| plan | trainable params | peak SRAM KB without passes | arena KB | "
+              "peak SRAM KB with passes | arena KB | saved |")
+        print("|---|---|---|---|---|---|---|")
+        for plan, r in rows.items():
+            a, b = r["without"], r["with"]
+            print(f"| {plan} | {b['trainable']:,} | {kb(a['sram'])} | {kb(a['arena'])} | "
+                  f"{kb(b['sram'])} | {kb(b['arena'])} | {a['sram'] / b['sram']:.2f}x |")
+        full = rows["full"]["without"]["sram"]
+        best = rows["TTE scheme"]["with"]["sram"]
+        floor = rows["none"]["with"]["sram"]
+        print(f"\nfull update without passes ÷ TTE scheme with passes: **{full / best:.1f}x** "
+              f"({kb(full)} KB → {kb(best)} KB; TTE reports {res['tte_int8_kb']} KB in int8). "
+              f"Floor: inference alone needs {kb(floor)} KB in fp32, so no fp32 plan can reach "
+              f"more than {full / floor:.1f}x.")
+        print(f"scheme: `{rows['TTE scheme']['spec']}`")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
