@@ -13,8 +13,8 @@ from tinytrain.boards import Board, load_board
 from tinytrain.codegen.render import render, write_files
 from tinytrain.compiler import Options, compile_model
 from tinytrain.errors import BuildError, TinyTrainError
-from tinytrain.memory_report import buffer_table
 from tinytrain.ir import Graph
+from tinytrain.memory_report import buffer_table
 from tinytrain.report import memory_report
 from tinytrain.toolchain import compile_project
 
