@@ -1,0 +1,230 @@
+"""Sparse update plans (`--update`) against PyTorch, step for step, through the CLI.
+
+The reference is plain torch.optim.SGD with every frozen parameter's requires_grad=False and,
+for a partial-channel weight, the gradient of the untrained input channels zeroed after
+backward() and before step(): their momentum buffers then stay 0 and they never move. Per-step
+losses and the trained weights must match; the untrained channel slices of partially trained
+weights must be bit-identical to their initial values, and frozen parameters must not be
+trainable state of the program at all (they live in flash).
+
+The expected plans are written out here by layer index (conv/dense nodes in forward order,
+from the input) rather than derived with tinytrain.update_plan, so the plan parser is tested
+too: program.json's trainable set and partial channels must equal what is written here.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import pytest
+
+torch = pytest.importorskip("torch")
+from sklearn.datasets import load_digits  # noqa: E402
+
+from tests.torch_models import DigitsCNN, TinyMobileNet, export  # noqa: E402
+
+LOSS_RTOL = 1e-4  # per-step loss within 1e-4 relative (fp32 sums reordered)
+WEIGHT_ATOL = 1e-4  # final trained weights; fp32 accumulation order differs
+STEPS = 24  # optimizer steps compared (>= 20)
+
+# TTE-style spec on TinyMobileNet (16 layers; see the layer table in `tinytrain build` errors):
+# biases of the last 6 layers (10..15); weights of layer 8 (SE reduce 24 -> 6, ratio 0.3:
+# ceil(7.2) = 8 input channels), layer 10 (project 24 -> 12, half: 12 channels), layer 13
+# (project 24 -> 12, a quarter: 6 channels); layer 14 (head 12 -> 24) has ratio 0, so bias
+# only; the classifier (15) is always trained in full.
+TTE = "tte:n_bias=6,idx=8-10-13-14,ratio=0.3-0.5-0.25-0"
+TTE_WEIGHTS = {8: list(range(8)), 10: list(range(12)), 13: list(range(6)), 15: None}
+TTE_BIASES = {8, 10, 11, 12, 13, 14, 15}
+
+# Explicit per-layer plan on DigitsCNN (layers: 0 stem, 1 depthwise, 2 pointwise, 3 down, 4 fc).
+TOML_PLAN = """
+[[layer]]
+name = "/pw/Conv"        # pointwise 8 -> 8: three scattered input channels, no bias
+weight = [5, 0, 2]
+bias = false
+
+[[layer]]
+index = 1                # depthwise: bias only
+bias = true
+
+[[layer]]
+index = 3                # regular 3x3 conv 8 -> 16: input channels 1 and 6 (+ its bias)
+weight = [6, 1]
+
+[[layer]]
+index = 4                # classifier: the first half of its 16 inputs (+ its bias)
+weight = 0.5
+"""
+
+
+@dataclass(frozen=True)
+class Case:
+    model: type
+    update: str  # --update value; "@toml" is replaced by the path of TOML_PLAN
+    batch: int
+    lr: float
+    momentum: float
+    wd: float
+    weights: dict[int, list[int] | None]  # layer -> trained input channels (None: all)
+    biases: set[int] = field(default_factory=set)
+
+
+CASES = {
+    # every bias + the classifier weight; batch 1 (fused updates)
+    "cnn_bias_b1": Case(DigitsCNN, "bias", 1, 0.05, 0.0, 0.0, {4: None}, {0, 1, 2, 3, 4}),
+    # last two layers in full; batch 4 with momentum and weight decay: with requires_grad=False
+    # PyTorch skips frozen parameters entirely (grad is None), so decay applies to trained
+    # parameters only, as in tinytrain
+    "mobilenet_last2_b4": Case(TinyMobileNet, "last:2", 4, 0.05, 0.9, 1e-3,
+                               {14: None, 15: None}, {14, 15}),
+    # TTE sparse update, batch 1 with momentum: fused partial-channel updates
+    "mobilenet_tte_b1": Case(TinyMobileNet, TTE, 1, 0.02, 0.9, 0.0, TTE_WEIGHTS, TTE_BIASES),
+    # explicit channel lists, batch 4, momentum 0.9. Weight decay must be 0 whenever a weight
+    # is partially trained: PyTorch's SGD adds wd * p to the gradient AFTER our masking of the
+    # untrained channels' gradients, so it would decay (move) the frozen channels, while
+    # tinytrain never touches them (it has no optimizer state or update for them at all).
+    "cnn_toml_b4": Case(DigitsCNN, "@toml", 4, 0.1, 0.9, 0.0,
+                        {2: [0, 2, 5], 3: [1, 6], 4: list(range(8))}, {1, 3, 4}),
+}
+
+
+def digits(model_cls, n):
+    d = load_digits()
+    x = (d.images[:n] / 16.0).astype(np.float32)
+    return x.reshape((n, *model_cls.input_shape)), d.target[:n].astype(np.int64)
+
+
+def onnx_layers(onnx_model):
+    """(node name, weight name, bias name) of the Conv/Gemm nodes in forward order: the
+    layer numbering of --update. The weight/bias names are the torch parameter names."""
+    return [(n.name, n.input[1], n.input[2] if len(n.input) > 2 else None)
+            for n in onnx_model.graph.node if n.op_type in ("Conv", "Gemm")]
+
+
+def to_torch_layout(a):
+    return a.transpose(0, 3, 1, 2) if a.ndim == 4 else a  # conv OHWI -> OIHW; dense as is
+
+
+def torch_train(model, case, masks, x, y):
+    """Reference: frozen params have requires_grad=False; `masks` maps a partially trained
+    parameter to its untrained input channels, whose gradients are zeroed before step()."""
+    opt = torch.optim.SGD(model.parameters(), lr=case.lr, momentum=case.momentum,
+                          weight_decay=case.wd)
+    losses = []
+    for k in range(0, len(x), case.batch):
+        out = model(torch.from_numpy(x[k:k + case.batch]))
+        per_sample = torch.nn.functional.cross_entropy(out, torch.from_numpy(y[k:k + case.batch]),
+                                                       reduction="none")
+        opt.zero_grad()
+        per_sample.mean().backward()
+        for p, untrained in masks:
+            p.grad[:, untrained] = 0.0  # conv OIHW and linear (out, in): axis 1 is the input
+        opt.step()
+        losses += per_sample.detach().tolist()
+    return np.array(losses)
+
+
+def build_and_run(cli, tmp_path, case, *extra):
+    """Export a seeded model, build and run it; returns (model, onnx path, build dir, losses)."""
+    torch.manual_seed(0)
+    model = case.model()
+    onnx_path = tmp_path / "model.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the legacy exporter is what we want
+        export(model, onnx_path)
+    update = case.update
+    if update == "@toml":
+        update = tmp_path / "plan.toml"
+        update.write_text(TOML_PLAN)
+    x, y = digits(case.model, STEPS * case.batch)
+    np.savez(tmp_path / "train.npz", x=x, y=y)
+    build = tmp_path / "build"
+    cli("build", onnx_path, "--out", build, "--update", update, "--lr", case.lr,
+        "--momentum", case.momentum, "--weight-decay", case.wd, "--batch", case.batch, *extra)
+    cli("run", build, "--data", tmp_path / "train.npz", "--metrics", tmp_path / "m.jsonl",
+        "--save", tmp_path / "state.npz")
+    losses = np.array([json.loads(line)["loss"] for line in open(tmp_path / "m.jsonl")])
+    return model, onnx_path, build, losses, (x, y)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sparse_update_matches_pytorch(name, tmp_path, cli):
+    case = CASES[name]
+    model, onnx_path, build, ours, (x, y) = build_and_run(cli, tmp_path, case)
+    lys = onnx_layers(onnx.load(str(onnx_path)))
+    params = dict(model.named_parameters())
+    initial = {k: v.detach().numpy().copy() for k, v in params.items()}
+
+    trained: dict[str, list[int] | None] = {}  # torch name -> trained input channels
+    for i, channels in case.weights.items():
+        trained[lys[i][1]] = channels
+    for i in case.biases:
+        trained[lys[i][2]] = None
+    for k, p in params.items():
+        p.requires_grad_(k in trained)
+    masks = []
+    for k, channels in trained.items():
+        if channels is not None:
+            untrained = sorted(set(range(params[k].shape[1])) - set(channels))
+            masks.append((params[k], untrained))
+    model.train()
+    ref = torch_train(model, case, masks, x, y)
+
+    # the program trains exactly the planned parameters, with the planned channels
+    info = json.loads((build / "program.json").read_text())
+    node_params = {node: (w, b) for node, w, b in lys}
+    ours_to_torch = {}
+    for p in info["trainable"]:
+        w, b = node_params[p["source"]["node"]]
+        ours_to_torch[p["name"]] = w if p["source"]["slot"] == "weight" else b
+    assert sorted(ours_to_torch.values()) == sorted(trained)
+    partial = {ours_to_torch[k]: v for k, v in info["partial_channels"].items()}
+    assert partial == {k: v for k, v in trained.items() if v is not None}
+
+    assert len(ours) == len(ref) == STEPS * case.batch
+    np.testing.assert_allclose(ours, ref, rtol=LOSS_RTOL, atol=0)
+
+    state = np.load(tmp_path / "state.npz")
+    assert sorted(state.files) == sorted(ours_to_torch)  # frozen params are not program state
+    moved = 0.0
+    for ours_name, torch_name in ours_to_torch.items():
+        mine = to_torch_layout(state[ours_name])
+        theirs = params[torch_name].detach().numpy()
+        np.testing.assert_allclose(mine, theirs, atol=WEIGHT_ATOL, rtol=0, err_msg=torch_name)
+        channels = trained[torch_name]
+        if channels is not None:
+            untrained = sorted(set(range(mine.shape[1])) - set(channels))
+            np.testing.assert_array_equal(mine[:, untrained], initial[torch_name][:, untrained],
+                                          err_msg=f"{torch_name}: untrained channels moved")
+            np.testing.assert_array_equal(theirs[:, untrained],
+                                          initial[torch_name][:, untrained])
+            moved = max(moved, float(np.abs(mine[:, channels]
+                                            - initial[torch_name][:, channels]).max()))
+        else:
+            moved = max(moved, float(np.abs(mine - initial[torch_name]).max()))
+    for k, p in params.items():  # the reference really froze what the plan freezes
+        if k not in trained:
+            np.testing.assert_array_equal(p.detach().numpy(), initial[k], err_msg=k)
+    assert moved > 100 * WEIGHT_ATOL  # training really changed the trained weights
+
+
+def test_memory_passes_do_not_change_numerics(tmp_path, cli):
+    """The TTE plan at batch 1, where the update fuses into the backward pass: the default
+    build (fuse, masks, schedule, in-place) and --no-memory-passes give identical numbers."""
+    case = CASES["mobilenet_tte_b1"]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _, _, build_a, fast, _ = build_and_run(cli, tmp_path / "a", case)
+    _, _, build_b, plain, _ = build_and_run(cli, tmp_path / "b", case, "--no-memory-passes")
+    assert json.loads((build_a / "program.json").read_text()).get("fused")  # the passes ran
+    assert not json.loads((build_b / "program.json").read_text()).get("fused")
+    assert len(fast) == len(plain) == STEPS
+    assert fast.tolist() == plain.tolist()  # exact: the passes must not change a single bit
+    a, b = np.load(tmp_path / "a" / "state.npz"), np.load(tmp_path / "b" / "state.npz")
+    assert sorted(a.files) == sorted(b.files)
+    for k in a.files:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
