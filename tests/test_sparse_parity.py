@@ -114,10 +114,19 @@ def torch_train(model, case, masks, x, y):
     parameter to its untrained input channels, whose gradients are zeroed before step()."""
     opt = torch.optim.SGD(model.parameters(), lr=case.lr, momentum=case.momentum,
                           weight_decay=case.wd)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: thread start-up would cost more than the math
+    try:
+        return _steps(model, opt, case.batch, masks, x, y)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _steps(model, opt, batch, masks, x, y):
     losses = []
-    for k in range(0, len(x), case.batch):
-        out = model(torch.from_numpy(x[k:k + case.batch]))
-        per_sample = torch.nn.functional.cross_entropy(out, torch.from_numpy(y[k:k + case.batch]),
+    for k in range(0, len(x), batch):
+        out = model(torch.from_numpy(x[k:k + batch]))
+        per_sample = torch.nn.functional.cross_entropy(out, torch.from_numpy(y[k:k + batch]),
                                                        reduction="none")
         opt.zero_grad()
         per_sample.mean().backward()

@@ -36,7 +36,7 @@ def apply_update_plan(g: Graph, plan: UpdatePlan) -> Graph:
                for n, t in g.tensors.items()}
     owner = _grad_owner(g)
     producers = g.producers()
-    gathers: dict[str, Node] = {}  # saved activation name -> gather node (forward)
+    gathers: dict[tuple[str, tuple[int, ...]], Node] = {}  # (saved activation, channels)
     backward: list[Node] = []
     partial: dict[str, list[int]] = {}
     for n in g.nodes:
@@ -48,12 +48,16 @@ def apply_update_plan(g: Graph, plan: UpdatePlan) -> Graph:
         channels = train.get(p) if p else None
         if channels is not None and n.op in PARTIAL_OPS:
             x = n.inputs[1]
-            xs = f"{x}_ch{len(channels)}"
-            if xs not in tensors:
-                shape = tensors[x].shape[:-1] + (len(channels),)
-                tensors[xs] = Tensor(xs, shape, ACTIVATION)
-                gathers[x] = Node(f"{x}_gather{len(channels)}", "gather_channels", (x,), (xs,),
-                                  {"channels": channels})
+            if (x, channels) not in gathers:  # layers reading one x may train other channels
+                tag, k = f"{len(channels)}", 0
+                while f"{x}_ch{tag}" in tensors:
+                    k += 1
+                    tag = f"{len(channels)}_{k}"
+                xs = f"{x}_ch{tag}"
+                tensors[xs] = Tensor(xs, tensors[x].shape[:-1] + (len(channels),), ACTIVATION)
+                gathers[(x, channels)] = Node(f"{x}_gather{tag}", "gather_channels", (x,),
+                                              (xs,), {"channels": channels})
+            xs = gathers[(x, channels)].outputs[0]
             out_shape = tensors[p].shape[:-1] + (len(channels),)
             tensors[n.outputs[0]] = tensors[n.outputs[0]].replace(shape=out_shape)
             n = Node(n.name, n.op, (n.inputs[0], xs), n.outputs,
@@ -71,15 +75,17 @@ def apply_update_plan(g: Graph, plan: UpdatePlan) -> Graph:
     kept.reverse()
 
     forward: list[Node] = []
-    for x, gn in gathers.items():  # gather right after x is produced (or first, for the input)
+    gathers_of: dict[str, list[Node]] = {}
+    for (x, _), gn in gathers.items():
+        gathers_of.setdefault(x, []).append(gn)
+    for x, gns in gathers_of.items():  # gather right after x is produced (first, for the input)
         if x not in producers:
-            forward.append(gn)
+            forward += gns
     for n in g.nodes:
         if n.phase in ("forward", "loss"):
             forward.append(n)
             for o in n.outputs:
-                if o in gathers:
-                    forward.append(gathers[o])
+                forward += gathers_of.get(o, [])
     loss = [n for n in forward if n.phase == "loss"]
     forward = [n for n in forward if n.phase != "loss"]
     others = [n for n in g.nodes if n.phase not in ("forward", "loss", "backward")]
