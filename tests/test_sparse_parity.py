@@ -61,16 +61,53 @@ weight = 0.5
 """
 
 
+class Branch(torch.nn.Module):
+    """Two pointwise convs reading one activation (layers: 0 stem, 1 a, 2 b, 3 fc)."""
+
+    input_shape = (1, 8, 8)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(1, 8, 3, padding=1)
+        self.a = torch.nn.Conv2d(8, 4, 1)
+        self.b = torch.nn.Conv2d(8, 4, 1)
+        self.fc = torch.nn.Linear(8, 10)
+
+    def forward(self, x):
+        h = torch.relu(self.stem(x))
+        h = torch.cat([self.a(h), torch.nn.functional.hardswish(self.b(h))], 1)
+        return self.fc(torch.flatten(h.mean(dim=(2, 3)), 1))
+
+
+BRANCH_PLAN = """
+[[layer]]
+index = 1
+weight = [0, 2, 5]
+bias = false
+
+[[layer]]
+index = 2
+weight = [1, 3, 4]
+bias = false
+
+[[layer]]
+index = 3
+weight = [0, 1, 6]
+bias = false
+"""
+
+
 @dataclass(frozen=True)
 class Case:
     model: type
-    update: str  # --update value; "@toml" is replaced by the path of TOML_PLAN
+    update: str  # --update value; "@toml": a file holding `toml`
     batch: int
     lr: float
     momentum: float
     wd: float
     weights: dict[int, list[int] | None]  # layer -> trained input channels (None: all)
     biases: set[int] = field(default_factory=set)
+    toml: str = ""
 
 
 CASES = {
@@ -88,7 +125,11 @@ CASES = {
     # untrained channels' gradients, so it would decay (move) the frozen channels, while
     # tinytrain never touches them (it has no optimizer state or update for them at all).
     "cnn_toml_b4": Case(DigitsCNN, "@toml", 4, 0.1, 0.9, 0.0,
-                        {2: [0, 2, 5], 3: [1, 6], 4: list(range(8))}, {1, 3, 4}),
+                        {2: [0, 2, 5], 3: [1, 6], 4: list(range(8))}, {1, 3, 4}, TOML_PLAN),
+    # two layers reading the same activation with different (same-size) channel sets: each
+    # needs its own gather of the saved input
+    "branch_toml_b1": Case(Branch, "@toml", 1, 0.1, 0.9, 0.0,
+                           {1: [0, 2, 5], 2: [1, 3, 4], 3: [0, 1, 6]}, set(), BRANCH_PLAN),
 }
 
 
@@ -138,7 +179,8 @@ def _steps(model, opt, batch, masks, x, y):
 
 
 def build_and_run(cli, tmp_path, case, *extra):
-    """Export a seeded model, build and run it; returns (model, onnx path, build dir, losses)."""
+    """Export a seeded model, build and run it.
+    Returns (torch model, onnx path, build dir, per-step losses, (x, y))."""
     torch.manual_seed(0)
     model = case.model()
     onnx_path = tmp_path / "model.onnx"
@@ -148,7 +190,7 @@ def build_and_run(cli, tmp_path, case, *extra):
     update = case.update
     if update == "@toml":
         update = tmp_path / "plan.toml"
-        update.write_text(TOML_PLAN)
+        update.write_text(case.toml)
     x, y = digits(case.model, STEPS * case.batch)
     np.savez(tmp_path / "train.npz", x=x, y=y)
     build = tmp_path / "build"
@@ -221,10 +263,12 @@ def test_sparse_update_matches_pytorch(name, tmp_path, cli):
     assert moved > 100 * WEIGHT_ATOL  # training really changed the trained weights
 
 
-def test_memory_passes_do_not_change_numerics(tmp_path, cli):
-    """The TTE plan at batch 1, where the update fuses into the backward pass: the default
-    build (fuse, masks, schedule, in-place) and --no-memory-passes give identical numbers."""
-    case = CASES["mobilenet_tte_b1"]
+@pytest.mark.parametrize("name", ["mobilenet_tte_b1", "branch_toml_b1"])
+def test_memory_passes_do_not_change_numerics(name, tmp_path, cli):
+    """Batch-1 sparse plans, where the updates fuse into the backward pass: the default build
+    (fuse, masks, schedule, in-place) and --no-memory-passes give identical numbers."""
+    case = CASES[name]
+    assert case.batch == 1
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     _, _, build_a, fast, _ = build_and_run(cli, tmp_path / "a", case)
