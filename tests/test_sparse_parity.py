@@ -25,6 +25,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from sklearn.datasets import load_digits  # noqa: E402
 
+from tests.test_torch_parity import torch_train  # noqa: E402
 from tests.torch_models import DigitsCNN, TinyMobileNet, export  # noqa: E402
 
 LOSS_RTOL = 1e-4  # per-step loss within 1e-4 relative (fp32 sums reordered)
@@ -150,32 +151,10 @@ def to_torch_layout(a):
     return a.transpose(0, 3, 1, 2) if a.ndim == 4 else a  # conv OHWI -> OIHW; dense as is
 
 
-def torch_train(model, case, masks, x, y):
-    """Reference: frozen params have requires_grad=False; `masks` maps a partially trained
-    parameter to its untrained input channels, whose gradients are zeroed before step()."""
-    opt = torch.optim.SGD(model.parameters(), lr=case.lr, momentum=case.momentum,
-                          weight_decay=case.wd)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: thread start-up would cost more than the math
-    try:
-        return _steps(model, opt, case.batch, masks, x, y)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _steps(model, opt, batch, masks, x, y):
-    losses = []
-    for k in range(0, len(x), batch):
-        out = model(torch.from_numpy(x[k:k + batch]))
-        per_sample = torch.nn.functional.cross_entropy(out, torch.from_numpy(y[k:k + batch]),
-                                                       reduction="none")
-        opt.zero_grad()
-        per_sample.mean().backward()
-        for p, untrained in masks:
-            p.grad[:, untrained] = 0.0  # conv OIHW and linear (out, in): axis 1 is the input
-        opt.step()
-        losses += per_sample.detach().tolist()
-    return np.array(losses)
+def reference(model, case, masks, x, y):
+    """Frozen params have requires_grad=False (set by the caller); `masks` maps a partially
+    trained parameter to its untrained input channels, whose gradients are zeroed."""
+    return torch_train(model, x, y, case.batch, case.lr, case.momentum, case.wd, masks)
 
 
 def build_and_run(cli, tmp_path, case, *extra):
@@ -223,7 +202,7 @@ def test_sparse_update_matches_pytorch(name, tmp_path, cli):
             untrained = sorted(set(range(params[k].shape[1])) - set(channels))
             masks.append((params[k], untrained))
     model.train()
-    ref = torch_train(model, case, masks, x, y)
+    ref = reference(model, case, masks, x, y)
 
     # the program trains exactly the planned parameters, with the planned channels
     info = json.loads((build / "program.json").read_text())

@@ -38,17 +38,26 @@ def digits(model_cls, n):
     return x, d.target[:n].astype(np.int64)
 
 
-def torch_train(model, x, y, batch, lr, momentum, wd):
+def torch_train(model, x, y, batch, lr, momentum, wd, masks=()):
+    """PyTorch SGD over x in order; returns the per-sample losses. `masks` lists (param,
+    untrained input channels) whose gradients are zeroed before each step (partial updates)."""
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=wd)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: thread start-up would cost more than the math
     losses = []
-    for k in range(0, len(x), batch):
-        out = model(torch.from_numpy(x[k:k + batch]))
-        per_sample = torch.nn.functional.cross_entropy(out, torch.from_numpy(y[k:k + batch]),
-                                                       reduction="none")
-        opt.zero_grad()
-        per_sample.mean().backward()
-        opt.step()
-        losses += per_sample.detach().tolist()
+    try:
+        for k in range(0, len(x), batch):
+            out = model(torch.from_numpy(x[k:k + batch]))
+            per_sample = torch.nn.functional.cross_entropy(
+                out, torch.from_numpy(y[k:k + batch]), reduction="none")
+            opt.zero_grad()
+            per_sample.mean().backward()
+            for p, untrained in masks:
+                p.grad[:, untrained] = 0.0  # conv OIHW and linear (out, in): axis 1 is the input
+            opt.step()
+            losses += per_sample.detach().tolist()
+    finally:
+        torch.set_num_threads(threads)
     return np.array(losses)
 
 
