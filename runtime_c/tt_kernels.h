@@ -181,4 +181,67 @@ void tt_clip_mask_f32(uint8_t *mask, const float *x, int32_t n, float lo, float 
 /* dx = dy where the mask bit is set, else 0 */
 void tt_mask_backward_f32(float *dx, const float *dy, const uint8_t *mask, int32_t n);
 
+/* ---- int8 (tt_q8_core.c): TFLite reference arithmetic forward, fp32 backward ---- */
+#include "tt_q8.h"
+
+/* Requantisation of an int32 accumulator to int8, per output channel (TFLite semantics):
+ * y = clamp(MultiplyByQuantizedMultiplier(acc, mult[c], shift[c]) + out_offset). */
+typedef struct {
+    int32_t in_offset;      /* -input zero point */
+    int32_t out_offset;     /* output zero point */
+    int32_t act_min, act_max; /* fused activation range in the output's int8 domain */
+    const int32_t *mult;
+    const int32_t *shift;
+} tt_q8_requant;
+
+enum { TT_Q8_STOCHASTIC = 0, TT_Q8_SHADOW = 1, TT_Q8_TRUNCATE = 2 };
+
+/* How an int8/int32 parameter takes a real-valued step (see tt_q8_core.c). */
+typedef struct {
+    int32_t mode;   /* TT_Q8_* */
+    uint32_t salt;  /* per parameter, for stochastic rounding */
+    uint32_t step;  /* training-step counter, for stochastic rounding */
+} tt_q8_update;
+
+extern uint32_t tt_q8_saturations; /* int32 bias updates that had to saturate */
+
+void tt_gather_channels_s8(int8_t *y, const int8_t *x, int32_t rows, int32_t c,
+                           const int32_t *idx, int32_t k);
+void tt_quantize_input_s8(int8_t *y, const float *x, int32_t n, float scale, int32_t zp);
+void tt_dequantize_s8(float *y, const int8_t *x, int32_t n, float scale, int32_t zp);
+void tt_conv2d_s8(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
+                  const tt_conv_geom *g, const tt_q8_requant *q);
+void tt_dense_s8(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b, int32_t in,
+                 int32_t out, const tt_q8_requant *q);
+/* straight-through gradient of a saturating int8 output: dx = dy where lo < y < hi */
+void tt_q8_clamp_backward(float *dx, const float *dy, const int8_t *y, int32_t n, int32_t lo,
+                          int32_t hi);
+void tt_conv2d_backward_input_s8(float *dx, const float *dy, const int8_t *w,
+                                 const float *w_scale, const tt_conv_geom *g);
+void tt_conv2d_backward_weight_s8(float *dw, const float *dy, const int8_t *x, float x_scale,
+                                  int32_t x_zp, const tt_conv_geom *g);
+void tt_dense_backward_input_s8(float *dx, const float *dy, const int8_t *w,
+                                const float *w_scale, int32_t in, int32_t out);
+void tt_dense_backward_weight_s8(float *dw, const float *dy, const int8_t *x, float x_scale,
+                                 int32_t x_zp, int32_t in, int32_t out);
+/* fused weight gradient + int8 update; shadow (NULL unless TT_Q8_SHADOW) is shaped like the
+ * trained slice; step[oc] = lr / w_scale[oc] with QAS, lr * w_scale[oc] without */
+void tt_conv2d_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,
+                             float x_scale, int32_t x_zp, const tt_conv_geom *g,
+                             int32_t w_cin, const int32_t *idx, const float *step,
+                             const tt_q8_update *u);
+void tt_dense_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,
+                            float x_scale, int32_t x_zp, int32_t k, int32_t out, int32_t w_in,
+                            const int32_t *idx, const float *step, const tt_q8_update *u);
+void tt_bias_sgd_s32(int32_t *b, const float *dy, int32_t rows, int32_t c, const float *step,
+                     const tt_q8_update *u);
+/* batch updates from accumulated real-valued gradients (then zeroes g) */
+void tt_sgd_s8(int8_t *p, float *g, uint8_t *shadow, int32_t rows, int32_t c,
+               const int32_t *idx, int32_t k, int32_t rows_per_channel, const float *step,
+               float grad_scale, const tt_q8_update *u);
+void tt_sgd_s32(int32_t *p, float *g, int32_t n, const float *step, float grad_scale,
+                const tt_q8_update *u);
+
+#include "tt_q8_ops.h" /* int8 softmax, add, pools, ... */
+
 #endif /* TT_KERNELS_H */

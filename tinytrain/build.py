@@ -30,10 +30,11 @@ def program_info(g: Graph) -> dict[str, Any]:
         **{k: v for k, v in g.meta.items() if k != "sgd"},
         "sgd": g.meta.get("sgd"),
         "input_shape_ir": list(g.t(g.inputs[0]).shape),
-        "output_shape_ir": list(g.t(g.outputs[0]).shape),
+        "output_shape_ir": list(g.t(g.meta.get("infer_output") or g.outputs[0]).shape),
         "target_shape": list(label.shape),
         "target_dtype": label.dtype,
-        "trainable": [{"name": t.name, "shape": list(t.shape),
+        "trainable": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype,
+                       "scale": None if t.quant is None else list(t.quant.scale),
                        "source": None if t.source is None else
                        {"node": t.source.node, "slot": t.source.slot,
                         "transform": t.source.transform}}

@@ -35,13 +35,16 @@ class Options:
 def load_model(path: Path) -> Graph:
     path = Path(path)
     if not path.exists():
-        raise ModelError(f"model file {path} does not exist; pass the path of an fp32 .onnx file")
+        raise ModelError(f"model file {path} does not exist; pass the path of an .onnx or "
+                         ".tflite file")
     if not path.is_file():
-        raise ModelError(f"{path} is not a file; pass the path of an fp32 .onnx file")
+        raise ModelError(f"{path} is not a file; pass the path of an .onnx or .tflite file")
     head = path.read_bytes()[:8]
     if path.suffix.lower() == ".tflite" or head[4:8] == b"TFL3":
-        raise ModelError(f"{path}: TFLite import is not available yet; export the model to ONNX "
-                         "(fp32) and build that")
+        from tinytrain.frontend import tflite_ops  # noqa: F401  (registers the op handlers)
+        from tinytrain.frontend.tflite_import import load_tflite
+
+        return load_tflite(path)
     from tinytrain.frontend import onnx_ops  # noqa: F401  (registers the op handlers)
     from tinytrain.frontend.onnx_import import load_onnx
 

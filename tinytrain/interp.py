@@ -13,15 +13,17 @@ import numpy as np
 from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph
 from tinytrain.ops import get_op
 
+NP_TYPES = {"f32": np.float32, "s8": np.int8, "s32": np.int32, "u8": np.uint8}
+
 
 def initial_state(g: Graph) -> dict[str, np.ndarray]:
     """Params and constants at their compiled-in values; gradients and optimizer state zero."""
     env: dict[str, np.ndarray] = {}
     for t in g.tensors.values():
         if t.kind in (PARAM, CONST):
-            env[t.name] = np.array(t.data, np.float32)
+            env[t.name] = np.array(t.data, NP_TYPES[t.dtype])
         elif t.kind in (PARAM_GRAD, OPT_STATE):
-            env[t.name] = np.zeros(t.shape, np.float32)
+            env[t.name] = np.zeros(t.shape, NP_TYPES[t.dtype])
     return env
 
 

@@ -19,6 +19,9 @@ class ProgramError(TinyTrainError):
     """The running program stopped answering or answered with an error."""
 
 
+PROTOCOL = 2  # host_main.c.j2 TT_PROTOCOL
+NP_TYPES = {"f32": np.float32, "s8": np.int8, "s32": np.int32}
+
 def load_program_info(build_dir: Path) -> dict[str, Any]:
     p = Path(build_dir) / PROGRAM_JSON
     if not p.exists():
@@ -44,10 +47,11 @@ class HostProgram:
         if not exe.exists():
             raise BuildError(f"{exe} is missing; rebuild with `tinytrain build`")
         self.proc = subprocess.Popen([str(exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        proto, self.n_in, self.n_out, self.target_bytes, self.n_train = struct.unpack(
+        proto, self.n_in, self.n_out, self.target_bytes, self.train_bytes = struct.unpack(
             "<5I", self._call(b"H", b"", 20))
-        if proto != 1:
-            raise ProgramError(f"program speaks protocol {proto}, this tinytrain speaks 1")
+        if proto != PROTOCOL:
+            raise ProgramError(f"program speaks protocol {proto}, this tinytrain speaks "
+                               f"{PROTOCOL}; rebuild it")
 
     def __enter__(self) -> HostProgram:
         return self
@@ -96,12 +100,13 @@ class HostProgram:
         self._call(b"R", b"", 0)
 
     def get_params(self) -> dict[str, np.ndarray]:
-        flat = np.frombuffer(self._call(b"G", b"", 4 * self.n_train), np.float32)
+        raw = self._call(b"G", b"", self.train_bytes)
         out, k = {}, 0
         for p in self.info["trainable"]:
+            dt = np.dtype(NP_TYPES[p.get("dtype", "f32")])
             n = int(np.prod(p["shape"]))
-            out[p["name"]] = flat[k:k + n].reshape(p["shape"]).copy()
-            k += n
+            out[p["name"]] = np.frombuffer(raw, dt, n, k).reshape(p["shape"]).copy()
+            k += n * dt.itemsize
         return out
 
     def set_params(self, params: dict[str, np.ndarray]) -> None:
@@ -109,7 +114,7 @@ class HostProgram:
         for p in self.info["trainable"]:
             if p["name"] not in params:
                 raise ProgramError(f"state has no parameter '{p['name']}'")
-            a = np.asarray(params[p["name"]], np.float32)
+            a = np.asarray(params[p["name"]], NP_TYPES[p.get("dtype", "f32")])
             if list(a.shape) != p["shape"]:
                 raise ProgramError(f"parameter '{p['name']}' has shape {list(a.shape)}, the "
                                    f"program expects {p['shape']}")

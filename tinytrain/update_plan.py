@@ -20,7 +20,7 @@ from pathlib import Path
 from tinytrain.errors import OptionError
 from tinytrain.ir import Graph, Node
 
-LAYER_OPS = ("conv2d", "dense")
+LAYER_OPS = ("conv2d", "dense", "conv2d_q8", "dense_q8")
 
 
 @dataclass(frozen=True)

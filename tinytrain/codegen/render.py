@@ -12,7 +12,7 @@ from tinytrain.codegen.context import C_TYPES, CContext
 from tinytrain.codegen.memory import c_symbol, in_flash, persistent
 from tinytrain.ir import OPT_STATE, PARAM, PARAM_GRAD, Graph, Tensor
 from tinytrain.ops import get_op
-from tinytrain.ops.base import size
+from tinytrain.ops.base import c_float, size
 from tinytrain.passes.memory_plan import Plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,7 +21,13 @@ RUNTIME = ROOT / "runtime_c"
 HOST_BINARY = "tt_host"
 
 
-def _values(data: np.ndarray) -> str:
+def _values(data: np.ndarray, dtype: str = "f32") -> str:
+    if dtype != "f32":
+        flat_i = np.asarray(data).astype(np.int64).reshape(-1)
+        per = 16
+        lines = [", ".join(str(int(v)) for v in flat_i[k:k + per])
+                 for k in range(0, len(flat_i), per)]
+        return "\n".join("    " + ln + "," for ln in lines)
     flat = np.asarray(data, np.float32).reshape(-1)
     items = [format(float(v), ".9g") for v in flat]
     items = [s if any(ch in s for ch in ".eni") else s + ".0" for s in items]
@@ -33,24 +39,39 @@ def _array(t: Tensor) -> dict:
     sym, n = c_symbol(t), max(t.size, 1)
     ctype = C_TYPES[t.dtype]
     if in_flash(t):
-        return {"decl": f"static const {ctype} {sym}[{n}]", "data": _values(t.data), "initial": ""}
+        return {"decl": f"static const {ctype} {sym}[{n}]", "data": _values(t.data, t.dtype),
+                "initial": ""}
     if t.kind == PARAM:  # trainable: SRAM copy, reset from a flash image by tt_init()
         return {"decl": f"static {ctype} {sym}[{n}] __attribute__((aligned(16)))", "data": "",
                 "initial": f"static const {ctype} {sym}_init[{n}]",
-                "initial_values": _values(t.data)}
+                "initial_values": _values(t.data, t.dtype)}
     return {"decl": f"static {ctype} {sym}[{n}] __attribute__((aligned(16)))", "data": "",
             "initial": ""}
 
 
 def _head(g: Graph, cg: CContext) -> str:
-    out = g.outputs[0]
-    n = size(g.t(out).shape)
+    out = g.meta.get("infer_output") or g.outputs[0]
+    t = g.t(out)
+    n = size(t.shape)
+    if t.dtype == "s8":  # int8 models return real values: scale * (q - zero_point)
+        assert t.quant is not None
+        return (f"    tt_dequantize_s8(out, {cg.ptr(out)}, {n}, {c_float(t.quant.scale[0])}, "
+                f"{t.quant.zero_point[0]});")
     act = g.meta.get("output_activation")
     if act == "softmax":
         return f"    tt_softmax_f32(out, {cg.ptr(out)}, {n});"
     if act == "log_softmax":
         return f"    tt_log_softmax_f32(out, {cg.ptr(out)}, {n});"
     return f"    memcpy(out, {cg.ptr(out)}, sizeof(float) * {n});"
+
+
+def _input_load(g: Graph, cg: CContext) -> str:
+    t = g.t(g.inputs[0])
+    if t.dtype == "s8":  # the caller passes real values; quantise as TFLite's QUANTIZE does
+        assert t.quant is not None
+        return (f"tt_quantize_input_s8({cg.ptr(t.name)}, x, TT_INPUT_SIZE, "
+                f"{c_float(t.quant.scale[0])}, {t.quant.zero_point[0]});")
+    return f"memcpy({cg.ptr(t.name)}, x, sizeof(float) * TT_INPUT_SIZE);"
 
 
 def render(g: Graph, plan: Plan, board: str) -> dict[str, str]:
@@ -66,20 +87,22 @@ def render(g: Graph, plan: Plan, board: str) -> dict[str, str]:
     ctx = {
         "banner": banner,
         "input_size": size(g.t(g.inputs[0]).shape),
-        "output_size": size(g.t(g.outputs[0]).shape),
+        "output_size": size(g.t(g.meta.get("infer_output") or g.outputs[0]).shape),
         "target_size": size(label.shape),
         "target_bytes": label.nbytes,
         "loss": g.meta.get("loss", "ce"),
         "arena_size": plan.arena_size,
         "batch": g.meta.get("sgd", {}).get("batch", 1),
-        "trainable": [{"name": t.name, "symbol": c_symbol(t), "size": t.size} for t in trainable],
-        "trainable_floats": sum(t.size for t in trainable),
+        "trainable": [{"name": t.name, "symbol": c_symbol(t), "size": t.size, "bytes": t.nbytes}
+                      for t in trainable],
+        "trainable_bytes": sum(t.nbytes for t in trainable),
         "arrays": [_array(t) for t in persistent(g)],
         "zeroed": [c_symbol(t) for t in persistent(g) if t.kind in (PARAM_GRAD, OPT_STATE)],
         "forward": calls["forward"],
         "train": calls["loss"] + calls["backward"],
         "update": calls["update"],
-        "input_ptr": cg.ptr(g.inputs[0]),
+        "input_load": _input_load(g, cg),
+        "step_counter": c_symbol(g.t("rng_step")) if "rng_step" in g.tensors else "",
         "target_ptr": cg.ptr(label.name),
         "pred_ptr": cg.ptr("pred"),
         "loss_ptr": cg.ptr("loss"),

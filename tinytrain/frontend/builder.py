@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain.ir import ACTIVATION, CONST, PARAM, Graph, Node, ParamSource, Tensor
+from tinytrain.ir import ACTIVATION, CONST, PARAM, Graph, Node, ParamSource, QuantParams, Tensor
 from tinytrain.ops import get_op
 
 
@@ -35,11 +35,13 @@ class GraphBuilder:
         return t.name
 
     def param(self, base: str, data: np.ndarray, source: ParamSource,
-              trainable: bool = True) -> str:
-        data = np.ascontiguousarray(data, dtype=np.float32)
+              trainable: bool = True, dtype: str = "f32",
+              quant: QuantParams | None = None) -> str:
+        np_type = {"f32": np.float32, "s8": np.int8, "s32": np.int32}[dtype]
+        data = np.ascontiguousarray(data, dtype=np_type)
         name = self.unique(base)
-        return self.add_tensor(Tensor(name, tuple(data.shape), PARAM, data=data,
-                                      trainable=trainable, source=source))
+        return self.add_tensor(Tensor(name, tuple(data.shape), PARAM, dtype=dtype, data=data,
+                                      trainable=trainable, source=source, quant=quant))
 
     def const(self, base: str, data: np.ndarray) -> str:
         data = np.ascontiguousarray(data, dtype=np.float32)
@@ -47,7 +49,7 @@ class GraphBuilder:
         return self.add_tensor(Tensor(name, tuple(data.shape), CONST, data=data))
 
     def node(self, op: str, name: str, inputs: Sequence[str], attrs: dict[str, Any] | None = None,
-             out: str | None = None) -> str:
+             out: str | None = None, dtype: str = "f32", quant: QuantParams | None = None) -> str:
         """Append a node with one output; its shape comes from the op's shape inference."""
         attrs = attrs or {}
         node_name = self.unique_node(name)
@@ -55,7 +57,8 @@ class GraphBuilder:
         probe = Node(node_name, op, tuple(inputs), (out_name,), attrs)
         shape = get_op(op).infer(probe, [self.tensors[i].shape for i in inputs])[0]
         alias = inputs[0] if op == "reshape" else None
-        self.add_tensor(Tensor(out_name, tuple(int(s) for s in shape), ACTIVATION, alias_of=alias))
+        self.add_tensor(Tensor(out_name, tuple(int(s) for s in shape), ACTIVATION, dtype=dtype,
+                               quant=quant, alias_of=alias))
         self.nodes.append(probe)
         return out_name
 

@@ -10,7 +10,10 @@ from tinytrain.ops import (
     clip_mask,
     concat,
     conv2d,
+    conv2d_q8,
     dense,
+    dense_q8,
+    dequantize_q8,
     fused_update,
     gather_channels,
     global_avg_pool,
@@ -20,6 +23,8 @@ from tinytrain.ops import (
     max_pool2d,
     mul,
     pad,
+    q8_clamp_backward,
+    q8_update,
     reshape,
     sgd,
     sigmoid,
@@ -32,6 +37,8 @@ from tinytrain.ops.base import OpDef
 _MODULES = (conv2d, dense, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, hard_swish, add, mul,
             avg_pool2d, max_pool2d, global_avg_pool, pad, concat, transpose, reshape,
             softmax_ce, sgd, gather_channels, fused_update, clip_mask)
+# int8 (TFLite reference arithmetic forward, fp32 backward)
+_MODULES += (conv2d_q8, dense_q8, dequantize_q8, q8_clamp_backward, q8_update)
 
 REGISTRY: dict[str, OpDef] = {op.name: op for m in _MODULES for op in m.OPS}
 

@@ -21,7 +21,9 @@ class GatherChannels(OpDef):
         x = cg.shape(node.inputs[0])
         ch = node.attrs["channels"]
         idx = "NULL" if tuple(ch) == tuple(range(len(ch))) else cg.ints(ch)
-        return (f"tt_gather_channels_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
+        kernel = "tt_gather_channels_s8" if cg.g.t(node.inputs[0]).dtype == "s8" else \
+            "tt_gather_channels_f32"
+        return (f"{kernel}({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
                 f"{size(x[:-1])}, {x[-1]}, {idx}, {len(ch)});")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tinytrain.errors import ModelError
-from tinytrain.ir import GRAD, LABEL, LOSS, Graph, Node, Tensor
+from tinytrain.ir import ACTIVATION, GRAD, LABEL, LOSS, Graph, Node, Tensor
 
 LOSSES = ("ce", "mse")
 
@@ -13,6 +13,16 @@ def add_loss(g: Graph, loss: str = "ce") -> Graph:
         raise ModelError(f"unknown loss '{loss}'; choose one of: {', '.join(LOSSES)}")
     logits = g.outputs[0]
     shape = g.t(logits).shape
+    extra: list[Tensor] = []
+    pre: tuple[Node, ...] = ()
+    if g.t(logits).dtype == "s8":  # int8 model: the loss works on real-valued logits
+        q = g.t(logits).quant
+        assert q is not None
+        real = Tensor(f"{logits}_real", shape, ACTIVATION)
+        extra.append(real)
+        pre = (Node(f"{logits}_dequantize", "dequantize_q8", (logits,), (real.name,),
+                    {"scale": q.scale[0], "zp": q.zero_point[0]}),)
+        logits = real.name
     if loss == "ce" and len(shape) != 1:
         raise ModelError(
             f"cross-entropy needs a (N, classes) model output, but the output has per-sample "
@@ -26,4 +36,4 @@ def add_loss(g: Graph, loss: str = "ce") -> Graph:
     node = Node("loss", "softmax_ce" if loss == "ce" else "mse", (logits, label.name),
                 ("loss", "pred", f"{logits}_grad"), {}, phase="loss")
     meta = {**g.meta, "loss": loss}
-    return g.with_tensors(new).replace(nodes=g.nodes + (node,), meta=meta)
+    return g.with_tensors(new + extra).replace(nodes=g.nodes + pre + (node,), meta=meta)

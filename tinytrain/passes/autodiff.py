@@ -102,7 +102,7 @@ def autodiff(g: Graph) -> Graph:
     if len(loss_nodes) != 1:
         raise ModelError("internal: autodiff needs exactly one loss node (run add_loss first)")
     b = _Builder(g)
-    logits = g.outputs[0]
+    logits = loss_nodes[0].inputs[0]  # the model output, or its dequantised copy (int8)
     if b.needs_grad(logits):
         b.contribute(logits, loss_nodes[0].outputs[2])
     for node in reversed([n for n in g.nodes if n.phase == "forward"]):

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from tinytrain.ir import PARAM_GRAD, Graph, Node
 
-FUSED = {"conv2d_backward_weight": "conv2d_weight_sgd",
-         "dense_backward_weight": "dense_weight_sgd",
-         "bias_backward": "bias_sgd"}
+FUSED = {("conv2d_backward_weight", "sgd"): "conv2d_weight_sgd",
+         ("dense_backward_weight", "sgd"): "dense_weight_sgd",
+         ("bias_backward", "sgd"): "bias_sgd",
+         ("conv2d_backward_weight_q8", "sgd_q8"): "conv2d_weight_sgd_q8",
+         ("dense_backward_weight_q8", "sgd_q8"): "dense_weight_sgd_q8",
+         ("bias_backward", "sgd_q8"): "bias_sgd_q8"}
+UPDATE_ATTRS = ("lr", "momentum", "wd", "channels", "step", "mode", "salt")
 
 
 def fuse_updates(g: Graph) -> Graph:
@@ -27,20 +31,21 @@ def fuse_updates(g: Graph) -> Graph:
     position = {n.name: k for k, n in enumerate(g.nodes)}
     replace: dict[str, Node] = {}
     drop: set[str] = set()
-    for u in (n for n in g.nodes if n.op == "sgd"):
+    for u in (n for n in g.nodes if n.op in ("sgd", "sgd_q8")):
         p, gname = u.inputs[0], u.inputs[1]
         ws = writers.get(gname, [])
-        if len(ws) != 1 or ws[0].op not in FUSED:
+        if len(ws) != 1 or (ws[0].op, u.op) not in FUSED:
             continue
         w = ws[0]
         later_readers = [n for n in g.nodes if p in n.inputs and n is not u
                          and position[n.name] > position[w.name]]
         if later_readers:
             continue  # someone still needs the old value after the gradient is known
-        attrs = {**w.attrs, **{k: u.attrs[k] for k in ("lr", "momentum", "wd", "channels")}}
+        attrs = {**w.attrs, **{k: u.attrs[k] for k in UPDATE_ATTRS if k in u.attrs}}
         attrs.pop("out_shape", None)
         inputs = w.inputs + (p,) + u.inputs[2:]
-        replace[w.name] = Node(w.name + "_sgd", FUSED[w.op], inputs, (p,), attrs, "backward")
+        replace[w.name] = Node(w.name + "_sgd", FUSED[(w.op, u.op)], inputs, (p,), attrs,
+                               "backward")
         drop.update({u.name})
         drop.add(gname)
     nodes = tuple(replace.get(n.name, n) for n in g.nodes if n.name not in drop)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
-from tinytrain.errors import OptionError
+import numpy as np
+
+from tinytrain.errors import CompileError, OptionError
 from tinytrain.ir import OPT_STATE, Graph, Node, Tensor
+from tinytrain.quant.update import MODES
 
 
 @dataclass(frozen=True)
@@ -14,6 +18,9 @@ class SGDConfig:
     momentum: float = 0.0
     weight_decay: float = 0.0
     batch: int = 1
+    qas: bool = True  # int8: quantisation-aware scaling of weight and bias steps
+    rounding: str = "stochastic"  # int8: stochastic | shadow | truncate (see quant/update.py)
+    seed: int = 0  # int8 stochastic rounding stream
 
     def check(self) -> None:
         if not self.lr > 0:
@@ -24,15 +31,61 @@ class SGDConfig:
             raise OptionError(f"--weight-decay must be >= 0, got {self.weight_decay}")
         if self.batch < 1:
             raise OptionError(f"--batch must be >= 1, got {self.batch}")
+        if self.rounding not in MODES:
+            raise OptionError(f"--rounding must be one of {', '.join(MODES)}, "
+                              f"got '{self.rounding}'")
+
+
+def q8_steps(p: Tensor, cfg: SGDConfig) -> tuple[float, ...]:
+    """Per-output-channel step constants of an int8 weight or int32 bias.
+
+    With QAS the step in LSBs is lr * dL/dW_real / scale (TTE's G * s^-2 applied to the
+    integer parameter); without it, lr * dL/dq = lr * scale * dL/dW_real. They stay float32
+    (TTE cast them to int32, where they overflowed); a non-finite one is a compile error.
+    """
+    if p.quant is None:
+        raise CompileError(f"int8 parameter {p.name} has no quantisation scale")
+    n = p.shape[0]
+    scales = np.asarray(p.quant.scale, np.float64)
+    if scales.size == 1:
+        scales = np.repeat(scales, n)
+    if scales.size != n or not np.all(scales > 0):
+        raise CompileError(f"parameter {p.name}: need {n} positive scales, got {p.quant.scale}")
+    steps = cfg.lr / scales if cfg.qas else cfg.lr * scales
+    s32 = steps.astype(np.float32)
+    if not np.all(np.isfinite(s32)) or np.any(s32 == 0):
+        bad = int(np.argmax(~np.isfinite(s32) | (s32 == 0)))
+        raise CompileError(
+            f"parameter {p.name}: the update constant for channel {bad} (lr {cfg.lr}, scale "
+            f"{scales[bad]:.3g}) is not representable in float32; use a different --lr")
+    return tuple(float(v) for v in s32)
 
 
 def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
     cfg.check()
     tensors, nodes = [], []
+    step_counter = Tensor("rng_step", (1,), OPT_STATE, dtype="s32")
     for p in g.params(trainable=True):
         gname = f"{p.name}_grad"
         if gname not in g.tensors:
             continue  # nothing reaches this parameter's gradient
+        if p.dtype in ("s8", "s32"):
+            if cfg.momentum or cfg.weight_decay:
+                raise OptionError("int8 training uses plain SGD: --momentum and "
+                                  "--weight-decay must be 0")
+            if step_counter not in tensors:
+                tensors.append(step_counter)
+            inputs = [p.name, gname, step_counter.name]
+            if cfg.rounding == "shadow" and p.dtype == "s8":
+                sh = Tensor(f"{p.name}_shadow", g.t(gname).shape, OPT_STATE, dtype="u8")
+                tensors.append(sh)
+                inputs.append(sh.name)
+            attrs = {"step": q8_steps(p, cfg), "mode": cfg.rounding, "scale": 1.0 / cfg.batch,
+                     "salt": zlib.crc32(f"{cfg.seed}:{p.name}".encode()),
+                     "channels": g.meta.get("partial_channels", {}).get(p.name)}
+            nodes.append(Node(f"{p.name}_sgd", "sgd_q8", tuple(inputs), (p.name,), attrs,
+                              phase="update"))
+            continue
         inputs = [p.name, gname]
         if cfg.momentum:  # shaped like the gradient: a partial update keeps state for its slice
             m = Tensor(f"{p.name}_momentum", g.t(gname).shape, OPT_STATE)
@@ -43,5 +96,6 @@ def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
                  "channels": g.meta.get("partial_channels", {}).get(p.name)}
         nodes.append(Node(f"{p.name}_sgd", "sgd", tuple(inputs), (p.name,), attrs, phase="update"))
     meta = {**g.meta, "sgd": {"lr": cfg.lr, "momentum": cfg.momentum,
-                              "weight_decay": cfg.weight_decay, "batch": cfg.batch}}
+                              "weight_decay": cfg.weight_decay, "batch": cfg.batch,
+                              "qas": cfg.qas, "rounding": cfg.rounding, "seed": cfg.seed}}
     return g.with_tensors(tensors).replace(nodes=g.nodes + tuple(nodes), meta=meta)

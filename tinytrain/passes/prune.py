@@ -12,7 +12,8 @@ from __future__ import annotations
 from tinytrain.ir import ACTIVATION, PARAM, PARAM_GRAD, Graph, Node, Tensor
 from tinytrain.update_plan import UpdatePlan, layers
 
-PARTIAL_OPS = ("conv2d_backward_weight", "dense_backward_weight")
+PARTIAL_OPS = ("conv2d_backward_weight", "dense_backward_weight", "conv2d_backward_weight_q8",
+               "dense_backward_weight_q8")
 
 
 def trained_params(g: Graph, plan: UpdatePlan) -> dict[str, tuple[int, ...] | None]:
@@ -54,7 +55,8 @@ def apply_update_plan(g: Graph, plan: UpdatePlan) -> Graph:
                     k += 1
                     tag = f"{len(channels)}_{k}"
                 xs = f"{x}_ch{tag}"
-                tensors[xs] = Tensor(xs, tensors[x].shape[:-1] + (len(channels),), ACTIVATION)
+                tensors[xs] = Tensor(xs, tensors[x].shape[:-1] + (len(channels),), ACTIVATION,
+                                     dtype=tensors[x].dtype, quant=tensors[x].quant)
                 gathers[(x, channels)] = Node(f"{x}_gather{tag}", "gather_channels", (x,),
                                               (xs,), {"channels": channels})
             xs = gathers[(x, channels)].outputs[0]

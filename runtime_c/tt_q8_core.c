@@ -1,0 +1,394 @@
+/*
+ * int8 training core: conv / dense forward bit-exact with TFLite's reference integer
+ * kernels, their fp32 backward computed straight from the int8 tensors (dequantised on the
+ * fly, no float copies), and int8 / int32 parameter updates that keep sub-LSB steps.
+ *
+ * Gradients of int8 tensors are float32 values w.r.t. the tensor's real value
+ * scale * (q - zero_point). Update constants `step` (per output channel) already contain
+ * the learning rate and the quantisation-aware scaling, so one update is
+ *     q -= round_mode(step[oc] * gradient).
+ */
+#include "tt_kernels.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+uint32_t tt_q8_saturations = 0;
+
+static int32_t channel(const int32_t *idx, int32_t j)
+{
+    return idx != NULL ? idx[j] : j;
+}
+
+void tt_gather_channels_s8(int8_t *y, const int8_t *x, int32_t rows, int32_t c,
+                           const int32_t *idx, int32_t k)
+{
+    int32_t r, j;
+
+    for (r = 0; r < rows; ++r) {
+        for (j = 0; j < k; ++j) {
+            y[r * k + j] = x[r * c + channel(idx, j)];
+        }
+    }
+}
+
+void tt_quantize_input_s8(int8_t *y, const float *x, int32_t n, float scale, int32_t zp)
+{
+    int32_t i;
+
+    for (i = 0; i < n; ++i) {
+        const float v = x[i] / scale;
+        const float r = roundf(v);
+        int32_t q;
+        if (r >= 255.0f) {
+            q = 255;
+        } else if (r <= -256.0f) {
+            q = -256;
+        } else {
+            q = (int32_t)r;
+        }
+        y[i] = tt_sat8(q + zp, -128, 127);
+    }
+}
+
+void tt_dequantize_s8(float *y, const int8_t *x, int32_t n, float scale, int32_t zp)
+{
+    int32_t i;
+
+    for (i = 0; i < n; ++i) {
+        y[i] = scale * (float)((int32_t)x[i] - zp);
+    }
+}
+
+void tt_conv2d_s8(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
+                  const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    const int32_t cin_g = g->cin / g->groups;
+    const int32_t cout_g = g->cout / g->groups;
+    int32_t oy, ox, oc, ky, kx, ic;
+
+    for (oy = 0; oy < g->oh; ++oy) {
+        for (ox = 0; ox < g->ow; ++ox) {
+            for (oc = 0; oc < g->cout; ++oc) {
+                const int32_t grp = oc / cout_g;
+                int32_t acc = 0;
+                for (ky = 0; ky < g->kh; ++ky) {
+                    const int32_t iy = oy * g->sh - g->pt + ky * g->dh;
+                    if (iy < 0 || iy >= g->h) {
+                        continue;
+                    }
+                    for (kx = 0; kx < g->kw; ++kx) {
+                        const int32_t ix = ox * g->sw - g->pl + kx * g->dw;
+                        const int8_t *xp;
+                        const int8_t *wp;
+                        if (ix < 0 || ix >= g->w) {
+                            continue; /* padding contributes (zp - zp) * w = 0 */
+                        }
+                        xp = &x[(iy * g->w + ix) * g->cin + grp * cin_g];
+                        wp = &w[((oc * g->kh + ky) * g->kw + kx) * cin_g];
+                        for (ic = 0; ic < cin_g; ++ic) {
+                            acc += ((int32_t)xp[ic] + q->in_offset) * (int32_t)wp[ic];
+                        }
+                    }
+                }
+                if (b != NULL) {
+                    acc += b[oc];
+                }
+                acc = tt_mbqm(acc, q->mult[oc], q->shift[oc]) + q->out_offset;
+                y[(oy * g->ow + ox) * g->cout + oc] = tt_sat8(acc, q->act_min, q->act_max);
+            }
+        }
+    }
+}
+
+void tt_dense_s8(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b, int32_t in,
+                 int32_t out, const tt_q8_requant *q)
+{
+    int32_t o, i;
+
+    for (o = 0; o < out; ++o) {
+        int32_t acc = 0;
+        for (i = 0; i < in; ++i) {
+            acc += ((int32_t)x[i] + q->in_offset) * (int32_t)w[o * in + i];
+        }
+        if (b != NULL) {
+            acc += b[o];
+        }
+        acc = tt_mbqm(acc, q->mult[o], q->shift[o]) + q->out_offset;
+        y[o] = tt_sat8(acc, q->act_min, q->act_max);
+    }
+}
+
+void tt_q8_clamp_backward(float *dx, const float *dy, const int8_t *y, int32_t n, int32_t lo,
+                          int32_t hi)
+{
+    int32_t i;
+
+    for (i = 0; i < n; ++i) {
+        dx[i] = ((int32_t)y[i] > lo && (int32_t)y[i] < hi) ? dy[i] : 0.0f;
+    }
+}
+
+void tt_conv2d_backward_input_s8(float *dx, const float *dy, const int8_t *w,
+                                 const float *w_scale, const tt_conv_geom *g)
+{
+    const int32_t cin_g = g->cin / g->groups;
+    const int32_t cout_g = g->cout / g->groups;
+    int32_t i, oy, ox, oc, ky, kx, ic;
+
+    for (i = 0; i < g->h * g->w * g->cin; ++i) {
+        dx[i] = 0.0f;
+    }
+    for (oy = 0; oy < g->oh; ++oy) {
+        for (ox = 0; ox < g->ow; ++ox) {
+            for (oc = 0; oc < g->cout; ++oc) {
+                const int32_t grp = oc / cout_g;
+                const float d = dy[(oy * g->ow + ox) * g->cout + oc] * w_scale[oc];
+                for (ky = 0; ky < g->kh; ++ky) {
+                    const int32_t iy = oy * g->sh - g->pt + ky * g->dh;
+                    if (iy < 0 || iy >= g->h) {
+                        continue;
+                    }
+                    for (kx = 0; kx < g->kw; ++kx) {
+                        const int32_t ix = ox * g->sw - g->pl + kx * g->dw;
+                        if (ix < 0 || ix >= g->w) {
+                            continue;
+                        }
+                        for (ic = 0; ic < cin_g; ++ic) {
+                            dx[(iy * g->w + ix) * g->cin + grp * cin_g + ic] +=
+                                d * (float)w[((oc * g->kh + ky) * g->kw + kx) * cin_g + ic];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Real-valued dL/dW element (oc, ky, kx, x channel xc) from dy and the int8 input. */
+static float conv_dw_elem(const float *dy, const int8_t *x, float x_scale, int32_t x_zp,
+                          const tt_conv_geom *g, int32_t oc, int32_t ky, int32_t kx,
+                          int32_t xc)
+{
+    float acc = 0.0f;
+    int32_t oy, ox;
+
+    for (oy = 0; oy < g->oh; ++oy) {
+        const int32_t iy = oy * g->sh - g->pt + ky * g->dh;
+        if (iy < 0 || iy >= g->h) {
+            continue;
+        }
+        for (ox = 0; ox < g->ow; ++ox) {
+            const int32_t ix = ox * g->sw - g->pl + kx * g->dw;
+            if (ix < 0 || ix >= g->w) {
+                continue;
+            }
+            acc += dy[(oy * g->ow + ox) * g->cout + oc] *
+                   (float)((int32_t)x[(iy * g->w + ix) * g->cin + xc] - x_zp);
+        }
+    }
+    return acc * x_scale;
+}
+
+void tt_conv2d_backward_weight_s8(float *dw, const float *dy, const int8_t *x, float x_scale,
+                                  int32_t x_zp, const tt_conv_geom *g)
+{
+    const int32_t cin_g = g->cin / g->groups;
+    const int32_t cout_g = g->cout / g->groups;
+    int32_t oc, ky, kx, ic;
+
+    for (oc = 0; oc < g->cout; ++oc) {
+        for (ky = 0; ky < g->kh; ++ky) {
+            for (kx = 0; kx < g->kw; ++kx) {
+                for (ic = 0; ic < cin_g; ++ic) {
+                    dw[((oc * g->kh + ky) * g->kw + kx) * cin_g + ic] +=
+                        conv_dw_elem(dy, x, x_scale, x_zp, g, oc, ky, kx,
+                                     (oc / cout_g) * cin_g + ic);
+                }
+            }
+        }
+    }
+}
+
+void tt_dense_backward_input_s8(float *dx, const float *dy, const int8_t *w,
+                                const float *w_scale, int32_t in, int32_t out)
+{
+    int32_t o, i;
+
+    for (i = 0; i < in; ++i) {
+        dx[i] = 0.0f;
+    }
+    for (o = 0; o < out; ++o) {
+        const float d = dy[o] * w_scale[o];
+        for (i = 0; i < in; ++i) {
+            dx[i] += d * (float)w[o * in + i];
+        }
+    }
+}
+
+void tt_dense_backward_weight_s8(float *dw, const float *dy, const int8_t *x, float x_scale,
+                                 int32_t x_zp, int32_t in, int32_t out)
+{
+    int32_t o, i;
+
+    for (o = 0; o < out; ++o) {
+        for (i = 0; i < in; ++i) {
+            dw[o * in + i] += dy[o] * ((float)((int32_t)x[i] - x_zp) * x_scale);
+        }
+    }
+}
+
+/* ---- updates ---- */
+
+/* Counter-based uniform in [0, 1): murmur3's finaliser over (salt, step, element). Being a
+ * pure function of its key, it gives the same stream whatever order elements are updated. */
+static float uniform(uint32_t salt, uint32_t step, uint32_t idx)
+{
+    uint32_t h = salt ^ (step * 0x9E3779B9u);
+    h ^= idx * 0x85EBCA6Bu;
+    h ^= h >> 16;
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    h ^= h >> 16;
+    return (float)(h >> 8) * (1.0f / 16777216.0f);
+}
+
+/* delta (in LSBs) clamped so every conversion below stays inside int32 */
+static float clamp_delta(float d)
+{
+    const float lim = 16777216.0f;
+    if (!(d == d)) {
+        return 0.0f; /* NaN: skip this element */
+    }
+    return d > lim ? lim : (d < -lim ? -lim : d);
+}
+
+static int8_t update_s8(int8_t w, uint8_t *shadow, float delta, const tt_q8_update *u,
+                        uint32_t idx)
+{
+    int32_t v;
+
+    delta = clamp_delta(delta);
+    if (u->mode == TT_Q8_STOCHASTIC) {
+        v = (int32_t)w - (int32_t)floorf(delta + uniform(u->salt, u->step, idx));
+    } else if (u->mode == TT_Q8_SHADOW) {
+        /* w + shadow/256 is a 16-bit fixed-point master weight for just this element */
+        int32_t f = (int32_t)w * 256 + (int32_t)*shadow - (int32_t)roundf(delta * 256.0f);
+        if (f > 127 * 256) {
+            f = 127 * 256;
+        } else if (f < -127 * 256) {
+            f = -127 * 256;
+        }
+        *shadow = (uint8_t)(f & 255);
+        return (int8_t)((f - (f & 255)) / 256);
+    } else {
+        const float t = (float)w - delta; /* TTE's `int8 -= float`: truncates toward zero */
+        v = (int32_t)(t > 127.0f ? 127.0f : (t < -127.0f ? -127.0f : t));
+    }
+    return (int8_t)(v > 127 ? 127 : (v < -127 ? -127 : v));
+}
+
+static int32_t update_s32(int32_t b, float delta, const tt_q8_update *u, uint32_t idx)
+{
+    int64_t v;
+
+    delta = clamp_delta(delta);
+    if (u->mode == TT_Q8_STOCHASTIC) {
+        v = (int64_t)b - (int64_t)floorf(delta + uniform(u->salt, u->step, idx));
+    } else if (u->mode == TT_Q8_SHADOW) {
+        v = (int64_t)b - (int64_t)roundf(delta); /* one bias LSB is already s_x*s_w: tiny */
+    } else {
+        v = (int64_t)b - (int64_t)delta;
+    }
+    if (v > INT32_MAX || v < INT32_MIN) {
+        tt_q8_saturations++;
+        v = v > INT32_MAX ? INT32_MAX : INT32_MIN;
+    }
+    return (int32_t)v;
+}
+
+void tt_conv2d_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,
+                             float x_scale, int32_t x_zp, const tt_conv_geom *g,
+                             int32_t w_cin, const int32_t *idx, const float *step,
+                             const tt_q8_update *u)
+{
+    const int32_t cin_g = g->cin / g->groups;
+    const int32_t cout_g = g->cout / g->groups;
+    int32_t oc, ky, kx, ic;
+
+    for (oc = 0; oc < g->cout; ++oc) {
+        for (ky = 0; ky < g->kh; ++ky) {
+            for (kx = 0; kx < g->kw; ++kx) {
+                for (ic = 0; ic < cin_g; ++ic) {
+                    const int32_t si = ((oc * g->kh + ky) * g->kw + kx) * cin_g + ic;
+                    const int32_t wi = ((oc * g->kh + ky) * g->kw + kx) * w_cin + channel(idx, ic);
+                    const float gr = conv_dw_elem(dy, x, x_scale, x_zp, g, oc, ky, kx,
+                                                  (oc / cout_g) * cin_g + ic);
+                    w[wi] = update_s8(w[wi], shadow != NULL ? &shadow[si] : NULL,
+                                      gr * step[oc], u, (uint32_t)wi);
+                }
+            }
+        }
+    }
+}
+
+void tt_dense_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,
+                            float x_scale, int32_t x_zp, int32_t k, int32_t out, int32_t w_in,
+                            const int32_t *idx, const float *step, const tt_q8_update *u)
+{
+    int32_t o, j;
+
+    for (o = 0; o < out; ++o) {
+        for (j = 0; j < k; ++j) {
+            const int32_t wi = o * w_in + channel(idx, j);
+            const float gr = dy[o] * ((float)((int32_t)x[j] - x_zp) * x_scale);
+            w[wi] = update_s8(w[wi], shadow != NULL ? &shadow[o * k + j] : NULL,
+                              gr * step[o], u, (uint32_t)wi);
+        }
+    }
+}
+
+void tt_bias_sgd_s32(int32_t *b, const float *dy, int32_t rows, int32_t c, const float *step,
+                     const tt_q8_update *u)
+{
+    int32_t r, j;
+
+    for (j = 0; j < c; ++j) {
+        float acc = 0.0f;
+        for (r = 0; r < rows; ++r) {
+            acc += dy[r * c + j];
+        }
+        b[j] = update_s32(b[j], acc * step[j], u, (uint32_t)j);
+    }
+}
+
+void tt_sgd_s8(int8_t *p, float *g, uint8_t *shadow, int32_t rows, int32_t c,
+               const int32_t *idx, int32_t k, int32_t rows_per_channel, const float *step,
+               float grad_scale, const tt_q8_update *u)
+{
+    int32_t r, j;
+
+    for (r = 0; r < rows; ++r) {
+        for (j = 0; j < k; ++j) {
+            const int32_t gi = r * k + j;
+            const int32_t pi = r * c + channel(idx, j);
+            p[pi] = update_s8(p[pi], shadow != NULL ? &shadow[gi] : NULL,
+                              g[gi] * grad_scale * step[r / rows_per_channel], u,
+                              (uint32_t)pi);
+            g[gi] = 0.0f;
+        }
+    }
+}
+
+void tt_sgd_s32(int32_t *p, float *g, int32_t n, const float *step, float grad_scale,
+                const tt_q8_update *u)
+{
+    int32_t i;
+
+    for (i = 0; i < n; ++i) {
+        p[i] = update_s32(p[i], g[i] * grad_scale * step[i], u, (uint32_t)i);
+        g[i] = 0.0f;
+    }
+}

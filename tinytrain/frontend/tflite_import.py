@@ -1,0 +1,216 @@
+"""TFLite flatbuffer (int8 or float) -> canonical IR.
+
+TFLite is already NHWC, so per-sample shapes are the TFLite shapes minus the batch axis.
+int8 tensors keep their quantisation; op handlers (tflite_ops.py) precompute the integer
+requantisation constants exactly as TFLite's Prepare functions do, so the generated C is
+bit-exact with the LiteRT reference kernels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tflite
+
+from tinytrain.errors import ModelError
+from tinytrain.frontend.builder import GraphBuilder
+from tinytrain.ir import INPUT, Graph, QuantParams, Tensor
+
+TYPES = {tflite.TensorType.FLOAT32: "f32", tflite.TensorType.INT8: "s8",
+         tflite.TensorType.INT32: "s32", tflite.TensorType.UINT8: "u8",
+         tflite.TensorType.INT16: "s16", tflite.TensorType.INT64: "s64"}
+OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+
+
+@dataclass
+class TfTensor:
+    index: int
+    name: str
+    shape: tuple[int, ...]  # full TFLite shape, batch included
+    dtype: str
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    qdim: int
+    data: np.ndarray | None  # constant buffer contents
+    buffer: int
+
+    @property
+    def quantized(self) -> bool:
+        return len(self.scale) > 0
+
+    def qparams(self) -> QuantParams:
+        return QuantParams(self.scale, self.zero_point)
+
+
+def read_tflite(path: Path) -> tuple[bytes, Any]:
+    try:
+        buf = path.read_bytes()
+    except OSError as e:
+        raise ModelError(f"cannot read model file {path}: {e.strerror}") from None
+    hint = "The file may be truncated or not a .tflite file; re-convert it and try again."
+    if len(buf) < 8 or buf[4:8] != b"TFL3":
+        raise ModelError(f"{path} is not a TFLite flatbuffer (no 'TFL3' identifier). {hint}")
+    try:
+        model = tflite.Model.GetRootAsModel(buf, 0)
+        if model.SubgraphsLength() < 1:
+            raise ModelError(f"{path} has no subgraph. {hint}")
+        sg = model.Subgraphs(0)
+        for i in range(sg.TensorsLength()):  # touch every table so truncation shows up here
+            t = sg.Tensors(i)
+            t.ShapeAsNumpy(), t.Name(), t.Buffer()
+        for i in range(sg.OperatorsLength()):
+            op = sg.Operators(i)
+            model.OperatorCodes(op.OpcodeIndex())
+    except ModelError:
+        raise
+    except Exception as e:  # flatbuffers raises struct/index errors on damaged files
+        raise ModelError(f"{path} is not a valid TFLite model ({type(e).__name__}: {e}). "
+                         f"{hint}") from None
+    return buf, model
+
+
+def opcode(model: Any, op: Any) -> int:
+    oc = model.OperatorCodes(op.OpcodeIndex())
+    return max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
+
+
+class TFLiteImporter:
+    def __init__(self, buf: bytes, model: Any, path: Path) -> None:
+        self.buf, self.model, self.path = buf, model, path
+        self.sg = model.Subgraphs(0)
+        self.b = GraphBuilder()
+        self.env: dict[int, str] = {}  # TFLite tensor index -> IR tensor
+        self.tensors = [self._tensor(i) for i in range(self.sg.TensorsLength())]
+        self.infer_output: str | None = None
+        self.folded_output: int | None = None
+
+    def _tensor(self, i: int) -> TfTensor:
+        t = self.sg.Tensors(i)
+        kind = t.Type()
+        if kind not in TYPES:
+            raise ModelError(f"{self.path}: tensor '{t.Name().decode()}' has TFLite type {kind}, "
+                             "which tinytrain does not support")
+        q = t.Quantization()
+        scale: tuple[float, ...] = ()
+        zp: tuple[int, ...] = ()
+        qdim = 0
+        if q is not None and q.ScaleLength() > 0:
+            scale = tuple(float(v) for v in q.ScaleAsNumpy())
+            zp = tuple(int(v) for v in q.ZeroPointAsNumpy()) if q.ZeroPointLength() else \
+                (0,) * len(scale)
+            qdim = int(q.QuantizedDimension())
+        data = None
+        bi = int(t.Buffer())
+        if 0 < bi < self.model.BuffersLength():
+            raw = self.model.Buffers(bi).DataAsNumpy()
+            if not isinstance(raw, int) and raw.size:
+                np_type = {"f32": np.float32, "s8": np.int8, "s32": np.int32, "u8": np.uint8,
+                           "s16": np.int16, "s64": np.int64}[TYPES[kind]]
+                shape = tuple(int(s) for s in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+                data = np.frombuffer(raw.tobytes(), np_type).reshape(shape).copy()
+        shape = tuple(int(s) for s in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+        return TfTensor(i, t.Name().decode(errors="replace"), shape, TYPES[kind], scale, zp,
+                        qdim, data, bi)
+
+    # ---- errors -------------------------------------------------------------------------
+    def fail(self, k: int, msg: str) -> ModelError:
+        op = self.sg.Operators(k)
+        name = self.op_label(k)
+        code = OP_NAMES.get(opcode(self.model, op), str(opcode(self.model, op)))
+        return ModelError(f"{self.path}: operator {k} ('{name}', {code}): {msg}")
+
+    def op_label(self, k: int) -> str:
+        """Operators have no names in TFLite; use the name of the first output tensor."""
+        outs = self.sg.Operators(k).OutputsAsNumpy()
+        return self.tensors[int(outs[0])].name if len(outs) else f"op{k}"
+
+    # ---- helpers for handlers -------------------------------------------------------------
+    def act(self, k: int, i: int) -> str:
+        """IR tensor of TFLite tensor i used as an activation input of operator k."""
+        if i not in self.env:
+            t = self.tensors[i]
+            raise self.fail(k, f"input '{t.name}' is not produced by an earlier operator "
+                               "(constant activations are not supported)")
+        return self.env[i]
+
+    def per_sample(self, k: int, t: TfTensor) -> tuple[int, ...]:
+        if not t.shape or t.shape[0] != 1:
+            raise self.fail(k, f"tensor '{t.name}' has shape {list(t.shape)}; tinytrain needs "
+                               "a leading batch axis of 1")
+        return t.shape[1:]
+
+    def run(self) -> Graph:
+        from tinytrain.frontend.tflite_ops import HANDLERS, SUPPORTED
+
+        ins, outs = self.sg.InputsAsNumpy(), self.sg.OutputsAsNumpy()
+        if len(ins) != 1 or len(outs) != 1:
+            raise ModelError(f"{self.path}: tinytrain needs exactly one input and one output; "
+                             f"the model has {len(ins)} and {len(outs)}")
+        t_in = self.tensors[int(ins[0])]
+        if t_in.dtype not in ("f32", "s8"):
+            raise ModelError(f"{self.path}: input '{t_in.name}' is {t_in.dtype}; tinytrain "
+                             "supports float32 and int8 model inputs")
+        shape = self.per_sample(0, t_in) if t_in.shape and t_in.shape[0] == 1 else t_in.shape
+        in_name = self.b.add_tensor(Tensor(
+            "input", tuple(shape), INPUT, dtype=t_in.dtype,
+            quant=t_in.qparams() if t_in.dtype == "s8" else None))
+        self.env[t_in.index] = in_name
+        n_ops = self.sg.OperatorsLength()
+        unsupported = []
+        for k in range(n_ops):
+            code = opcode(self.model, self.sg.Operators(k))
+            if code not in HANDLERS:
+                unsupported.append(k)
+        if unsupported:
+            k = unsupported[0]
+            code = opcode(self.model, self.sg.Operators(k))
+            also = ""
+            if len(unsupported) > 1:
+                also = " (also: " + ", ".join(
+                    f"{OP_NAMES.get(opcode(self.model, self.sg.Operators(j)), '?')} at "
+                    f"operator {j}" for j in unsupported[1:6]) + ")"
+            raise self.fail(k, f"the operator {OP_NAMES.get(code, code)} is not supported"
+                               f"{also}. Supported TFLite operators: {', '.join(SUPPORTED)}")
+        for k in range(n_ops):
+            op = self.sg.Operators(k)
+            handler: Callable = HANDLERS[opcode(self.model, op)]
+            handler(self, k, op)
+        t_out = self.tensors[int(outs[0])]
+        if t_out.index not in self.env:
+            raise ModelError(f"{self.path}: the output '{t_out.name}' does not depend on the "
+                             "input")
+        out = self.env[t_out.index]
+        logits = self.training_output(out)
+        meta = {
+            "source_format": "tflite",
+            "model_sha256": hashlib.sha256(self.buf).hexdigest(),
+            "model_name": self.path.name,
+            "input_name": t_in.name,
+            "input_logical_shape": list(t_in.shape),
+            "output_name": t_out.name,
+            "output_logical_shape": list(t_out.shape),
+            "output_activation": None,
+            "infer_output": out,
+            "input_tflite_dtype": t_in.dtype,
+            "output_tflite_dtype": t_out.dtype,
+        }
+        outputs = [logits] if logits == out else [logits, out]
+        return self.b.graph([in_name], outputs, meta)
+
+    def training_output(self, out: str) -> str:
+        """The tensor the loss reads: the logits before a final softmax, else the output."""
+        producer = next((n for n in reversed(self.b.nodes) if out in n.outputs), None)
+        if producer is not None and producer.op == "softmax_q8":
+            return producer.inputs[0]
+        return out
+
+
+def load_tflite(path: Path) -> Graph:
+    path = Path(path)
+    buf, model = read_tflite(path)
+    return TFLiteImporter(buf, model, path).run()

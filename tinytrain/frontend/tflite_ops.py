@@ -1,0 +1,245 @@
+"""One handler per TFLite builtin operator: read its options, compute TFLite's Prepare-time
+constants, and append the IR node. See tflite_import.py for the conventions."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tflite
+
+from tinytrain.frontend.tflite_import import TFLiteImporter, TfTensor
+from tinytrain.ir import ParamSource, QuantParams
+from tinytrain.quant.fixedpoint import quantize_multiplier, tflite_round
+
+B = tflite.BuiltinOperator
+ACT = tflite.ActivationFunctionType
+HANDLERS: dict[int, Callable[[TFLiteImporter, int, Any], None]] = {}
+SUPPORTED: list[str] = []
+ACC_LIMIT = 2**31 - 1  # int32 accumulators must not overflow (checked per layer)
+
+
+def handles(*codes: int) -> Callable:
+    def deco(fn: Callable) -> Callable:
+        for c in codes:
+            HANDLERS[c] = fn
+            SUPPORTED.append(next(k for k, v in vars(B).items() if v == c))
+        return fn
+    return deco
+
+
+def options(op: Any, cls: type) -> Any:
+    table = op.BuiltinOptions()
+    o = cls()
+    if table is None:
+        return None
+    o.Init(table.Bytes, table.Pos)
+    return o
+
+
+def act_range(im: TFLiteImporter, k: int, fused: int, out: TfTensor) -> tuple[int, int]:
+    """CalculateActivationRangeQuantized: the fused activation as an int8 clamp."""
+    lo, hi = -128, 127
+    if fused == ACT.NONE:
+        return lo, hi
+    s, zp = out.scale[0], out.zero_point[0]
+
+    def q(f: float) -> int:
+        return zp + tflite_round(float(np.float32(f) / np.float32(s)))
+
+    if fused == ACT.RELU:
+        return max(lo, q(0.0)), hi
+    if fused == ACT.RELU6:
+        return max(lo, q(0.0)), min(hi, q(6.0))
+    if fused == ACT.RELU_N1_TO_1:
+        return max(lo, q(-1.0)), min(hi, q(1.0))
+    raise im.fail(k, f"fused activation {fused} is not supported (NONE, RELU, RELU6, "
+                     "RELU_N1_TO_1 are)")
+
+
+def same_pads(size: int, k: int, stride: int, dil: int) -> tuple[int, int]:
+    out = (size + stride - 1) // stride
+    eff = (k - 1) * dil + 1
+    total = max((out - 1) * stride + eff - size, 0)
+    return total // 2, total - total // 2
+
+
+def check_int8(im: TFLiteImporter, k: int, *ts: TfTensor) -> None:
+    for t in ts:
+        if t.dtype != "s8":
+            raise im.fail(k, f"tensor '{t.name}' is {t.dtype}; only int8 activations are "
+                             "supported for quantised models (int16 activations are not)")
+        if not t.quantized:
+            raise im.fail(k, f"int8 tensor '{t.name}' has no quantisation parameters")
+        if len(t.scale) != 1:
+            raise im.fail(k, f"activation '{t.name}' is quantised per channel; TFLite "
+                             "activations must be per tensor")
+
+
+def channel_scales(im: TFLiteImporter, k: int, w: TfTensor, n: int) -> tuple[float, ...]:
+    """Per-output-channel weight scales. TFLite Micro accepts a quantized_dimension that does
+    not match the layout (it uses the output-channel axis); so do we, by count."""
+    if len(w.scale) not in (1, n):
+        raise im.fail(k, f"weights '{w.name}' have {len(w.scale)} scales for {n} output "
+                         "channels")
+    if any(z != 0 for z in w.zero_point):
+        raise im.fail(k, f"weights '{w.name}' are asymmetric (zero points "
+                         f"{sorted(set(w.zero_point))[:4]}); int8 weights must be symmetric "
+                         "(zero point 0), as in TFLite's int8 specification")
+    return w.scale if len(w.scale) == n else w.scale * n
+
+
+def requant_attrs(im: TFLiteImporter, k: int, x: TfTensor, w_scales: tuple[float, ...],
+                  y: TfTensor, fused: int) -> dict:
+    """Per-channel multipliers computed in double from float32 scales, as TFLite does."""
+    mult, shift = [], []
+    for ws in w_scales:
+        m, s = quantize_multiplier(float(x.scale[0]) * float(ws) / float(y.scale[0]))
+        mult.append(m)
+        shift.append(s)
+    lo, hi = act_range(im, k, fused, y)
+    return {"in_offset": -x.zero_point[0], "out_offset": y.zero_point[0], "act_min": lo,
+            "act_max": hi, "mult": tuple(mult), "shift": tuple(shift),
+            "x_scale": x.scale[0], "x_zp": x.zero_point[0], "w_scale": tuple(w_scales),
+            "y_scale": y.scale[0], "y_zp": y.zero_point[0]}
+
+
+def check_acc(im: TFLiteImporter, k: int, taps: int, bias: np.ndarray | None) -> None:
+    worst = taps * 255 * 128 + (int(np.abs(bias.astype(np.int64)).max()) if bias is not None
+                                and bias.size else 0)
+    if worst > ACC_LIMIT:
+        raise im.fail(k, f"{taps} taps per output could overflow the int32 accumulator "
+                         f"(worst case {worst}); split the layer")
+
+
+def out_tensor(im: TFLiteImporter, op: Any, j: int = 0) -> TfTensor:
+    return im.tensors[int(op.OutputsAsNumpy()[j])]
+
+
+def in_tensor(im: TFLiteImporter, op: Any, j: int) -> TfTensor | None:
+    idx = op.InputsAsNumpy()
+    if j >= len(idx) or int(idx[j]) < 0:
+        return None
+    return im.tensors[int(idx[j])]
+
+
+def param(im: TFLiteImporter, k: int, t: TfTensor, data: np.ndarray, slot: str, transform: str,
+          quant: QuantParams) -> str:
+    if t.data is None:
+        raise im.fail(k, f"{slot} '{t.name}' is not a constant tensor")
+    return im.b.param(f"{im.op_label(k)}_{slot}", data,
+                      ParamSource(t.name, f"tensor:{t.index}", transform), dtype=t.dtype,
+                      quant=quant)
+
+
+def bias_param(im: TFLiteImporter, k: int, b: TfTensor | None, x: TfTensor,
+               w_scales: tuple[float, ...]) -> tuple[list[str], np.ndarray | None]:
+    if b is None:
+        return [], None
+    if b.dtype != "s32" or b.data is None:
+        raise im.fail(k, f"bias '{b.name}' must be a constant int32 tensor (it is {b.dtype})")
+    scales = b.scale if len(b.scale) == len(w_scales) else \
+        tuple(float(np.float32(x.scale[0]) * np.float32(s)) for s in w_scales)
+    q = QuantParams(tuple(scales), (0,) * len(scales), 0)
+    return [param(im, k, b, b.data, "bias", "identity", q)], b.data
+
+
+def _conv(im: TFLiteImporter, k: int, op: Any, depthwise: bool) -> None:
+    x, w, b, y = in_tensor(im, op, 0), in_tensor(im, op, 1), in_tensor(im, op, 2), \
+        out_tensor(im, op)
+    assert x is not None and w is not None
+    o = options(op, tflite.DepthwiseConv2DOptions if depthwise else tflite.Conv2DOptions)
+    if x.dtype == "f32":
+        raise im.fail(k, "float TFLite convolutions are not supported yet; use the ONNX model "
+                         "or an int8 TFLite model")
+    check_int8(im, k, x, y)
+    if w.dtype != "s8" or w.data is None:
+        raise im.fail(k, f"weights '{w.name}' must be constant int8 (got {w.dtype})")
+    _, h, wd, cin = x.shape
+    if depthwise:
+        _, kh, kw, cout = w.data.shape
+        wdata = w.data.reshape(kh, kw, cout).transpose(2, 0, 1)[..., None]
+        groups, transform = cin, "depthwise"
+        if cout % cin:
+            raise im.fail(k, f"depthwise output channels {cout} are not a multiple of {cin}")
+    else:
+        cout, kh, kw, wcin = w.data.shape
+        wdata, transform = w.data, "identity"
+        if cin % wcin:
+            raise im.fail(k, f"input channels {cin} are not a multiple of filter depth {wcin}")
+        groups = cin // wcin
+    sh, sw = o.StrideH(), o.StrideW()
+    dh, dw = o.DilationHFactor(), o.DilationWFactor()
+    if o.Padding() == tflite.Padding.SAME:
+        pt, pb = same_pads(h, kh, sh, dh)
+        pl, pr = same_pads(wd, kw, sw, dw)
+    else:
+        pt = pb = pl = pr = 0
+    ws = channel_scales(im, k, w, cout)
+    wq = QuantParams(ws, (0,) * cout, 0)
+    wname = param(im, k, w, wdata, "weight", transform, wq)
+    bnames, bdata = bias_param(im, k, b, x, ws)
+    check_acc(im, k, kh * kw * (cin // groups), bdata)
+    attrs = {"kernel": (kh, kw), "stride": (sh, sw), "pads": (pt, pl, pb, pr),
+             "dilation": (dh, dw), "groups": groups,
+             **requant_attrs(im, k, x, ws, y, o.FusedActivationFunction())}
+    out = im.b.node("conv2d_q8", im.op_label(k), [im.act(k, x.index), wname, *bnames], attrs,
+                    dtype="s8", quant=y.qparams())
+    if im.b.tensors[out].shape != y.shape[1:]:
+        raise im.fail(k, f"computed output shape {im.b.tensors[out].shape} differs from the "
+                         f"model's {list(y.shape)}")
+    im.env[y.index] = out
+
+
+@handles(B.CONV_2D)
+def conv2d(im: TFLiteImporter, k: int, op: Any) -> None:
+    _conv(im, k, op, depthwise=False)
+
+
+@handles(B.DEPTHWISE_CONV_2D)
+def depthwise_conv2d(im: TFLiteImporter, k: int, op: Any) -> None:
+    _conv(im, k, op, depthwise=True)
+
+
+@handles(B.FULLY_CONNECTED)
+def fully_connected(im: TFLiteImporter, k: int, op: Any) -> None:
+    x, w, b, y = in_tensor(im, op, 0), in_tensor(im, op, 1), in_tensor(im, op, 2), \
+        out_tensor(im, op)
+    assert x is not None and w is not None
+    o = options(op, tflite.FullyConnectedOptions)
+    fused = o.FusedActivationFunction() if o is not None else ACT.NONE
+    if x.dtype == "f32":
+        raise im.fail(k, "float TFLite FULLY_CONNECTED is not supported yet; use the ONNX "
+                         "model or an int8 TFLite model")
+    check_int8(im, k, x, y)
+    if w.dtype != "s8" or w.data is None:
+        raise im.fail(k, f"weights '{w.name}' must be constant int8 (got {w.dtype})")
+    out_n, in_n = w.data.shape
+    xt = im.b.tensors[im.act(k, x.index)]
+    if xt.size != in_n:
+        raise im.fail(k, f"input has {xt.size} elements per sample, weights expect {in_n}")
+    ws = channel_scales(im, k, w, out_n)
+    wname = param(im, k, w, w.data, "weight", "identity", QuantParams(ws, (0,) * out_n, 0))
+    bnames, bdata = bias_param(im, k, b, x, ws)
+    check_acc(im, k, in_n, bdata)
+    attrs = requant_attrs(im, k, x, ws, y, fused)
+    out = im.b.node("dense_q8", im.op_label(k), [im.act(k, x.index), wname, *bnames], attrs,
+                    dtype="s8", quant=y.qparams())
+    want = y.shape[1:] if len(y.shape) > 1 else y.shape
+    if math.prod(want) != out_n:
+        raise im.fail(k, f"output shape {list(y.shape)} does not match {out_n} units")
+    im.env[y.index] = out
+
+
+@handles(B.RESHAPE, B.SQUEEZE)
+def reshape(im: TFLiteImporter, k: int, op: Any) -> None:
+    x, y = in_tensor(im, op, 0), out_tensor(im, op)
+    assert x is not None
+    src = im.b.tensors[im.act(k, x.index)]
+    shape = im.per_sample(k, y) if y.shape and y.shape[0] == 1 else y.shape
+    if math.prod(shape) != src.size:
+        raise im.fail(k, f"reshape of {src.size} elements to {list(y.shape)}")
+    im.env[y.index] = im.b.node("reshape", im.op_label(k), [src.name], {"shape": tuple(shape)},
+                                dtype=src.dtype, quant=src.quant)

@@ -1,0 +1,161 @@
+"""int8 2-D convolution (regular, grouped, depthwise) with TFLite's per-channel requantisation,
+and its fp32 backward read straight from the int8 tensors.
+
+attrs: the conv geometry of ops/conv2d.py plus in_offset (-x zero point), out_offset (y zero
+point), act_min/act_max (fused activation, int8 domain), mult/shift (per output channel),
+x_scale/x_zp, w_scale (per output channel). Gradients are float32 w.r.t. real values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinytrain.ops.base import OpDef, c_float
+from tinytrain.ops.conv2d import (
+    _groups,
+    _taps,
+    backward_call,
+    conv_backward_input,
+    conv_backward_weight,
+    geom,
+    geom_decl,
+    out_hw,
+)
+from tinytrain.quant.fixedpoint import mbqm
+
+
+def requant_decl(cg, a: dict) -> str:
+    """The static tt_q8_requant of a conv/dense node."""
+    mult, shift = cg.ints(a["mult"]), cg.ints(a["shift"])
+    return cg.static(f"static const tt_q8_requant {{name}} = {{{{{a['in_offset']}, "
+                     f"{a['out_offset']}, {a['act_min']}, {a['act_max']}, {mult}, {shift}}}}};")
+
+
+def floats(cg, values) -> str:
+    body = ", ".join(c_float(v) for v in values)
+    return cg.static(f"static const float {{name}}[{len(values)}] = {{{{{body}}}}};")
+
+
+def requantize(acc: np.ndarray, a: dict) -> np.ndarray:
+    """int32 accumulators (channel-last) -> int8 outputs, as tt_mbqm + offset + clamp."""
+    y = mbqm(acc, np.asarray(a["mult"]), np.asarray(a["shift"])) + a["out_offset"]
+    return np.clip(y, a["act_min"], a["act_max"]).astype(np.int8)
+
+
+def conv_acc(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, a: dict, g: dict) -> np.ndarray:
+    """Exact int64 accumulators: sum (x + in_offset) * w over in-bounds taps, plus bias."""
+    xo = x.astype(np.int64) + a["in_offset"]  # padding taps then read 0 = (zp - zp)
+    acc = np.zeros((g["oh"], g["ow"], g["cout"]), np.int64)
+    for ky, kx, xp, sl in _taps(xo, g):
+        patch = xp[sl]
+        for ic, oc in _groups(g):
+            acc[..., oc] += patch[..., ic] @ w[oc, ky, kx, :].astype(np.int64).T
+    if b is not None:
+        acc += b.astype(np.int64)
+    return acc
+
+
+def dequant_w(w: np.ndarray, a: dict) -> np.ndarray:
+    scale = np.asarray(a["w_scale"], np.float32).reshape((-1,) + (1,) * (w.ndim - 1))
+    return (w.astype(np.float32) * scale).astype(np.float32)
+
+
+def dequant_x(x: np.ndarray, a: dict) -> np.ndarray:
+    return ((x.astype(np.int32) - a["x_zp"]).astype(np.float32) * np.float32(a["x_scale"]))
+
+
+class Conv2dQ8(OpDef):
+    name = "conv2d_q8"
+    public = True
+    source_ops = ("CONV_2D (int8)", "DEPTHWISE_CONV_2D (int8)", "QLinearConv/QDQ Conv")
+
+    def infer(self, node, shapes):
+        x, w = shapes[0], shapes[1]
+        oh, ow = out_hw(x[0], x[1], node.attrs)
+        return [(oh, ow, w[0])]
+
+    def forward(self, node, xs):
+        x, w = xs[0], xs[1]
+        b = xs[2] if len(xs) > 2 else None
+        g = geom(node, x.shape, self.infer(node, [x.shape, w.shape])[0])
+        return [requantize(conv_acc(x, w, b, node.attrs, g), node.attrs)]
+
+    def gradient(self, node, gb):
+        x, w = node.inputs[0], node.inputs[1]
+        dy = gb.grad(node.outputs[0])
+        if dy is None:
+            return
+        a = dict(node.attrs)
+        dy = gb.emit("q8_clamp_backward", [dy, node.outputs[0]],
+                     {"lo": a["act_min"], "hi": a["act_max"]})
+        if gb.needs_grad(x):
+            gb.contribute(x, gb.emit("conv2d_backward_input_q8", [dy, w], a,
+                                     out_shape=gb.shape(x)))
+        if gb.needs_grad(w):
+            gb.accumulate_param(w, "conv2d_backward_weight_q8", [dy, x], a)
+        if len(node.inputs) > 2 and gb.needs_grad(node.inputs[2]):
+            gb.accumulate_param(node.inputs[2], "bias_backward", [dy])
+
+    def c_call(self, node, cg):
+        x, y = cg.shape(node.inputs[0]), cg.shape(node.outputs[0])
+        b = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
+        return (f"tt_conv2d_s8({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
+                f"{cg.ptr(node.inputs[1])}, {b}, &{geom_decl(cg, node, x, y)}, "
+                f"&{requant_decl(cg, node.attrs)});")
+
+    def macs(self, node, shapes, out_shapes):
+        w = shapes[1]
+        oh, ow, cout = out_shapes[0]
+        return oh * ow * cout * w[1] * w[2] * w[3]
+
+
+class Conv2dBackwardInputQ8(OpDef):
+    name = "conv2d_backward_input_q8"
+
+    def infer(self, node, shapes):
+        return [tuple(node.attrs["out_shape"])]
+
+    def forward(self, node, xs):
+        dy, w = xs
+        x_shape = tuple(node.attrs["out_shape"])
+        return [conv_backward_input(dy, dequant_w(w, node.attrs), geom(node, x_shape, dy.shape))]
+
+    def c_call(self, node, cg):
+        g = geom_decl(cg, node, cg.shape(node.outputs[0]), cg.shape(node.inputs[0]))
+        return (f"tt_conv2d_backward_input_s8({cg.ptr(node.outputs[0])}, "
+                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
+                f"{floats(cg, node.attrs['w_scale'])}, &{g});")
+
+    def macs(self, node, shapes, out_shapes):
+        w = shapes[1]
+        oh, ow, cout = shapes[0]
+        return oh * ow * cout * w[1] * w[2] * w[3]
+
+
+class Conv2dBackwardWeightQ8(OpDef):
+    name = "conv2d_backward_weight_q8"
+
+    def infer(self, node, shapes):
+        return [tuple(node.attrs["out_shape"])]
+
+    def forward(self, node, xs):
+        dy, x = xs
+        return [conv_backward_weight(dy, dequant_x(x, node.attrs), geom(node, x.shape, dy.shape))]
+
+    def c_call(self, node, cg):
+        a = node.attrs
+        g = geom_decl(cg, node, cg.shape(node.inputs[1]), cg.shape(node.inputs[0]))
+        return (f"tt_conv2d_backward_weight_s8({cg.ptr(node.outputs[0])}, "
+                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
+                f"{c_float(a['x_scale'])}, {a['x_zp']}, &{g});")
+
+    def macs(self, node, shapes, out_shapes):
+        oh, ow, cout = shapes[0]
+        w = out_shapes[0]
+        return oh * ow * cout * w[1] * w[2] * w[3]
+
+
+OPS = (Conv2dQ8(), Conv2dBackwardInputQ8(), Conv2dBackwardWeightQ8())
+
+__all__ = ["OPS", "backward_call", "dequant_w", "dequant_x", "floats", "requant_decl",
+           "requantize"]

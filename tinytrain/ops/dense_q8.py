@@ -1,0 +1,99 @@
+"""int8 fully connected layer (TFLite FULLY_CONNECTED), and its fp32 backward.
+
+attrs as conv2d_q8: in_offset, out_offset, act_min, act_max, mult/shift (per output, a
+per-tensor multiplier is repeated), x_scale, x_zp, w_scale (per output). Weights are
+symmetric (zero point 0), as TFLite requires for int8 FULLY_CONNECTED.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinytrain.ops.base import OpDef, c_float, size
+from tinytrain.ops.conv2d_q8 import dequant_w, dequant_x, floats, requant_decl, requantize
+
+
+class DenseQ8(OpDef):
+    name = "dense_q8"
+    public = True
+    source_ops = ("FULLY_CONNECTED (int8)", "QDQ Gemm/MatMul")
+
+    def infer(self, node, shapes):
+        return [(shapes[1][0],)]
+
+    def forward(self, node, xs):
+        x, w = xs[0].reshape(-1).astype(np.int64) + node.attrs["in_offset"], xs[1]
+        acc = w.astype(np.int64) @ x
+        if len(xs) > 2:
+            acc = acc + xs[2].astype(np.int64)
+        return [requantize(acc, node.attrs)]
+
+    def gradient(self, node, gb):
+        x, w = node.inputs[0], node.inputs[1]
+        dy = gb.grad(node.outputs[0])
+        if dy is None:
+            return
+        a = dict(node.attrs)
+        dy = gb.emit("q8_clamp_backward", [dy, node.outputs[0]],
+                     {"lo": a["act_min"], "hi": a["act_max"]})
+        if gb.needs_grad(x):
+            gb.contribute(x, gb.emit("dense_backward_input_q8", [dy, w], a,
+                                     out_shape=gb.shape(x)))
+        if gb.needs_grad(w):
+            gb.accumulate_param(w, "dense_backward_weight_q8", [dy, x], a)
+        if len(node.inputs) > 2 and gb.needs_grad(node.inputs[2]):
+            gb.accumulate_param(node.inputs[2], "bias_backward", [dy])
+
+    def c_call(self, node, cg):
+        out, inp = cg.shape(node.inputs[1])
+        b = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
+        return (f"tt_dense_s8({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
+                f"{cg.ptr(node.inputs[1])}, {b}, {inp}, {out}, &{requant_decl(cg, node.attrs)});")
+
+    def macs(self, node, shapes, out_shapes):
+        return size(shapes[1])
+
+
+class DenseBackwardInputQ8(OpDef):
+    name = "dense_backward_input_q8"
+
+    def infer(self, node, shapes):
+        return [tuple(node.attrs["out_shape"])]
+
+    def forward(self, node, xs):
+        dy, w = xs
+        dx = dequant_w(w, node.attrs).astype(np.float64).T @ dy.astype(np.float64)
+        return [dx.astype(np.float32).reshape(node.attrs["out_shape"])]
+
+    def c_call(self, node, cg):
+        out, inp = cg.shape(node.inputs[1])
+        return (f"tt_dense_backward_input_s8({cg.ptr(node.outputs[0])}, "
+                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
+                f"{floats(cg, node.attrs['w_scale'])}, {inp}, {out});")
+
+    def macs(self, node, shapes, out_shapes):
+        return size(shapes[1])
+
+
+class DenseBackwardWeightQ8(OpDef):
+    name = "dense_backward_weight_q8"
+
+    def infer(self, node, shapes):
+        return [tuple(node.attrs["out_shape"])]
+
+    def forward(self, node, xs):
+        dy, x = xs
+        return [np.outer(dy, dequant_x(x.reshape(-1), node.attrs)).astype(np.float32)]
+
+    def c_call(self, node, cg):
+        out, inp = cg.shape(node.outputs[0])
+        a = node.attrs
+        return (f"tt_dense_backward_weight_s8({cg.ptr(node.outputs[0])}, "
+                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {c_float(a['x_scale'])}, "
+                f"{a['x_zp']}, {inp}, {out});")
+
+    def macs(self, node, shapes, out_shapes):
+        return size(out_shapes[0])
+
+
+OPS = (DenseQ8(), DenseBackwardInputQ8(), DenseBackwardWeightQ8())

@@ -1,0 +1,33 @@
+"""Straight-through gradient of a saturating int8 output (fused ReLU/ReLU6 and the int8 range).
+
+dx = dy where act_min < y < act_max: where the requantised output was clamped, a small change
+of the input does not change it. For a fused ReLU act_min is the zero point, so this is
+exactly ReLU's backward; it reads the int8 output, which later layers save anyway.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinytrain.ops.base import OpDef, size
+
+
+class Q8ClampBackward(OpDef):
+    name = "q8_clamp_backward"
+
+    def infer(self, node, shapes):
+        return [shapes[0]]
+
+    def forward(self, node, xs):
+        dy, y = xs
+        y = y.reshape(dy.shape).astype(np.int32)
+        keep = (y > node.attrs["lo"]) & (y < node.attrs["hi"])
+        return [np.where(keep, dy, np.float32(0)).astype(np.float32)]
+
+    def c_call(self, node, cg):
+        n = size(cg.shape(node.inputs[0]))
+        return (f"tt_q8_clamp_backward({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
+                f"{cg.ptr(node.inputs[1])}, {n}, {node.attrs['lo']}, {node.attrs['hi']});")
+
+
+OPS = (Q8ClampBackward(),)
