@@ -190,12 +190,12 @@ def get_reciprocal(x: np.ndarray, x_integer_digits: int) -> tuple[np.ndarray, np
 
 
 def mbqm_greater_than_one(x: np.ndarray, mult: int, left_shift: int) -> np.ndarray:
-    """MultiplyByQuantizedMultiplierGreaterThanOne (no rounding right shift)."""
+    """MultiplyByQuantizedMultiplierGreaterThanOne: SRDHM(x << left_shift, mult)."""
     return srdhm(wrap32(np.asarray(x, np.int64) << left_shift), mult)
 
 
 def quantize_multiplier_greater_than_one(m: float) -> tuple[int, int]:
-    """QuantizeMultiplier for m > 1 without the single-rounding shift clamp (shift >= 0)."""
+    """QuantizeMultiplierGreaterThanOne: frexp-based, shift >= 0 and not capped at 30."""
     q, shift = math.frexp(m)
     q_fixed = tflite_round(q * (1 << 31))
     if q_fixed == 1 << 31:
@@ -207,7 +207,8 @@ def quantize_multiplier_greater_than_one(m: float) -> tuple[int, int]:
 
 
 def quantize_multiplier_smaller_than_one_exp(m: float) -> tuple[int, int]:
-    """QuantizeMultiplierSmallerThanOneExp: (multiplier, left_shift <= 0)."""
+    """QuantizeMultiplierSmallerThanOneExp: (multiplier, left_shift <= 0). Applied with
+    mbqm_double_rounding (RDBPOT(SRDHM(x, m), -left_shift)) in LiteRT."""
     q, shift = quantize_multiplier(m)
     if shift > 0:
         raise ValueError(f"multiplier {m} is not smaller than one")
