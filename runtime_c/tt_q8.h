@@ -131,7 +131,7 @@ static inline int32_t tt_get_reciprocal(int32_t x, int32_t x_integer_digits,
         (int32_t)(((uint32_t)x << headroom_plus_one) - ((uint32_t)1 << 31)));
 }
 
-/* MultiplyByQuantizedMultiplierGreaterThanOne */
+/* MultiplyByQuantizedMultiplierGreaterThanOne: SRDHM(x << left_shift, mult) */
 static inline int32_t tt_mbqm_gt1(int32_t x, int32_t mult, int32_t left_shift) {
     return tt_srdhm((int32_t)((uint32_t)x << left_shift), mult);
 }

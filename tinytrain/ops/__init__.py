@@ -5,10 +5,13 @@ from __future__ import annotations
 from tinytrain.errors import CompileError
 from tinytrain.ops import (
     add,
+    add_q8,
     avg_pool2d,
+    avg_pool2d_q8,
     clip,
     clip_mask,
     concat,
+    concat_q8,
     conv2d,
     conv2d_q8,
     dense,
@@ -19,16 +22,24 @@ from tinytrain.ops import (
     global_avg_pool,
     hard_sigmoid,
     hard_swish,
+    hard_swish_q8,
     leaky_relu,
+    logistic_q8,
     max_pool2d,
+    max_pool2d_q8,
+    mean_q8,
     mul,
+    mul_q8,
     pad,
+    pad_q8,
     q8_clamp_backward,
     q8_update,
+    quantize_q8,
     reshape,
     sgd,
     sigmoid,
     softmax_ce,
+    softmax_q8,
     tanh,
     transpose,
 )
@@ -39,6 +50,8 @@ _MODULES = (conv2d, dense, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, hard_s
             softmax_ce, sgd, gather_channels, fused_update, clip_mask)
 # int8 (TFLite reference arithmetic forward, fp32 backward)
 _MODULES += (conv2d_q8, dense_q8, dequantize_q8, q8_clamp_backward, q8_update)
+_MODULES += (softmax_q8, logistic_q8, hard_swish_q8, add_q8, mul_q8, avg_pool2d_q8,
+             max_pool2d_q8, mean_q8, pad_q8, concat_q8, quantize_q8)
 
 REGISTRY: dict[str, OpDef] = {op.name: op for m in _MODULES for op in m.OPS}
 
