@@ -232,7 +232,7 @@ BUILD_CASES = {
     "truncated_last_byte": ("cut_last_byte", [], NOT_ONNX),
     "random_bytes": ("random", [], NOT_ONNX),
     "empty_file": ("empty", [], (r"empty \(0 bytes\)", r"re-export")),
-    "missing_file": ("missing", [], (r"does not exist", r"\.onnx file")),
+    "missing_file": ("missing", [], (r"does not exist", r"\.onnx or \.tflite file")),
     "lstm": ("lstm", [], (r"\bLSTM\b", r"node '[^']*LSTM[^']*'", r"cannot compile",
                           *SUPPORTED)),
     "erf": ("erf", [], (r"node 'my_erf' uses op Erf\b", r"cannot compile", *SUPPORTED)),

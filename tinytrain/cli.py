@@ -48,7 +48,8 @@ def progress(label: str, total: int) -> Iterator:
 
 @app.command()
 def build(
-    model: Path = typer.Argument(..., help="Trained model: an fp32 .onnx file."),
+    model: Path = typer.Argument(..., help="Trained model: .onnx (fp32) or .tflite (int8 or "
+                                 "fp32)."),
     board: str = typer.Option("host", help="Target board (see `tinytrain boards`)."),
     out: Path = typer.Option(Path("build"), "--out", "-o", help="Directory for the C project; "
                              "replaced atomically, never left half-written."),
@@ -68,6 +69,13 @@ def build(
                                        help="Fused updates (batch 1), 1-bit ReLU masks, "
                                        "backward reordering and in-place ops. Results are "
                                        "identical either way; only memory differs."),
+    qas: bool = typer.Option(True, "--qas/--no-qas", help="int8 models: quantisation-aware "
+                             "scaling of weight and bias updates."),
+    rounding: str = typer.Option("stochastic", help="int8 models: how updates smaller than one "
+                                 "LSB are kept: stochastic (seeded stochastic rounding), shadow "
+                                 "(a 1-byte fraction per trained weight) or truncate (TTE's; "
+                                 "drops them)."),
+    seed: int = typer.Option(0, help="Seed of the stochastic rounding stream."),
     max_sram: Optional[float] = typer.Option(None, "--max-sram", help="Fail (with the "
                                              "breakdown and smaller plans) above this many KB "
                                              "of SRAM, before any compiler runs."),
@@ -88,7 +96,8 @@ def build(
 
     with user_errors():
         t0 = time.perf_counter()
-        opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, weight_decay, batch),
+        opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, weight_decay, batch,
+                                                              qas, rounding, seed),
                        update=update, memory_passes=memory_passes)
         with err.status("compiling and building", spinner="dots") if err.is_terminal else _null():
             report = do_build(model, out, opts, on_pass,

@@ -12,6 +12,7 @@ import numpy as np
 
 from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph
 from tinytrain.ops import get_op
+from tinytrain.quant.fixedpoint import quantize
 
 NP_TYPES = {"f32": np.float32, "s8": np.int8, "s32": np.int32, "u8": np.uint8}
 
@@ -25,6 +26,27 @@ def initial_state(g: Graph) -> dict[str, np.ndarray]:
         elif t.kind in (PARAM_GRAD, OPT_STATE):
             env[t.name] = np.zeros(t.shape, NP_TYPES[t.dtype])
     return env
+
+
+def train(g: Graph, env: dict[str, np.ndarray], x: np.ndarray, target: np.ndarray,
+          pending: int) -> tuple[float, int]:
+    """One sample exactly as the generated tt_train_step: forward, loss, backward, the update
+    once a batch is complete, then the stochastic-rounding step counter. Returns (loss,
+    samples pending); `x` holds real values (an int8 input is quantised as the C does)."""
+    t_in = g.t(g.inputs[0])
+    if t_in.dtype == "s8":
+        assert t_in.quant is not None
+        x = quantize(x, t_in.quant.scale[0], t_in.quant.zero_point[0])
+    label = next(t for t in g.tensors.values() if t.kind == "label")
+    target = np.asarray(target, NP_TYPES[label.dtype]).reshape(label.shape)
+    run(g, env, {t_in.name: np.asarray(x).reshape(t_in.shape), label.name: target})
+    pending += 1
+    if pending == g.meta.get("sgd", {}).get("batch", 1):
+        run(g, env, {}, phases=("update",))
+        pending = 0
+    if "rng_step" in env:
+        env["rng_step"] = env["rng_step"] + 1
+    return float(env["loss"].reshape(-1)[0]), pending
 
 
 def run(g: Graph, env: dict[str, np.ndarray], feeds: Mapping[str, np.ndarray],

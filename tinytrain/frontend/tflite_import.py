@@ -191,9 +191,11 @@ class TFLiteImporter:
             "model_sha256": hashlib.sha256(self.buf).hexdigest(),
             "model_name": self.path.name,
             "input_name": t_in.name,
-            "input_logical_shape": list(t_in.shape),
+            "input_logical_shape": list(shape),
+            "input_perm": list(range(len(shape))),  # TFLite is already channel-last
             "output_name": t_out.name,
-            "output_logical_shape": list(t_out.shape),
+            "output_logical_shape": list(self.b.tensors[out].shape),
+            "output_perm": list(range(len(self.b.tensors[out].shape))),
             "output_activation": None,
             "infer_output": out,
             "input_tflite_dtype": t_in.dtype,

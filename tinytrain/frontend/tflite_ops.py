@@ -243,3 +243,205 @@ def reshape(im: TFLiteImporter, k: int, op: Any) -> None:
         raise im.fail(k, f"reshape of {src.size} elements to {list(y.shape)}")
     im.env[y.index] = im.b.node("reshape", im.op_label(k), [src.name], {"shape": tuple(shape)},
                                 dtype=src.dtype, quant=src.quant)
+
+
+# ---- ops whose int8 kernels live in ops/*_q8.py (prepare() computes TFLite's constants) ----
+
+def _prepared(im: TFLiteImporter, k: int, fn: Callable, *args: Any) -> dict:
+    try:
+        return fn(*args)
+    except ValueError as e:  # a quantisation TFLite itself would reject
+        raise im.fail(k, str(e)) from None
+
+
+def _emit(im: TFLiteImporter, k: int, op_name: str, inputs: list[str], attrs: dict,
+          y: TfTensor) -> None:
+    out = im.b.node(op_name, im.op_label(k), inputs, attrs, dtype=y.dtype,
+                    quant=y.qparams() if y.quantized else None)
+    want = y.shape[1:] if y.shape and y.shape[0] == 1 else y.shape
+    if math.prod(im.b.tensors[out].shape) != math.prod(want):
+        raise im.fail(k, f"computed output shape {im.b.tensors[out].shape} differs from the "
+                         f"model's {list(y.shape)}")
+    im.env[y.index] = out
+
+
+def _fused(im: TFLiteImporter, k: int, o: Any, y: TfTensor) -> tuple[int, int]:
+    return act_range(im, k, o.FusedActivationFunction() if o is not None else ACT.NONE, y)
+
+
+def _binary(im: TFLiteImporter, k: int, op: Any, ir_op: str, opts_cls: type,
+            prepare: Callable) -> None:
+    a, b, y = in_tensor(im, op, 0), in_tensor(im, op, 1), out_tensor(im, op)
+    assert a is not None and b is not None
+    check_int8(im, k, a, b, y)
+    for t in (a, b):
+        if t.index not in im.env:
+            raise im.fail(k, f"operand '{t.name}' is a constant; tinytrain supports "
+                             f"{ir_op[:-3].upper()} of two activations")
+    attrs = _prepared(im, k, prepare, a.qparams(), b.qparams(), y.qparams(),
+                      _fused(im, k, options(op, opts_cls), y))
+    _emit(im, k, ir_op, [im.act(k, a.index), im.act(k, b.index)], attrs, y)
+
+
+@handles(B.ADD)
+def add(im: TFLiteImporter, k: int, op: Any) -> None:
+    from tinytrain.ops import add_q8
+
+    _binary(im, k, op, "add_q8", tflite.AddOptions, add_q8.prepare)
+
+
+@handles(B.MUL)
+def mul(im: TFLiteImporter, k: int, op: Any) -> None:
+    from tinytrain.ops import mul_q8
+
+    _binary(im, k, op, "mul_q8", tflite.MulOptions, mul_q8.prepare)
+
+
+def _pool(im: TFLiteImporter, k: int, op: Any, ir_op: str) -> None:
+    from tinytrain.ops import avg_pool2d_q8
+
+    x, y = in_tensor(im, op, 0), out_tensor(im, op)
+    assert x is not None
+    check_int8(im, k, x, y)
+    o = options(op, tflite.Pool2DOptions)
+    kh, kw, sh, sw = o.FilterHeight(), o.FilterWidth(), o.StrideH(), o.StrideW()
+    _, h, w, _ = x.shape
+    if o.Padding() == tflite.Padding.SAME:
+        pt, pb = same_pads(h, kh, sh, 1)
+        pl, pr = same_pads(w, kw, sw, 1)
+    else:
+        pt = pb = pl = pr = 0
+    attrs = {"kernel": (kh, kw), "stride": (sh, sw), "pads": (pt, pl, pb, pr),
+             "dilation": (1, 1), "count_include_pad": 0,
+             **_prepared(im, k, avg_pool2d_q8.prepare, x.qparams(), y.qparams(),
+                         _fused(im, k, o, y))}
+    _emit(im, k, ir_op, [im.act(k, x.index)], attrs, y)
+
+
+@handles(B.AVERAGE_POOL_2D)
+def average_pool(im: TFLiteImporter, k: int, op: Any) -> None:
+    _pool(im, k, op, "avg_pool2d_q8")
+
+
+@handles(B.MAX_POOL_2D)
+def max_pool(im: TFLiteImporter, k: int, op: Any) -> None:
+    _pool(im, k, op, "max_pool2d_q8")
+
+
+@handles(B.MEAN)
+def mean(im: TFLiteImporter, k: int, op: Any) -> None:
+    from tinytrain.ops import mean_q8
+
+    x, axes, y = in_tensor(im, op, 0), in_tensor(im, op, 1), out_tensor(im, op)
+    assert x is not None and axes is not None
+    check_int8(im, k, x, y)
+    ax = sorted(int(a) % len(x.shape) for a in np.asarray(axes.data).reshape(-1)) \
+        if axes.data is not None else []
+    if len(x.shape) != 4 or ax != [1, 2]:
+        raise im.fail(k, f"MEAN over axes {ax} of a rank-{len(x.shape)} tensor; tinytrain "
+                         "supports the mean over height and width of an NHWC tensor")
+    o = options(op, tflite.ReducerOptions)
+    keep = bool(o.KeepDims()) if o is not None else False
+    attrs = _prepared(im, k, mean_q8.prepare, x.qparams(), y.qparams(), keep)
+    _emit(im, k, "mean_q8", [im.act(k, x.index)], attrs, y)
+
+
+@handles(B.PAD, B.PADV2)
+def pad(im: TFLiteImporter, k: int, op: Any) -> None:
+    from tinytrain.ops import pad_q8
+
+    x, pads, y = in_tensor(im, op, 0), in_tensor(im, op, 1), out_tensor(im, op)
+    assert x is not None and pads is not None
+    check_int8(im, k, x, y)
+    if pads.data is None:
+        raise im.fail(k, "paddings must be a constant tensor")
+    p = np.asarray(pads.data).reshape(-1, 2)
+    if len(p) != len(x.shape) or p[0].any():
+        raise im.fail(k, f"paddings {p.tolist()} must give one row per axis and not pad the "
+                         "batch axis")
+    val = in_tensor(im, op, 2)
+    if val is not None and val.data is not None and int(val.data.reshape(-1)[0]) != \
+            y.zero_point[0]:
+        raise im.fail(k, "PADV2 with a value other than the zero point is not supported")
+    attrs = {"before": tuple(int(v) for v in p[1:, 0]), "after": tuple(int(v) for v in p[1:, 1]),
+             **_prepared(im, k, pad_q8.prepare, x.qparams(), y.qparams())}
+    _emit(im, k, "pad_q8", [im.act(k, x.index)], attrs, y)
+
+
+@handles(B.CONCATENATION)
+def concatenation(im: TFLiteImporter, k: int, op: Any) -> None:
+    from tinytrain.ops import concat_q8
+
+    ins = [in_tensor(im, op, j) for j in range(len(op.InputsAsNumpy()))]
+    y = out_tensor(im, op)
+    check_int8(im, k, y, *[t for t in ins if t is not None])
+    o = options(op, tflite.ConcatenationOptions)
+    axis = o.Axis() % len(y.shape)
+    if axis == 0:
+        raise im.fail(k, "concatenation along the batch axis is not supported")
+    if _fused(im, k, o, y) != (-128, 127):
+        raise im.fail(k, "a fused activation on CONCATENATION is not supported")
+    qs = [t.qparams() for t in ins if t is not None]
+    attrs = {"axis": axis - 1, **_prepared(im, k, concat_q8.prepare, qs, y.qparams())}
+    _emit(im, k, "concat_q8", [im.act(k, t.index) for t in ins if t is not None], attrs, y)
+
+
+def _unary(im: TFLiteImporter, k: int, op: Any, ir_op: str, prepare: Callable,
+           *extra: Any) -> None:
+    x, y = in_tensor(im, op, 0), out_tensor(im, op)
+    assert x is not None
+    check_int8(im, k, x, y)
+    attrs = _prepared(im, k, prepare, x.qparams(), y.qparams(), *extra)
+    _emit(im, k, ir_op, [im.act(k, x.index)], attrs, y)
+
+
+@handles(B.SOFTMAX)
+def softmax(im: TFLiteImporter, k: int, op: Any) -> None:
+    from tinytrain.ops import softmax_q8
+
+    o = options(op, tflite.SoftmaxOptions)
+    _unary(im, k, op, "softmax_q8", softmax_q8.prepare, float(o.Beta()) if o else 1.0)
+
+
+@handles(B.LOGISTIC)
+def logistic(im: TFLiteImporter, k: int, op: Any) -> None:
+    from tinytrain.ops import logistic_q8
+
+    _unary(im, k, op, "logistic_q8", logistic_q8.prepare)
+
+
+@handles(B.HARD_SWISH)
+def hard_swish(im: TFLiteImporter, k: int, op: Any) -> None:
+    from tinytrain.ops import hard_swish_q8
+
+    _unary(im, k, op, "hard_swish_q8", hard_swish_q8.prepare)
+
+
+@handles(B.QUANTIZE)
+def quantize(im: TFLiteImporter, k: int, op: Any) -> None:
+    from tinytrain.ops import quantize_q8
+
+    x, y = in_tensor(im, op, 0), out_tensor(im, op)
+    assert x is not None
+    check_int8(im, k, y)
+    src = im.b.tensors[im.act(k, x.index)]
+    if src.kind == "input" and src.dtype == "f32":
+        # float model input: quantise on entry (the C API takes floats either way), so no
+        # float copy of the input ever sits in the arena
+        im.b.tensors[src.name] = src.replace(dtype="s8", quant=y.qparams())
+        im.env[y.index] = src.name
+        return
+    if x.dtype not in ("f32", "s8"):
+        raise im.fail(k, f"QUANTIZE from {x.dtype} is not supported")
+    attrs = _prepared(im, k, quantize_q8.prepare, x.qparams() if x.dtype == "s8" else None,
+                      y.qparams())
+    _emit(im, k, "quantize_q8", [src.name], attrs, y)
+
+
+@handles(B.DEQUANTIZE)
+def dequantize(im: TFLiteImporter, k: int, op: Any) -> None:
+    x, y = in_tensor(im, op, 0), out_tensor(im, op)
+    assert x is not None
+    check_int8(im, k, x)
+    _emit(im, k, "dequantize_q8", [im.act(k, x.index)],
+          {"scale": x.scale[0], "zp": x.zero_point[0]}, y)

@@ -84,8 +84,8 @@ def mbqm_double_rounding(x: np.ndarray, mult: np.ndarray | int,
 
 def quantize(x: np.ndarray, scale: float, zp: int, lo: int = -128, hi: int = 127) -> np.ndarray:
     """TFLite AffineQuantize: round(x / scale) + zp in float32, half away from zero."""
-    v = np.asarray(x, np.float32) / np.float32(scale)
-    r = np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))
+    v = (np.asarray(x, np.float32) / np.float32(scale)).astype(np.float64)  # exact widening
+    r = np.sign(v) * np.floor(np.abs(v) + 0.5)
     return np.clip(r.astype(np.int64) + zp, lo, hi).astype(np.int8)
 
 
