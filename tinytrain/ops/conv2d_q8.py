@@ -24,6 +24,12 @@ from tinytrain.ops.conv2d import (
 from tinytrain.quant.fixedpoint import mbqm
 
 
+def clamp_range(a: dict) -> dict[str, int]:
+    """lo/hi of the output's gradient mask: the fused activation's bounds (grad_lo/grad_hi,
+    set by the importer), falling back to the clamp range."""
+    return {"lo": a.get("grad_lo", a["act_min"]), "hi": a.get("grad_hi", a["act_max"])}
+
+
 def requant_decl(cg, a: dict) -> str:
     """The static tt_q8_requant of a conv/dense node."""
     mult, shift = cg.ints(a["mult"]), cg.ints(a["shift"])
@@ -86,8 +92,7 @@ class Conv2dQ8(OpDef):
         if dy is None:
             return
         a = dict(node.attrs)
-        dy = gb.emit("q8_clamp_backward", [dy, node.outputs[0]],
-                     {"lo": a["act_min"], "hi": a["act_max"]})
+        dy = gb.emit("q8_clamp_backward", [dy, node.outputs[0]], clamp_range(a))
         if gb.needs_grad(x):
             gb.contribute(x, gb.emit("conv2d_backward_input_q8", [dy, w], a,
                                      out_shape=gb.shape(x)))

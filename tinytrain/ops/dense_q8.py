@@ -10,7 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from tinytrain.ops.base import OpDef, c_float, size
-from tinytrain.ops.conv2d_q8 import dequant_w, dequant_x, floats, requant_decl, requantize
+from tinytrain.ops.conv2d_q8 import (
+    clamp_range,
+    dequant_w,
+    dequant_x,
+    floats,
+    requant_decl,
+    requantize,
+)
 
 
 class DenseQ8(OpDef):
@@ -34,8 +41,7 @@ class DenseQ8(OpDef):
         if dy is None:
             return
         a = dict(node.attrs)
-        dy = gb.emit("q8_clamp_backward", [dy, node.outputs[0]],
-                     {"lo": a["act_min"], "hi": a["act_max"]})
+        dy = gb.emit("q8_clamp_backward", [dy, node.outputs[0]], clamp_range(a))
         if gb.needs_grad(x):
             gb.contribute(x, gb.emit("dense_backward_input_q8", [dy, w], a,
                                      out_shape=gb.shape(x)))

@@ -107,9 +107,10 @@ def lifetimes(g: Graph) -> tuple[list[Buffer], dict[str, str]]:
     for o in ("loss", "pred"):  # returned to the caller after the step
         if o in first:
             last[o] = end
-    for o in g.outputs:  # inference reads the output after the forward pass
+    fwd_end = max((k for k, n in enumerate(nodes) if n.phase == "forward"), default=0)
+    for o in g.outputs:  # inference reads the outputs after the whole forward pass
         r = root(o)
-        last[r] = max(last.get(r, 0), first.get(r, 0))
+        last[r] = max(last.get(r, 0), first.get(r, 0), fwd_end)
     buffers = [Buffer(r, g.tensors[r].nbytes, first[r], last.get(r, first[r]), g.tensors[r].kind)
                for r in sorted(first)]
     return buffers, views
