@@ -76,6 +76,10 @@ def build(
                                  "(a 1-byte fraction per trained weight) or truncate (TTE's; "
                                  "drops them)."),
     seed: int = typer.Option(0, help="Seed of the stochastic rounding stream."),
+    quantize: Optional[str] = typer.Option(None, help="int8: quantise an fp32 model after "
+                                           "training (per-channel weights) before compiling."),
+    calib: Optional[Path] = typer.Option(None, help="Calibration inputs for --quantize: an "
+                                         ".npz with x (N, ...) in the model's input layout."),
     max_sram: Optional[float] = typer.Option(None, "--max-sram", help="Fail (with the "
                                              "breakdown and smaller plans) above this many KB "
                                              "of SRAM, before any compiler runs."),
@@ -98,7 +102,8 @@ def build(
         t0 = time.perf_counter()
         opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, weight_decay, batch,
                                                               qas, rounding, seed),
-                       update=update, memory_passes=memory_passes)
+                       update=update, memory_passes=memory_passes, quantize=quantize,
+                       calib=calib)
         with err.status("compiling and building", spinner="dots") if err.is_terminal else _null():
             report = do_build(model, out, opts, on_pass,
                               max_sram=int(max_sram * 1024) if max_sram else None,
@@ -199,13 +204,17 @@ def infer(
 def export(
     build_dir: Path = typer.Argument(..., help="A directory made by `tinytrain build`."),
     state: Path = typer.Option(..., help="Parameters saved by `tinytrain run --save`."),
-    out_path: Path = typer.Option(..., "--out", help="The ONNX file to write."),
+    out_path: Path = typer.Option(..., "--out", help="The file to write: .onnx for an ONNX "
+                                  "build, .tflite for a TFLite build."),
 ) -> None:
-    """Write the trained parameters into a copy of the source ONNX model."""
+    """Write the trained parameters into a copy of the source ONNX or TFLite model."""
     from tinytrain.export_onnx import export_onnx
+    from tinytrain.export_tflite import export_tflite
+    from tinytrain.runner import load_program_info
 
     with user_errors():
-        export_onnx(build_dir, _load_state(state), out_path)
+        tflite = load_program_info(build_dir).get("source_format") == "tflite"
+        (export_tflite if tflite else export_onnx)(build_dir, _load_state(state), out_path)
         console.print(f"wrote {out_path}")
 
 

@@ -29,6 +29,8 @@ class Options:
     sgd: SGDConfig = field(default_factory=SGDConfig)
     update: str = "full"  # update plan (see tinytrain.update_plan)
     memory_passes: bool = True  # fuse, activation masks, reorder, in-place
+    quantize: str | None = None  # "int8": post-training quantisation of an fp32 model
+    calib: Path | None = None  # .npz with x: calibration samples for --quantize
     check_ir: bool = True  # run ir.verify after every pass
 
 
@@ -69,9 +71,38 @@ def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
     return passes
 
 
+def quantize_model(g: Graph, opts: Options) -> Graph:
+    """`--quantize int8 --calib FILE`: calibrate on FILE's x, then quantise (passes/quantize)."""
+    import numpy as np
+
+    from tinytrain.errors import DataError, OptionError
+    from tinytrain.passes.quantize import calibrate, quantize_graph
+
+    if opts.quantize != "int8":
+        raise OptionError(f"--quantize supports 'int8', got '{opts.quantize}'")
+    if any(t.dtype == "s8" for t in g.tensors.values()):
+        raise OptionError("the model is already int8; drop --quantize")
+    if opts.calib is None:
+        raise OptionError("--quantize int8 needs --calib FILE.npz with representative inputs x")
+    try:
+        with np.load(opts.calib, allow_pickle=False) as f:
+            x = np.asarray(f["x"], np.float32)
+    except (OSError, KeyError, ValueError) as e:
+        raise DataError(f"cannot read calibration inputs 'x' from {opts.calib}: {e}") from None
+    want = tuple(g.meta.get("input_logical_shape", ()))
+    if x.ndim != len(want) + 1 or tuple(x.shape[1:]) != want or len(x) == 0:
+        raise DataError(f"{opts.calib}: x has shape {tuple(x.shape)}, the model expects "
+                        f"(N, {', '.join(map(str, want))})")
+    perm = g.meta.get("input_perm") or list(range(len(want)))
+    x = np.transpose(x, (0,) + tuple(p + 1 for p in perm))
+    return quantize_graph(g, calibrate(g, x))
+
+
 def compile_model(path: Path, opts: Options,
                   on_pass: Callable[[str, Graph], None] | None = None) -> tuple[Graph, Plan]:
     g = load_model(path)
+    if opts.quantize:
+        g = quantize_model(g, opts)
     if on_pass:
         on_pass("import", g)
     for name, fn in pipeline(opts):

@@ -55,8 +55,12 @@ def _head(g: Graph, cg: CContext) -> str:
     n = size(t.shape)
     if t.dtype == "s8":  # int8 models return real values: scale * (q - zero_point)
         assert t.quant is not None
-        return (f"    tt_dequantize_s8(out, {cg.ptr(out)}, {n}, {c_float(t.quant.scale[0])}, "
-                f"{t.quant.zero_point[0]});")
+        deq = (f"    tt_dequantize_s8(out, {cg.ptr(out)}, {n}, {c_float(t.quant.scale[0])}, "
+               f"{t.quant.zero_point[0]});")
+        act = g.meta.get("output_activation")  # an fp32 model's softmax head, quantised
+        if act in ("softmax", "log_softmax"):
+            deq += f"\n    tt_{act}_f32(out, out, {n});"
+        return deq
     act = g.meta.get("output_activation")
     if act == "softmax":
         return f"    tt_softmax_f32(out, {cg.ptr(out)}, {n});"

@@ -12,7 +12,8 @@ import tflite
 
 from tinytrain.frontend.tflite_import import TFLiteImporter, TfTensor
 from tinytrain.ir import ParamSource, QuantParams
-from tinytrain.quant.fixedpoint import quantize_multiplier, tflite_round
+from tinytrain.quant.fixedpoint import tflite_round
+from tinytrain.quant.params import requant
 
 B = tflite.BuiltinOperator
 ACT = tflite.ActivationFunctionType
@@ -59,15 +60,6 @@ def act_range(im: TFLiteImporter, k: int, fused: int, out: TfTensor) -> tuple[in
                      "RELU_N1_TO_1 are)")
 
 
-def grad_range(fused: int, lo: int, hi: int) -> dict[str, int]:
-    """Where the backward masks the gradient: at the fused activation's own bounds (ReLU's 0,
-    ReLU6's 6), but not where int8 merely saturates. Masking plain saturation (the usual
-    fake-quant STE) kills the gradient of a saturated logit for good and training stalls."""
-    lower = fused in (ACT.RELU, ACT.RELU6, ACT.RELU_N1_TO_1)
-    upper = fused in (ACT.RELU6, ACT.RELU_N1_TO_1)
-    return {"grad_lo": lo if lower else -129, "grad_hi": hi if upper else 128}
-
-
 def same_pads(size: int, k: int, stride: int, dil: int) -> tuple[int, int]:
     out = (size + stride - 1) // stride
     eff = (k - 1) * dil + 1
@@ -100,19 +92,14 @@ def channel_scales(im: TFLiteImporter, k: int, w: TfTensor, n: int) -> tuple[flo
     return w.scale if len(w.scale) == n else w.scale * n
 
 
+ACT_NAMES = {ACT.NONE: "NONE", ACT.RELU: "RELU", ACT.RELU6: "RELU6",
+             ACT.RELU_N1_TO_1: "RELU_N1_TO_1"}
+
+
 def requant_attrs(im: TFLiteImporter, k: int, x: TfTensor, w_scales: tuple[float, ...],
                   y: TfTensor, fused: int) -> dict:
-    """Per-channel multipliers computed in double from float32 scales, as TFLite does."""
-    mult, shift = [], []
-    for ws in w_scales:
-        m, s = quantize_multiplier(float(x.scale[0]) * float(ws) / float(y.scale[0]))
-        mult.append(m)
-        shift.append(s)
-    lo, hi = act_range(im, k, fused, y)
-    return {"in_offset": -x.zero_point[0], "out_offset": y.zero_point[0], "act_min": lo,
-            "act_max": hi, **grad_range(fused, lo, hi), "mult": tuple(mult), "shift": tuple(shift),
-            "x_scale": x.scale[0], "x_zp": x.zero_point[0], "w_scale": tuple(w_scales),
-            "y_scale": y.scale[0], "y_zp": y.zero_point[0]}
+    return requant(x.scale[0], x.zero_point[0], w_scales, y.scale[0], y.zero_point[0],
+                   ACT_NAMES.get(fused, "NONE"), act_range(im, k, fused, y))
 
 
 def check_acc(im: TFLiteImporter, k: int, taps: int, bias: np.ndarray | None) -> None:

@@ -1,0 +1,239 @@
+"""Post-training static quantisation of an fp32 graph to the int8 IR (`--quantize int8`).
+
+Weights: symmetric per output channel; biases: int32 at s_x * s_w; activations: asymmetric
+per tensor from the calibration range (min/max over the calibration samples). A ReLU/ReLU6/
+clip that directly follows a conv, dense or add is fused into it, as TFLite converters do, so
+its output range is the clip's. The result uses exactly the ops and constants the TFLite
+importer produces, so it runs on the same bit-exact kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from tinytrain import interp
+from tinytrain.errors import ModelError
+from tinytrain.ir import ACTIVATION, INPUT, PARAM, Graph, Node, QuantParams, Tensor
+from tinytrain.quant.fixedpoint import activation_range
+from tinytrain.quant.params import affine_from_range, requant, symmetric_per_channel
+
+Ranges = dict[str, tuple[float, float]]
+SUPPORTED = ("conv2d", "dense", "clip (fused after conv/dense/add)", "add", "mul",
+             "global_avg_pool", "avg_pool2d", "max_pool2d", "pad", "reshape", "concat",
+             "hard_swish", "sigmoid")
+
+
+def calibrate(g: Graph, samples: Iterable[np.ndarray]) -> Ranges:
+    """min/max of every forward tensor over the samples (numpy reference forward)."""
+    ranges: Ranges = {}
+    base = interp.initial_state(g)
+    for x in samples:
+        env = dict(base)
+        interp.run(g, env, {g.inputs[0]: np.asarray(x, np.float32).reshape(g.t(g.inputs[0])
+                                                                            .shape)},
+                   phases=("forward",))
+        for name, t in g.tensors.items():
+            if t.kind in (INPUT, ACTIVATION) and name in env:
+                v = env[name]
+                lo, hi = float(v.min()), float(v.max())
+                old = ranges.get(name, (lo, hi))
+                ranges[name] = (min(old[0], lo), max(old[1], hi))
+    if not ranges:
+        raise ModelError("calibration data has no samples")
+    return ranges
+
+
+def _act_name(lo: float, hi: float) -> str | None:
+    if lo == 0.0 and hi == float("inf"):
+        return "RELU"
+    if lo == 0.0 and hi == 6.0:
+        return "RELU6"
+    if lo == -1.0 and hi == 1.0:
+        return "RELU_N1_TO_1"
+    return None
+
+
+class _Q:
+    def __init__(self, g: Graph, ranges: Ranges) -> None:
+        self.g, self.ranges = g, ranges
+        self.tensors: dict[str, Tensor] = {}
+        self.nodes: list[Node] = []
+        self.consumers = g.consumers()
+        self.fused: set[str] = set()  # clip nodes folded into their producer
+        self.alias: dict[str, str] = {}  # f32 tensor -> int8 tensor carrying it
+
+    def quant_of(self, name: str) -> QuantParams:
+        if name not in self.ranges:
+            raise ModelError(f"no calibration range for tensor {name}")
+        s, zp = affine_from_range(*self.ranges[name])
+        return QuantParams((s,), (zp,))
+
+    def q(self, name: str) -> str:
+        return self.alias.get(name, name)
+
+    def out(self, name: str, quant: QuantParams, alias_of: str | None = None) -> str:
+        t = self.g.t(name)
+        self.tensors[name] = Tensor(name, t.shape, ACTIVATION, dtype="s8", quant=quant,
+                                    alias_of=alias_of)
+        return name
+
+    def fusable_clip(self, n: Node) -> Node | None:
+        cs = self.consumers.get(n.outputs[0], [])
+        if len(cs) == 1 and cs[0].op == "clip" and n.outputs[0] not in self.g.outputs:
+            return cs[0]
+        return None
+
+    def activation(self, n: Node) -> tuple[str, str, tuple[int, int], QuantParams]:
+        """(output tensor, activation name, int8 clamp, output quant) with clip fusion."""
+        clip = self.fusable_clip(n)
+        if clip is None:
+            y = n.outputs[0]
+            qp = self.quant_of(y)
+            return y, "NONE", (-128, 127), qp
+        self.fused.add(clip.name)
+        y = clip.outputs[0]
+        lo, hi = clip.attrs["lo"], clip.attrs["hi"]
+        qp = self.quant_of(y)
+        act = _act_name(lo, hi)
+        s, zp = qp.scale[0], qp.zero_point[0]
+        if act is not None:
+            rng = activation_range(act, s, zp)
+        else:  # a general clip: clamp at its bounds in the int8 domain
+            def qv(v: float) -> int:
+                return int(np.clip(zp + np.round(v / s), -128, 127)) if np.isfinite(v) else \
+                    (127 if v > 0 else -128)
+            rng = (qv(lo), qv(hi))
+            act = "RELU6" if lo > -np.inf and hi < np.inf else "RELU"
+        self.alias[n.outputs[0]] = y
+        return y, act, rng, qp
+
+    def layer(self, n: Node) -> None:
+        x = self.q(n.inputs[0])
+        xq = self.tensors[x].quant
+        assert xq is not None
+        w = self.g.t(n.inputs[1])
+        wq, ws = symmetric_per_channel(np.asarray(w.data, np.float32))
+        self.tensors[w.name] = w.replace(dtype="s8", data=wq,
+                                         quant=QuantParams(ws, (0,) * len(ws), 0))
+        inputs = [x, w.name]
+        if len(n.inputs) > 2:
+            b = self.g.t(n.inputs[2])
+            bs = tuple(float(np.float32(xq.scale[0]) * np.float32(s)) for s in ws)
+            bq = np.clip(np.round(np.asarray(b.data, np.float64) / np.asarray(bs)),
+                         -(2**31), 2**31 - 1).astype(np.int32)
+            self.tensors[b.name] = b.replace(dtype="s32", data=bq,
+                                             quant=QuantParams(bs, (0,) * len(bs), 0))
+            inputs.append(b.name)
+        y, act, rng, yq = self.activation(n)
+        attrs = {**n.attrs, **requant(xq.scale[0], xq.zero_point[0], ws, yq.scale[0],
+                                      yq.zero_point[0], act, rng)}
+        op = "conv2d_q8" if n.op == "conv2d" else "dense_q8"
+        self.nodes.append(Node(n.name, op, tuple(inputs), (self.out(y, yq),), attrs))
+
+    def same_quant(self, n: Node, op: str, extra: dict | None = None) -> None:
+        """Ops whose int8 form keeps the input quantisation (pools, pad, reshape)."""
+        from tinytrain.ops import avg_pool2d_q8, pad_q8
+
+        x = self.q(n.inputs[0])
+        xq = self.tensors[x].quant
+        assert xq is not None
+        attrs = dict(n.attrs)
+        if op in ("avg_pool2d_q8", "max_pool2d_q8"):
+            attrs.update(avg_pool2d_q8.prepare(xq, xq))
+        elif op == "pad_q8":
+            attrs.update(pad_q8.prepare(xq, xq))
+        attrs.update(extra or {})
+        alias = x if op == "reshape" else None
+        self.nodes.append(Node(n.name, op, (x,), (self.out(n.outputs[0], xq, alias),), attrs))
+
+    def binary(self, n: Node) -> None:
+        from tinytrain.ops import add_q8, mul_q8
+
+        a, b = self.q(n.inputs[0]), self.q(n.inputs[1])
+        for t in (a, b):
+            if self.tensors.get(t) is None:
+                raise ModelError(f"node '{n.name}' ({n.op}): --quantize supports {n.op} of two "
+                                 "activations only")
+        y, act, rng, yq = self.activation(n) if n.op == "add" else \
+            (n.outputs[0], "NONE", (-128, 127), self.quant_of(n.outputs[0]))
+        prep = (add_q8 if n.op == "add" else mul_q8).prepare
+        attrs = prep(self.tensors[a].quant, self.tensors[b].quant, yq, rng)
+        self.nodes.append(Node(n.name, f"{n.op}_q8", (a, b), (self.out(y, yq),), attrs))
+
+    def unary(self, n: Node, op: str) -> None:
+        from tinytrain.ops import hard_swish_q8, logistic_q8, mean_q8
+
+        x = self.q(n.inputs[0])
+        xq = self.tensors[x].quant
+        assert xq is not None
+        if op == "logistic_q8":
+            yq = QuantParams((1 / 256,), (-128,))
+            attrs = logistic_q8.prepare(xq, yq)
+        elif op == "mean_q8":
+            yq = self.quant_of(n.outputs[0])
+            attrs = mean_q8.prepare(xq, yq, bool(n.attrs.get("keepdims", 1)))
+        else:
+            yq = self.quant_of(n.outputs[0])
+            attrs = hard_swish_q8.prepare(xq, yq)
+        self.nodes.append(Node(n.name, op, (x,), (self.out(n.outputs[0], yq),), attrs))
+
+    def concat(self, n: Node) -> None:
+        from tinytrain.ops import concat_q8, quantize_q8
+
+        yq = self.quant_of(n.outputs[0])
+        ins = []
+        for i in n.inputs:
+            x = self.q(i)
+            xq = self.tensors[x].quant
+            if xq != yq:  # TFLite's int8 concat copies bytes: requantise mismatched inputs
+                rq = f"{x}_requant"
+                self.tensors[rq] = Tensor(rq, self.tensors[x].shape, ACTIVATION, dtype="s8",
+                                          quant=yq)
+                self.nodes.append(Node(f"{n.name}_{x}_requant", "quantize_q8", (x,), (rq,),
+                                       quantize_q8.prepare(xq, yq)))
+                x = rq
+            ins.append(x)
+        attrs = {**n.attrs, **concat_q8.prepare([yq] * len(ins), yq)}
+        self.nodes.append(Node(n.name, "concat_q8", tuple(ins), (self.out(n.outputs[0], yq),),
+                               attrs))
+
+    def run(self) -> Graph:
+        g = self.g
+        inp = g.t(g.inputs[0])
+        self.tensors[inp.name] = inp.replace(dtype="s8", quant=self.quant_of(inp.name))
+        for t in g.tensors.values():
+            if t.kind not in (ACTIVATION, INPUT) and t.name not in self.tensors:
+                self.tensors[t.name] = t
+        simple = {"avg_pool2d": "avg_pool2d_q8", "max_pool2d": "max_pool2d_q8",
+                  "pad": "pad_q8", "reshape": "reshape"}
+        unary = {"sigmoid": "logistic_q8", "global_avg_pool": "mean_q8",
+                 "hard_swish": "hard_swish_q8"}
+        for n in g.nodes:
+            if n.phase != "forward" or n.name in self.fused:
+                continue
+            if n.op in ("conv2d", "dense"):
+                self.layer(n)
+            elif n.op in ("add", "mul"):
+                self.binary(n)
+            elif n.op in simple:
+                self.same_quant(n, simple[n.op])
+            elif n.op in unary:
+                self.unary(n, unary[n.op])
+            elif n.op == "concat":
+                self.concat(n)
+            else:
+                raise ModelError(f"node '{n.name}' ({n.op}) cannot be quantised to int8 yet; "
+                                 f"--quantize int8 supports: {', '.join(SUPPORTED)}")
+        used = {t for n in self.nodes for t in n.inputs + n.outputs}
+        outputs = tuple(self.q(o) for o in g.outputs)
+        tensors = {k: t for k, t in self.tensors.items()
+                   if k in used or k in outputs or t.kind == PARAM or k in g.inputs}
+        meta = {**g.meta, "quantized": "int8 (post-training, per-channel weights)"}
+        return g.replace(tensors=tensors, nodes=tuple(self.nodes), outputs=outputs, meta=meta)
+
+
+def quantize_graph(g: Graph, ranges: Ranges) -> Graph:
+    """fp32 graph (straight from import) -> int8 graph, using calibration ranges."""
+    return _Q(g, ranges).run()

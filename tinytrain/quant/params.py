@@ -1,0 +1,54 @@
+"""Compile-time quantisation constants shared by the TFLite importer and the quantiser."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinytrain.quant.fixedpoint import quantize_multiplier
+
+BOUNDED_BELOW = ("RELU", "RELU6", "RELU_N1_TO_1")
+BOUNDED_ABOVE = ("RELU6", "RELU_N1_TO_1")
+
+
+def grad_range(act: str, lo: int, hi: int) -> dict[str, int]:
+    """Where the backward masks the gradient: at the fused activation's own bounds (ReLU's 0,
+    ReLU6's 6), but not where int8 merely saturates. Masking plain saturation (the usual
+    fake-quant STE) kills the gradient of a saturated logit for good and training stalls."""
+    return {"grad_lo": lo if act in BOUNDED_BELOW else -129,
+            "grad_hi": hi if act in BOUNDED_ABOVE else 128}
+
+
+def requant(x_scale: float, x_zp: int, w_scales: tuple[float, ...], y_scale: float, y_zp: int,
+            act: str, act_range: tuple[int, int]) -> dict:
+    """conv2d_q8 / dense_q8 attrs: per-channel multipliers computed in double from the
+    float32 scales, as TFLite's PopulateConvolutionQuantizationParams does."""
+    mult, shift = [], []
+    for ws in w_scales:
+        m, s = quantize_multiplier(float(x_scale) * float(ws) / float(y_scale))
+        mult.append(m)
+        shift.append(s)
+    lo, hi = act_range
+    return {"in_offset": -int(x_zp), "out_offset": int(y_zp), "act_min": int(lo),
+            "act_max": int(hi), **grad_range(act, lo, hi), "mult": tuple(mult),
+            "shift": tuple(shift), "x_scale": float(x_scale), "x_zp": int(x_zp),
+            "w_scale": tuple(float(s) for s in w_scales), "y_scale": float(y_scale),
+            "y_zp": int(y_zp)}
+
+
+def symmetric_per_channel(w: np.ndarray) -> tuple[np.ndarray, tuple[float, ...]]:
+    """int8 weights in [-127, 127] with one float32 scale per output channel (axis 0)."""
+    flat = np.abs(w.reshape(w.shape[0], -1)).max(axis=1).astype(np.float64)
+    scales = np.where(flat > 0, flat / 127.0, 1.0).astype(np.float32)
+    s = scales.reshape((-1,) + (1,) * (w.ndim - 1)).astype(np.float64)
+    q = np.clip(np.round(w.astype(np.float64) / s), -127, 127).astype(np.int8)
+    return q, tuple(float(v) for v in scales)
+
+
+def affine_from_range(lo: float, hi: float) -> tuple[float, int]:
+    """Asymmetric int8 (scale, zero point) covering [lo, hi] and exactly representing 0."""
+    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+    if hi - lo < 1e-8:
+        hi = lo + 1e-8
+    scale = float(np.float32((hi - lo) / 255.0))
+    zp = int(np.clip(round(-128 - lo / scale), -128, 127))
+    return scale, zp
