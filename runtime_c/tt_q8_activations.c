@@ -97,3 +97,13 @@ void tt_requantize_s8(int8_t *y, const int8_t *x, int32_t n, int32_t in_zp, int3
         y[i] = tt_sat8(v + out_zp, -128, 127);
     }
 }
+
+void tt_lut_backward_s8(float *dx, const float *dy, const int8_t *x, int32_t n,
+                        const float *dlut)
+{
+    int32_t i;
+
+    for (i = 0; i < n; ++i) {
+        dx[i] = dy[i] * dlut[(uint8_t)x[i]];
+    }
+}

@@ -1,7 +1,7 @@
 /*
  * int8 broadcasting add and mul over rank-4 shapes, bit-exact with LiteRT's reference
- * kernels. y is contiguous with shape `shape`; a and b are read through element strides
- * (stride 0 broadcasts an axis), as tt_add_f32.
+ * kernels, and the fp32 backward of mul. y is contiguous with shape `shape`; a and b are
+ * read through element strides (stride 0 broadcasts an axis), as tt_add_f32.
  */
 #include "tt_kernels.h"
 
@@ -54,6 +54,25 @@ void tt_mul_s8(int8_t *y, const int8_t *a, const int8_t *b, const int32_t shape[
                     const int32_t vb = (int32_t)b[bo + i3 * bstr[3]] + p->b_offset;
                     *y++ = tt_sat8(rescale(va * vb, p->out_mult, p->out_shift) + p->out_offset,
                                    p->act_min, p->act_max);
+                }
+            }
+        }
+    }
+}
+
+void tt_mul_backward_s8(float *dx, const float *dy, const int8_t *other,
+                        const int32_t shape[4], const int32_t ostr[4], float scale,
+                        int32_t zp)
+{
+    int32_t i0, i1, i2, i3;
+
+    for (i0 = 0; i0 < shape[0]; ++i0) {
+        for (i1 = 0; i1 < shape[1]; ++i1) {
+            for (i2 = 0; i2 < shape[2]; ++i2) {
+                const int32_t oo = i0 * ostr[0] + i1 * ostr[1] + i2 * ostr[2];
+                for (i3 = 0; i3 < shape[3]; ++i3) {
+                    const float real = scale * (float)((int32_t)other[oo + i3 * ostr[3]] - zp);
+                    *dx++ = *dy++ * real;
                 }
             }
         }

@@ -35,6 +35,15 @@ void tt_hard_swish_s8(int8_t *y, const int8_t *x, int32_t n, const tt_q8_hard_sw
 void tt_requantize_s8(int8_t *y, const int8_t *x, int32_t n, int32_t in_zp, int32_t out_zp,
                       int32_t mult, int32_t shift);
 
+/* ---- fp32 backward of int8 ops (gradients w.r.t. real values) ---- */
+/* dx = dy * dlut[(uint8_t)x]: tabulated derivative of an elementwise int8 function */
+void tt_lut_backward_s8(float *dx, const float *dy, const int8_t *x, int32_t n,
+                        const float *dlut);
+/* dx (contiguous, `shape`) = dy * scale * (other - zp), other read through strides ostr */
+void tt_mul_backward_s8(float *dx, const float *dy, const int8_t *other,
+                        const int32_t shape[4], const int32_t ostr[4], float scale,
+                        int32_t zp);
+
 /* ---- broadcasting add / mul over rank-4 shapes (tt_q8_binary.c) ----
  * y is contiguous with shape `shape`; a and b are read through element strides. */
 typedef struct {

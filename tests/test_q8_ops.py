@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from tinytrain.ops import (  # noqa: E402
     quantize_q8,
     softmax_q8,
 )
+from tinytrain.ops.pool import windows  # noqa: E402
 from tinytrain.quant import fixedpoint as fp  # noqa: E402
 
 RUNTIME_C = Path(__file__).resolve().parent.parent / "runtime_c"
@@ -55,6 +56,16 @@ ACTS = ("NONE", "RELU", "RELU6")
 
 
 @dataclass
+class CUnit:
+    """One node to call in C, with the shapes and dtypes of its tensors."""
+
+    node: Node
+    shapes: dict[str, tuple[int, ...]]
+    dtypes: dict[str, str]
+    fn: str = ""
+
+
+@dataclass
 class Case:
     """One op on one set of inputs: the TFLite model and the equivalent IR node."""
 
@@ -64,7 +75,7 @@ class Case:
     node: Node
     shapes: dict[str, tuple[int, ...]]  # IR per-sample shapes
     dtypes: dict[str, str]
-    fn: str = field(default="")  # its C entry point
+    unit: Any = None  # its C call (CUnit)
 
 
 def qp(scale: float, zp: int) -> QuantParams:
@@ -363,26 +374,281 @@ def make_cases() -> list[Case]:
 CASES = make_cases()
 
 
+# ------------------------------------------------------------ gradient rules (phase 2)
+#
+# The gradient of an int8 tensor is float32 w.r.t. its real value. Each rule is checked
+# against central finite differences of the real-valued function the int8 op approximates
+# (its "dequantised function", with the output clamps it applies), evaluated in float64 at
+# the dequantised inputs. dy is zeroed near kinks (clamp bounds, hard-swish's +-3) so the
+# differences never straddle one. The backward nodes a rule emits run in numpy (their
+# `forward`) and in C (their `c_call`), which must agree.
+
+FD_EPS = 1e-4  # in real units; the functions are linear or gently curved
+FD_RTOL, FD_ATOL = 1e-4, 2e-5
+
+
+class RecordingGB:
+    """The GradBuilder autodiff hands to a rule: records the backward nodes it emits."""
+
+    def __init__(self, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, str],
+                 inputs: tuple[str, ...]) -> None:
+        self.shapes, self.dtypes, self.inputs = dict(shapes), dict(dtypes), inputs
+        self.nodes: list[Node] = []
+        self.contribs: dict[str, list[str]] = {}
+
+    def grad(self, tensor: str) -> str | None:
+        return "dy" if tensor == "y" else None
+
+    def needs_grad(self, tensor: str) -> bool:
+        return tensor in self.inputs
+
+    def shape(self, tensor: str) -> tuple[int, ...]:
+        return self.shapes[tensor]
+
+    def emit(self, op: str, inputs, attrs=None, out_shape=None) -> str:
+        attrs = dict(attrs or {})
+        if out_shape is not None:
+            attrs["out_shape"] = tuple(out_shape)
+        name = f"g{len(self.nodes)}"
+        node = Node(name, op, tuple(inputs), (name,), attrs, phase="backward")
+        self.shapes[name] = tuple(get_op(op).infer(node, [self.shapes[i] for i in inputs])[0])
+        self.dtypes[name] = "f32"
+        self.nodes.append(node)
+        return name
+
+    def contribute(self, tensor: str, grad: str) -> None:
+        self.contribs.setdefault(tensor, []).append(grad)
+
+    def accumulate_param(self, *args, **kwargs) -> None:
+        raise AssertionError("no parameters here")
+
+
+@dataclass
+class GradCase:
+    id: str
+    node: Node
+    xs: list[np.ndarray]  # IR inputs (int8, or float32 for quantize)
+    reals: list[np.ndarray]  # their real values (float64)
+    f: Callable[[list[np.ndarray]], np.ndarray]  # the dequantised function, float64
+    dy: np.ndarray
+    units: list[CUnit]  # the emitted backward nodes
+    gb: RecordingGB
+
+
+def real_of(x: np.ndarray, q: tuple[float, int] | None) -> np.ndarray:
+    if q is None:
+        return x.astype(np.float64)
+    return (np.float32(q[0]) * (x.astype(np.int32) - q[1]).astype(np.float32)).astype(np.float64)
+
+
+def near(v: np.ndarray, points, margin: float) -> np.ndarray:
+    return np.any([np.abs(v - p) < margin for p in points], axis=0)
+
+
+def make_grad_case(id_: str, node: Node, xs: list[np.ndarray], qs: list, out_q, g,
+                   bounds: tuple[float, float] | None = None, kinks_in=None,
+                   rng=None) -> GradCase:
+    """g: the unclamped real function; bounds: the real clamp the op applies to it. dy is
+    zeroed where g is near a bound (clamped outputs keep theirs: there the rule must give 0)
+    and, for elementwise ops, where the input is near one of kinks_in."""
+    names = node.inputs
+    shapes = {n: x.shape for n, x in zip(names, xs)}
+    dtypes = {n: "s8" if x.dtype == np.int8 else "f32" for n, x in zip(names, xs)}
+    y = get_op(node.op).forward(node, xs)[0]
+    shapes.update(y=y.shape, dy=y.shape)
+    dtypes.update(y="s8", dy="f32")
+    reals = [real_of(x, q) for x, q in zip(xs, qs)]
+    gy = g(reals)
+    dy = rng.uniform(-1, 1, size=y.shape).astype(np.float32)
+    if bounds is not None:
+        dy[near(gy, bounds, 1.5 * out_q[0])] = 0
+
+    def f(r):
+        return g(r) if bounds is None else np.clip(g(r), *bounds)
+
+    if kinks_in is not None:
+        dy[near(reals[0].reshape(gy.shape), kinks_in, 3 * FD_EPS + real_q_step(qs[0]))] = 0
+    gb = RecordingGB(shapes, dtypes, names)
+    get_op(node.op).gradient(node, gb)
+    units = [CUnit(n, gb.shapes, gb.dtypes) for n in gb.nodes]
+    return GradCase(id_, node, xs, reals, f, dy, units, gb)
+
+
+def real_q_step(q) -> float:
+    return 0.0 if q is None else q[0]
+
+
+def act_bounds(act_min: int, act_max: int, out_q) -> tuple[float, float]:
+    return out_q[0] * (act_min - out_q[1]), out_q[0] * (act_max - out_q[1])
+
+
+def grad_binary(rng, i, opcode):
+    h, w, c = (int(v) for v in rng.integers(1, 5, size=3))
+    sa, sb = BROADCASTS[i % len(BROADCASTS)](h, w, c)
+    a_q, b_q = rand_q(rng, -2.0, -0.5), rand_q(rng, -2.0, -0.5)
+    scale = max(a_q[0], b_q[0]) * 1.5 if opcode == "add" else a_q[0] * b_q[0] * 60
+    out_q = (fp.f32(scale), int(rng.integers(-60, 60)))
+    act = ACTS[i % 3]
+    lo, hi = fp.activation_range(act, *out_q)
+    module = add_q8 if opcode == "add" else mul_q8
+    attrs = module.prepare(qp(*a_q), qp(*b_q), qp(*out_q), (lo, hi))
+    node = Node("n", f"{opcode}_q8", ("x0", "x1"), ("y",), attrs)
+    xs = [rand_s8(rng, sa), rand_s8(rng, sb)]
+    op = np.add if opcode == "add" else np.multiply
+    blo, bhi = act_bounds(lo, hi, out_q)
+    return make_grad_case(f"{opcode}{i}_{act}", node, xs, [a_q, b_q], out_q,
+                          lambda r: op(r[0], r[1]), (blo, bhi), rng=rng)
+
+
+def grad_pool(rng, i, op):
+    h, w, c = int(rng.integers(2, 6)), int(rng.integers(2, 6)), int(rng.integers(1, 4))
+    k, s = (2, 2), (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+    (oh, ow), pads = pool_geometry(h, w, k, s, ("SAME", "VALID")[i % 2])
+    q = rand_q(rng, -2.0, -0.5)
+    act = ACTS[i % 3]
+    lo, hi = fp.activation_range(act, *q)
+    attrs = {"kernel": k, "stride": s, "pads": pads, "dilation": (1, 1),
+             **avg_pool2d_q8.prepare(qp(*q), qp(*q), (lo, hi))}
+    node = Node("n", op, ("x0",), ("y",), attrs)
+    # distinct values: max pool has no ties
+    x = (rng.permutation(256)[:h * w * c] - 128).astype(np.int8).reshape(h, w, c)
+    blo, bhi = act_bounds(lo, hi, q)
+
+    def f(r):
+        y = np.zeros((oh, ow, c))
+        for oy, ox, rows, cols in windows(r[0].shape, node):
+            win = r[0][np.ix_(rows, cols)]
+            y[oy, ox] = win.max(axis=(0, 1)) if op == "max_pool2d_q8" else win.mean(axis=(0, 1))
+        return y
+
+    return make_grad_case(f"{op}{i}_{act}", node, [x], [q], q, f, (blo, bhi), rng=rng)
+
+
+def grad_mean(rng, i):
+    h, w, c = int(rng.integers(1, 6)), int(rng.integers(1, 6)), int(rng.integers(1, 4))
+    in_q = rand_q(rng, -2.0, -0.5)
+    # i odd: an output range narrower than the input's, so the mean can clamp
+    out_q = (fp.f32(in_q[0] * (0.25 if i % 2 else 1.5)), int(rng.integers(-30, 30)))
+    attrs = mean_q8.prepare(qp(*in_q), qp(*out_q), keep_dims=bool(i % 2))
+    node = Node("n", "mean_q8", ("x0",), ("y",), attrs)
+    x = rand_s8(rng, (h, w, c))
+    shape = (1, 1, c) if i % 2 else (c,)
+    return make_grad_case(f"mean{i}", node, [x], [in_q], out_q,
+                          lambda r: r[0].reshape(-1, c).mean(axis=0).reshape(shape),
+                          act_bounds(-128, 127, out_q), rng=rng)
+
+
+def grad_elementwise(rng, i, op):
+    in_q = rand_q(rng, -1.7, -1.0)
+    x = np.arange(-128, 128, dtype=np.int8).reshape(16, 16)
+    if op == "logistic_q8":
+        out_q = (1 / 256, -128)
+        attrs = logistic_q8.prepare(qp(*in_q), qp(*out_q))
+
+        def f(r):
+            return 1.0 / (1.0 + np.exp(-r[0]))
+        bounds, kinks_in = None, ()
+    else:
+        # i odd: an output scale too small for the largest outputs, so they clamp
+        out_q = (fp.f32(in_q[0] * (0.5 if i % 2 else 1.2)), int(rng.integers(-20, 20)))
+        attrs = hard_swish_q8.prepare(qp(*in_q), qp(*out_q))
+
+        def f(r):
+            return r[0] * np.clip(r[0] / 6 + 0.5, 0, 1)
+        bounds, kinks_in = act_bounds(-128, 127, out_q), (-3.0, 3.0)
+    node = Node("n", op, ("x0",), ("y",), attrs)
+    return make_grad_case(f"{op}{i}", node, [x], [in_q], out_q, f, bounds, kinks_in,
+                          rng=rng)
+
+
+def grad_layout(rng, i, op):
+    q = rand_q(rng, -2.0, -0.5)
+    if op == "pad_q8":
+        x = rand_s8(rng, (2, 3, 2))
+        before, after = (1, 0, 2), (0, 2, 1)
+        attrs = {"before": before, "after": after, **pad_q8.prepare(qp(*q), qp(*q))}
+        node = Node("n", op, ("x0",), ("y",), attrs)
+        return make_grad_case(f"pad{i}", node, [x], [q], q,
+                              lambda r: np.pad(r[0], list(zip(before, after))), rng=rng)
+    axis = i % 3
+    shapes = [[2, 3, 2], [2, 3, 2]]
+    shapes[1][axis] = 3
+    xs = [rand_s8(rng, tuple(sh)) for sh in shapes]
+    attrs = {"axis": axis, **concat_q8.prepare([qp(*q)] * 2, qp(*q))}
+    node = Node("n", op, ("x0", "x1"), ("y",), attrs)
+    return make_grad_case(f"concat{i}_axis{axis}", node, xs, [q, q], q,
+                          lambda r: np.concatenate(r, axis=axis), rng=rng)
+
+
+def grad_quantize(rng, i):
+    out_q = rand_q(rng, -2.0, -1.0)
+    if i % 2 == 0:  # from float: reals across and beyond the int8 range
+        x = (rng.uniform(-200, 200, size=(4, 6)) * out_q[0]).astype(np.float32)
+        attrs, in_q = quantize_q8.prepare(None, qp(*out_q)), None
+    else:  # requantise to a narrower range
+        in_q = (fp.f32(out_q[0] * 1.7), int(rng.integers(-20, 20)))
+        x = rand_s8(rng, (4, 6))
+        attrs = quantize_q8.prepare(qp(*in_q), qp(*out_q))
+    node = Node("n", "quantize_q8", ("x0",), ("y",), attrs)
+    return make_grad_case(f"quantize{i}_{attrs['mode']}", node, [x], [in_q], out_q,
+                          lambda r: r[0], act_bounds(-128, 127, out_q), rng=rng)
+
+
+GRAD_MAKERS: dict[str, tuple[Callable[..., GradCase], int]] = {
+    "add": (lambda rng, i: grad_binary(rng, i, "add"), 6),
+    "mul": (lambda rng, i: grad_binary(rng, i, "mul"), 6),
+    "avg_pool": (lambda rng, i: grad_pool(rng, i, "avg_pool2d_q8"), 4),
+    "max_pool": (lambda rng, i: grad_pool(rng, i, "max_pool2d_q8"), 4),
+    "mean": (grad_mean, 4),
+    "logistic": (lambda rng, i: grad_elementwise(rng, i, "logistic_q8"), 2),
+    "hard_swish": (lambda rng, i: grad_elementwise(rng, i, "hard_swish_q8"), 4),
+    "pad": (lambda rng, i: grad_layout(rng, i, "pad_q8"), 1),
+    "concat": (lambda rng, i: grad_layout(rng, i, "concat_q8"), 3),
+    "quantize": (grad_quantize, 4),
+}
+
+
+def make_grad_cases() -> list[GradCase]:
+    cases = []
+    for name, (maker, n) in GRAD_MAKERS.items():
+        rng = np.random.default_rng(zlib.crc32(f"grad_{name}".encode()))
+        cases += [maker(rng, i) for i in range(n)]
+    return cases
+
+
+GRAD_CASES = make_grad_cases()
+
+
 # ----------------------------------------------------------------------- C through c_call
 
 
 class FakeCG(CContext):
     """The codegen context of one test library: buffers are the entries of a `void **b`
-    argument (outputs first, then inputs); static tables are shared by all cases."""
+    argument (outputs first, then inputs); static tables are shared by all units."""
 
     def __init__(self) -> None:  # no graph or memory plan
         self.decls: list[str] = []
         self._declared: dict[str, str] = {}
-        self.case: Case | None = None
+        self.unit: CUnit | None = None
 
     def shape(self, name: str) -> tuple[int, ...]:
-        assert self.case is not None
-        return self.case.shapes[name]
+        assert self.unit is not None
+        return self.unit.shapes[name]
 
     def ptr(self, name: str) -> str:
-        assert self.case is not None
-        order = list(self.case.node.outputs) + list(self.case.node.inputs)
-        return f"(({C_TYPES[self.case.dtypes[name]]} *)b[{order.index(name)}])"
+        assert self.unit is not None
+        order = list(self.unit.node.outputs) + list(self.unit.node.inputs)
+        return f"(({C_TYPES[self.unit.dtypes[name]]} *)b[{order.index(name)}])"
+
+
+def c_units() -> list[CUnit]:
+    units = []
+    for case in CASES:
+        case.unit = CUnit(case.node, case.shapes, case.dtypes)
+        units.append(case.unit)
+    for g in GRAD_CASES:
+        units += g.units
+    return units
 
 
 @pytest.fixture(scope="module")
@@ -392,17 +658,16 @@ def clib(tmp_path_factory):
         pytest.skip("gcc not available")
     cg = FakeCG()
     bodies = []
-    for k, case in enumerate(CASES):
-        cg.case = case
-        call = get_op(case.node.op).c_call(case.node, cg)
-        case.fn = f"case_{k}"
-        bodies.append(f"void case_{k}(void **b) {{ {call} }}")
+    for k, unit in enumerate(c_units()):
+        cg.unit = unit
+        unit.fn = f"unit_{k}"
+        bodies.append(f"void unit_{k}(void **b);\n"
+                      f"void unit_{k}(void **b) {{ {get_op(unit.node.op).c_call(unit.node, cg)} }}")
     d = tmp_path_factory.mktemp("q8c")
-    src = d / "cases.c"
+    src = d / "units.c"
     src.write_text('#include "tt_kernels.h"\n\n' + "\n".join(cg.decls) + "\n\n"
-                   + "".join(f"void case_{k}(void **b);\n" for k in range(len(CASES)))
                    + "\n".join(bodies) + "\n")
-    so = d / "libq8cases.so"
+    so = d / "libq8units.so"
     cmd = [gcc, *CFLAGS, "-shared", "-fPIC", "-I", str(RUNTIME_C), str(src),
            *sorted(str(p) for p in RUNTIME_C.glob("*.c")), "-o", str(so), "-lm"]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -410,11 +675,13 @@ def clib(tmp_path_factory):
     return ctypes.CDLL(str(so))
 
 
-def run_c(lib, case: Case, ir_inputs: list[np.ndarray]) -> np.ndarray:
-    y = np.zeros(case.shapes["y"], NP_TYPES[case.dtypes["y"]])
-    bufs = [y] + [np.ascontiguousarray(x) for x in ir_inputs]
+def run_c(lib, unit: CUnit, inputs: list[np.ndarray]) -> np.ndarray:
+    out = unit.node.outputs[0]
+    y = np.zeros(unit.shapes[out], NP_TYPES[unit.dtypes[out]])
+    bufs = [y] + [np.ascontiguousarray(x, NP_TYPES[unit.dtypes[n]])
+                  for x, n in zip(inputs, unit.node.inputs)]
     ptrs = (ctypes.c_void_p * len(bufs))(*[b.ctypes.data for b in bufs])
-    getattr(lib, case.fn)(ptrs)
+    getattr(lib, unit.fn)(ptrs)
     return y
 
 
@@ -430,7 +697,7 @@ def test_bit_exact_with_litert(case: Case, clib) -> None:
     got = get_op(case.node.op).forward(case.node, ir_inputs)[0]
     assert got.dtype == expected.dtype
     np.testing.assert_array_equal(got, expected, err_msg="numpy forward vs LiteRT")
-    np.testing.assert_array_equal(run_c(clib, case, ir_inputs), expected,
+    np.testing.assert_array_equal(run_c(clib, case.unit, ir_inputs), expected,
                                   err_msg="C kernel vs LiteRT")
 
 
@@ -444,3 +711,40 @@ def test_every_q8_forward_op_is_covered() -> None:
 def test_concat_rejects_mixed_quantisation() -> None:
     with pytest.raises(ValueError, match="requantise"):
         concat_q8.prepare([qp(0.1, 0), qp(0.2, 0)], qp(0.1, 0))
+
+
+@pytest.mark.parametrize("gc", GRAD_CASES, ids=[g.id for g in GRAD_CASES])
+def test_gradient_rule_matches_finite_differences(gc: GradCase, clib) -> None:
+    env: dict[str, np.ndarray] = dict(zip(gc.node.inputs, gc.xs))
+    env["y"] = get_op(gc.node.op).forward(gc.node, gc.xs)[0]
+    env["dy"] = gc.dy
+    for unit in gc.units:  # the emitted backward nodes, in numpy and in C
+        ins = [env[i] for i in unit.node.inputs]
+        out = get_op(unit.node.op).forward(unit.node, ins)[0]
+        np.testing.assert_allclose(run_c(clib, unit, ins), out, rtol=1e-6, atol=1e-7,
+                                   err_msg=f"C {unit.node.op} vs numpy")
+        env[unit.node.outputs[0]] = np.asarray(out).reshape(unit.shapes[unit.node.outputs[0]])
+
+    dy = gc.dy.astype(np.float64)
+    for k, name in enumerate(gc.node.inputs):
+        analytic = sum(env[g].astype(np.float64) for g in gc.gb.contribs[name])
+        analytic = np.broadcast_to(analytic, gc.xs[k].shape).reshape(-1)
+        base = gc.reals[k].reshape(-1)
+        for j in range(base.size):
+            plus, minus = [r.copy() for r in gc.reals], [r.copy() for r in gc.reals]
+            plus[k].reshape(-1)[j] += FD_EPS
+            minus[k].reshape(-1)[j] -= FD_EPS
+            fd = float((dy * (gc.f(plus) - gc.f(minus))).sum()) / (2 * FD_EPS)
+            assert abs(fd - analytic[j]) <= FD_ATOL + FD_RTOL * abs(fd), (
+                f"{name}[{j}]: rule {analytic[j]:.6g} vs finite difference {fd:.6g}")
+
+
+def test_every_q8_gradient_rule_is_covered() -> None:
+    covered = {g.node.op for g in GRAD_CASES}
+    with_rules = {op.name for op in (get_op(n) for n in covered)}
+    assert with_rules >= {"add_q8", "mul_q8", "avg_pool2d_q8", "max_pool2d_q8", "mean_q8",
+                          "logistic_q8", "hard_swish_q8", "pad_q8", "concat_q8", "quantize_q8"}
+    emitted = {u.node.op for g in GRAD_CASES for u in g.units}
+    assert emitted >= {"q8_clamp_backward", "lut_backward_q8", "mul_backward_q8",
+                       "max_pool2d_backward_q8", "avg_pool2d_backward",
+                       "global_avg_pool_backward", "reduce_to", "crop", "slice_part"}

@@ -20,6 +20,7 @@ from tinytrain.ops import (
     fused_update,
     gather_channels,
     global_avg_pool,
+    grad_q8,
     hard_sigmoid,
     hard_swish,
     hard_swish_q8,
@@ -51,7 +52,7 @@ _MODULES = (conv2d, dense, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, hard_s
 # int8 (TFLite reference arithmetic forward, fp32 backward)
 _MODULES += (conv2d_q8, dense_q8, dequantize_q8, q8_clamp_backward, q8_update)
 _MODULES += (softmax_q8, logistic_q8, hard_swish_q8, add_q8, mul_q8, avg_pool2d_q8,
-             max_pool2d_q8, mean_q8, pad_q8, concat_q8, quantize_q8)
+             max_pool2d_q8, mean_q8, pad_q8, concat_q8, quantize_q8, grad_q8)
 
 REGISTRY: dict[str, OpDef] = {op.name: op for m in _MODULES for op in m.OPS}
 

@@ -15,7 +15,8 @@ import numpy as np
 
 from tinytrain.ir import QuantParams
 from tinytrain.ops.base import broadcast_strides, pad4
-from tinytrain.ops.binary import Binary
+from tinytrain.ops.binary import Binary, reduced
+from tinytrain.ops.grad_q8 import masked
 from tinytrain.quant import fixedpoint as fp
 
 LEFT_SHIFT = 20
@@ -72,6 +73,15 @@ class AddQ8(Binary):
 
     def forward(self, node, xs):
         return [add(xs[0], xs[1], node.attrs)]
+
+    def gradient(self, node, gb):
+        # d(a + b): dy to both real inputs where the output was not clamped
+        dy = masked(gb, node, (node.attrs["act_min"], node.attrs["act_max"]))
+        if dy is None:
+            return
+        for x in node.inputs:
+            if gb.needs_grad(x):
+                gb.contribute(x, reduced(gb, dy, gb.shape(x)))
 
     def c_call(self, node, cg):
         return binary_call("tt_add_s8", "tt_q8_add", _PARAMS, node, cg)

@@ -16,6 +16,7 @@ import numpy as np
 
 from tinytrain.ir import QuantParams
 from tinytrain.ops.base import OpDef, size
+from tinytrain.ops.grad_q8 import mask_bounds, masked
 from tinytrain.ops.pool import pool_geom, pool_infer, windows
 from tinytrain.quant import fixedpoint as fp
 
@@ -28,6 +29,16 @@ def prepare(in_q: QuantParams, out_q: QuantParams,
     if (scale, zp) != fp.scale_zp(out_q):
         raise ValueError("int8 pooling needs equal input and output quantisation")
     return {"act_min": int(act[0]), "act_max": int(act[1]), "scale": scale, "zp": zp}
+
+
+GEOMETRY = ("kernel", "stride", "pads", "dilation")
+
+
+def pool_mask(gb, node) -> str | None:
+    """dL/dy where the fused activation did not clamp (same quantisation in and out: the int8
+    range itself never clamps)."""
+    a = node.attrs
+    return masked(gb, node, mask_bounds(a["act_min"], a["act_max"], low=False, high=False))
 
 
 def rounded_div(acc: np.ndarray, n: int) -> np.ndarray:
@@ -50,6 +61,14 @@ class AvgPool2dQ8(OpDef):
             acc = x[np.ix_(rows, cols)].sum(axis=(0, 1))
             y[oy, ox] = rounded_div(acc, len(rows) * len(cols))
         return [np.clip(y, node.attrs["act_min"], node.attrs["act_max"]).astype(np.int8)]
+
+    def gradient(self, node, gb):
+        # real y = mean of the in-bounds taps: avg_pool2d_backward without padding in the count
+        dy, x = pool_mask(gb, node), node.inputs[0]
+        if dy is not None and gb.needs_grad(x):
+            geometry = {k: node.attrs[k] for k in GEOMETRY}
+            gb.contribute(x, gb.emit("avg_pool2d_backward", [dy], geometry,
+                                     out_shape=gb.shape(x)))
 
     def c_call(self, node, cg):
         x = cg.shape(node.inputs[0])

@@ -41,6 +41,17 @@ class ConcatQ8(OpDef):
     def forward(self, node, xs):
         return [np.concatenate(xs, axis=node.attrs["axis"])]
 
+    def gradient(self, node, gb):
+        dy = gb.grad(node.outputs[0])
+        if dy is None:
+            return
+        ax, offset = node.attrs["axis"], 0
+        for x in node.inputs:
+            if gb.needs_grad(x):
+                gb.contribute(x, gb.emit("slice_part", [dy], {"axis": ax, "offset": offset},
+                                         out_shape=gb.shape(x)))
+            offset += gb.shape(x)[ax]
+
     def c_call(self, node, cg):
         ax, y = node.attrs["axis"], cg.shape(node.outputs[0])
         outer, inner_y = _split(y, ax)

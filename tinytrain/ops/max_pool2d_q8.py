@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.avg_pool2d_q8 import prepare
+from tinytrain.ops.avg_pool2d_q8 import GEOMETRY, pool_mask, prepare
 from tinytrain.ops.base import OpDef, size
+from tinytrain.ops.max_pool2d import MaxPool2dBackward
 from tinytrain.ops.pool import pool_geom, pool_infer, windows
 
 __all__ = ["prepare", "OPS"]
@@ -30,6 +31,13 @@ class MaxPool2dQ8(OpDef):
             y[oy, ox] = x[np.ix_(rows, cols)].max(axis=(0, 1))
         return [np.clip(y, node.attrs["act_min"], node.attrs["act_max"]).astype(np.int8)]
 
+    def gradient(self, node, gb):
+        dy, x = pool_mask(gb, node), node.inputs[0]
+        if dy is not None and gb.needs_grad(x):
+            geometry = {k: node.attrs[k] for k in GEOMETRY}
+            gb.contribute(x, gb.emit("max_pool2d_backward_q8", [dy, x], geometry,
+                                     out_shape=gb.shape(x)))
+
     def c_call(self, node, cg):
         x = cg.shape(node.inputs[0])
         return (f"tt_max_pool2d_s8({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
@@ -40,4 +48,16 @@ class MaxPool2dQ8(OpDef):
         return size(out_shapes[0]) * kh * kw
 
 
-OPS = (MaxPool2dQ8(),)
+class MaxPool2dBackwardQ8(MaxPool2dBackward):
+    """dy routed to the first maximal tap of each window, recomputed from the int8 input."""
+
+    name = "max_pool2d_backward_q8"
+
+    def c_call(self, node, cg):
+        x = cg.shape(node.inputs[1])
+        return (f"tt_max_pool2d_backward_s8({cg.ptr(node.outputs[0])}, "
+                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
+                f"&{pool_geom(cg, node, x)});")
+
+
+OPS = (MaxPool2dQ8(), MaxPool2dBackwardQ8())

@@ -15,7 +15,9 @@ import numpy as np
 
 from tinytrain.ir import QuantParams
 from tinytrain.ops.add_q8 import binary_call
-from tinytrain.ops.binary import Binary
+from tinytrain.ops.base import OpDef, broadcast_strides, c_float, pad4
+from tinytrain.ops.binary import Binary, reduced
+from tinytrain.ops.grad_q8 import masked
 from tinytrain.quant import fixedpoint as fp
 
 _PARAMS = ("a_offset", "b_offset", "out_offset", "out_mult", "out_shift", "act_min", "act_max")
@@ -46,6 +48,20 @@ class MulQ8(Binary):
     def forward(self, node, xs):
         return [mul(xs[0], xs[1], node.attrs)]
 
+    def gradient(self, node, gb):
+        # d(a * b)/da = real b (dequantised on the fly), summed over broadcast axes
+        a = node.attrs
+        dy = masked(gb, node, (a["act_min"], a["act_max"]))
+        if dy is None:
+            return
+        (x0, x1), q = node.inputs, {0: ("b_scale", "b_offset"), 1: ("a_scale", "a_offset")}
+        for k, (x, other) in enumerate(((x0, x1), (x1, x0))):
+            if gb.needs_grad(x):
+                scale, offset = q[k]
+                prod = gb.emit("mul_backward_q8", [dy, other],
+                               {"scale": a[scale], "zp": -a[offset]}, out_shape=gb.shape(dy))
+                gb.contribute(x, reduced(gb, prod, gb.shape(x)))
+
     def c_call(self, node, cg):
         return binary_call("tt_mul_s8", "tt_q8_mul", _PARAMS, node, cg)
 
@@ -53,4 +69,25 @@ class MulQ8(Binary):
         return int(np.prod(out_shapes[0], dtype=np.int64))
 
 
-OPS = (MulQ8(),)
+class MulBackwardQ8(OpDef):
+    """dx = dy * scale * (other - zp), other broadcast to dy's shape."""
+
+    name = "mul_backward_q8"
+
+    def infer(self, node, shapes):
+        return [shapes[0]]
+
+    def forward(self, node, xs):
+        dy, other = xs
+        real = np.float32(node.attrs["scale"]) * (other.astype(np.int32) - node.attrs["zp"])
+        return [(dy * np.broadcast_to(real.astype(np.float32), dy.shape)).astype(np.float32)]
+
+    def c_call(self, node, cg):
+        y, o = cg.shape(node.inputs[0]), cg.shape(node.inputs[1])
+        return (f"tt_mul_backward_s8({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
+                f"{cg.ptr(node.inputs[1])}, {cg.ints(pad4(y))}, "
+                f"{cg.ints(broadcast_strides(o, y))}, {c_float(node.attrs['scale'])}, "
+                f"{node.attrs['zp']});")
+
+
+OPS = (MulQ8(), MulBackwardQ8())

@@ -35,6 +35,12 @@ class PadQ8(OpDef):
         width = list(zip(node.attrs["before"], node.attrs["after"]))
         return [np.pad(xs[0], width, constant_values=np.int8(node.attrs["value"]))]
 
+    def gradient(self, node, gb):
+        dy, x = gb.grad(node.outputs[0]), node.inputs[0]
+        if dy is not None and gb.needs_grad(x):
+            gb.contribute(x, gb.emit("crop", [dy], {"before": node.attrs["before"]},
+                                     out_shape=gb.shape(x)))
+
     def c_call(self, node, cg):
         x, y = cg.shape(node.inputs[0]), cg.shape(node.outputs[0])
         before = (0,) * (4 - len(x)) + tuple(node.attrs["before"])

@@ -16,6 +16,7 @@ import numpy as np
 
 from tinytrain.ir import QuantParams
 from tinytrain.ops.base import OpDef, c_float, size
+from tinytrain.ops.grad_q8 import can_saturate, mask_bounds, masked, real_range
 from tinytrain.quant import fixedpoint as fp
 
 
@@ -56,6 +57,17 @@ class QuantizeQ8(OpDef):
         if a["mode"] == "f32":
             return [quantize_f32(xs[0], a["scale"], a["zp"])]
         return [requantize(xs[0], a)]
+
+    def gradient(self, node, gb):
+        # straight through (real y ~ real x) where the int8 range did not clamp
+        a, x = node.attrs, node.inputs[0]
+        low = high = True  # a float input is unbounded
+        if a["mode"] == "s8":
+            low, high = can_saturate(*real_range(a["in_scale"], a["in_zp"]), a["out_scale"],
+                                     a["out_zp"])
+        dy = masked(gb, node, mask_bounds(-128, 127, low, high))
+        if dy is not None and gb.needs_grad(x):
+            gb.contribute(x, dy)
 
     def c_call(self, node, cg):
         a, n = node.attrs, size(cg.shape(node.inputs[0]))
