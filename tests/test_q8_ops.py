@@ -478,8 +478,14 @@ def real_q_step(q) -> float:
     return 0.0 if q is None else q[0]
 
 
-def act_bounds(act_min: int, act_max: int, out_q) -> tuple[float, float]:
-    return out_q[0] * (act_min - out_q[1]), out_q[0] * (act_max - out_q[1])
+def activation_clamp(act: str, lo: int, hi: int, out_q) -> tuple[dict, tuple[float, float]]:
+    """The importer's grad_lo/grad_hi for a fused activation (tflite_ops.grad_range), and
+    the real clamp it applies: ReLU's 0 and ReLU6's 6, not int8 saturation."""
+    lower, upper = act in ("RELU", "RELU6"), act == "RELU6"
+    grad = {"grad_lo": lo if lower else -129, "grad_hi": hi if upper else 128}
+    real = (out_q[0] * (lo - out_q[1]) if lower else -np.inf,
+            out_q[0] * (hi - out_q[1]) if upper else np.inf)
+    return grad, real
 
 
 def grad_binary(rng, i, opcode):
@@ -492,12 +498,14 @@ def grad_binary(rng, i, opcode):
     lo, hi = fp.activation_range(act, *out_q)
     module = add_q8 if opcode == "add" else mul_q8
     attrs = module.prepare(qp(*a_q), qp(*b_q), qp(*out_q), (lo, hi))
+    grad, bounds = activation_clamp(act, lo, hi, out_q)
+    if i < 3:  # the importer's grad_lo/grad_hi; later cases use the rule's fallback
+        attrs.update(grad)
     node = Node("n", f"{opcode}_q8", ("x0", "x1"), ("y",), attrs)
     xs = [rand_s8(rng, sa), rand_s8(rng, sb)]
     op = np.add if opcode == "add" else np.multiply
-    blo, bhi = act_bounds(lo, hi, out_q)
     return make_grad_case(f"{opcode}{i}_{act}", node, xs, [a_q, b_q], out_q,
-                          lambda r: op(r[0], r[1]), (blo, bhi), rng=rng)
+                          lambda r: op(r[0], r[1]), bounds, rng=rng)
 
 
 def grad_pool(rng, i, op):
@@ -507,12 +515,12 @@ def grad_pool(rng, i, op):
     q = rand_q(rng, -2.0, -0.5)
     act = ACTS[i % 3]
     lo, hi = fp.activation_range(act, *q)
+    grad, bounds = activation_clamp(act, lo, hi, q)
     attrs = {"kernel": k, "stride": s, "pads": pads, "dilation": (1, 1),
-             **avg_pool2d_q8.prepare(qp(*q), qp(*q), (lo, hi))}
+             **avg_pool2d_q8.prepare(qp(*q), qp(*q), (lo, hi)), **grad}
     node = Node("n", op, ("x0",), ("y",), attrs)
     # distinct values: max pool has no ties
     x = (rng.permutation(256)[:h * w * c] - 128).astype(np.int8).reshape(h, w, c)
-    blo, bhi = act_bounds(lo, hi, q)
 
     def f(r):
         y = np.zeros((oh, ow, c))
@@ -521,21 +529,20 @@ def grad_pool(rng, i, op):
             y[oy, ox] = win.max(axis=(0, 1)) if op == "max_pool2d_q8" else win.mean(axis=(0, 1))
         return y
 
-    return make_grad_case(f"{op}{i}_{act}", node, [x], [q], q, f, (blo, bhi), rng=rng)
+    return make_grad_case(f"{op}{i}_{act}", node, [x], [q], q, f, bounds, rng=rng)
 
 
 def grad_mean(rng, i):
     h, w, c = int(rng.integers(1, 6)), int(rng.integers(1, 6)), int(rng.integers(1, 4))
     in_q = rand_q(rng, -2.0, -0.5)
-    # i odd: an output range narrower than the input's, so the mean can clamp
+    # i odd: an output range narrower than the input's: saturation passes straight through
     out_q = (fp.f32(in_q[0] * (0.25 if i % 2 else 1.5)), int(rng.integers(-30, 30)))
     attrs = mean_q8.prepare(qp(*in_q), qp(*out_q), keep_dims=bool(i % 2))
     node = Node("n", "mean_q8", ("x0",), ("y",), attrs)
     x = rand_s8(rng, (h, w, c))
     shape = (1, 1, c) if i % 2 else (c,)
     return make_grad_case(f"mean{i}", node, [x], [in_q], out_q,
-                          lambda r: r[0].reshape(-1, c).mean(axis=0).reshape(shape),
-                          act_bounds(-128, 127, out_q), rng=rng)
+                          lambda r: r[0].reshape(-1, c).mean(axis=0).reshape(shape), rng=rng)
 
 
 def grad_elementwise(rng, i, op):
@@ -549,13 +556,13 @@ def grad_elementwise(rng, i, op):
             return 1.0 / (1.0 + np.exp(-r[0]))
         bounds, kinks_in = None, ()
     else:
-        # i odd: an output scale too small for the largest outputs, so they clamp
+        # i odd: an output scale too small for the largest outputs (straight through)
         out_q = (fp.f32(in_q[0] * (0.5 if i % 2 else 1.2)), int(rng.integers(-20, 20)))
         attrs = hard_swish_q8.prepare(qp(*in_q), qp(*out_q))
 
         def f(r):
             return r[0] * np.clip(r[0] / 6 + 0.5, 0, 1)
-        bounds, kinks_in = act_bounds(-128, 127, out_q), (-3.0, 3.0)
+        bounds, kinks_in = None, (-3.0, 3.0)
     node = Node("n", op, ("x0",), ("y",), attrs)
     return make_grad_case(f"{op}{i}", node, [x], [in_q], out_q, f, bounds, kinks_in,
                           rng=rng)
@@ -591,7 +598,7 @@ def grad_quantize(rng, i):
         attrs = quantize_q8.prepare(qp(*in_q), qp(*out_q))
     node = Node("n", "quantize_q8", ("x0",), ("y",), attrs)
     return make_grad_case(f"quantize{i}_{attrs['mode']}", node, [x], [in_q], out_q,
-                          lambda r: r[0], act_bounds(-128, 127, out_q), rng=rng)
+                          lambda r: r[0], rng=rng)
 
 
 GRAD_MAKERS: dict[str, tuple[Callable[..., GradCase], int]] = {

@@ -16,7 +16,7 @@ import numpy as np
 from tinytrain.ir import QuantParams
 from tinytrain.ops.base import broadcast_strides, pad4
 from tinytrain.ops.binary import Binary, reduced
-from tinytrain.ops.grad_q8 import masked
+from tinytrain.ops.grad_q8 import mask_range, masked
 from tinytrain.quant import fixedpoint as fp
 
 LEFT_SHIFT = 20
@@ -75,8 +75,8 @@ class AddQ8(Binary):
         return [add(xs[0], xs[1], node.attrs)]
 
     def gradient(self, node, gb):
-        # d(a + b): dy to both real inputs where the output was not clamped
-        dy = masked(gb, node, (node.attrs["act_min"], node.attrs["act_max"]))
+        # d(a + b): dy to both real inputs where the fused activation did not clamp
+        dy = masked(gb, node, mask_range(node.attrs))
         if dy is None:
             return
         for x in node.inputs:

@@ -16,7 +16,7 @@ import numpy as np
 
 from tinytrain.ir import QuantParams
 from tinytrain.ops.base import OpDef, size
-from tinytrain.ops.grad_q8 import mask_bounds, masked
+from tinytrain.ops.grad_q8 import mask_range, masked
 from tinytrain.ops.pool import pool_geom, pool_infer, windows
 from tinytrain.quant import fixedpoint as fp
 
@@ -35,10 +35,8 @@ GEOMETRY = ("kernel", "stride", "pads", "dilation")
 
 
 def pool_mask(gb, node) -> str | None:
-    """dL/dy where the fused activation did not clamp (same quantisation in and out: the int8
-    range itself never clamps)."""
-    a = node.attrs
-    return masked(gb, node, mask_bounds(a["act_min"], a["act_max"], low=False, high=False))
+    """dL/dy where the fused activation did not clamp."""
+    return masked(gb, node, mask_range(node.attrs))
 
 
 def rounded_div(acc: np.ndarray, n: int) -> np.ndarray:

@@ -2,9 +2,9 @@
 
 Gradients of int8 tensors are float32 w.r.t. their real values, scale * (q - zero_point), so a
 rule differentiates the real-valued function the int8 op approximates:
-  - where the int8 output was clamped (fused activation or the int8 range), nothing flows back:
-    `masked` emits q8_clamp_backward, but only on a bound the op can actually reach (a pool of
-    identically quantised values never saturates, so there y == 127 is a real value);
+  - where a fused activation clamped the output (ReLU's 0, ReLU6's 6), nothing flows back:
+    `masked` emits q8_clamp_backward. Plain int8 saturation is not masked (straight through),
+    as for conv/dense: masking saturated outputs kills their gradient for good;
   - elementwise functions of one int8 input (logistic, hard-swish) use a 256-entry table of
     the derivative at every dequantised input value, built at compile time (`lut_backward_q8`):
     the device needs no transcendental functions and numpy and C agree exactly.
@@ -21,28 +21,17 @@ from tinytrain.ops.base import GradBuilder, OpDef, size
 from tinytrain.ops.conv2d_q8 import floats
 
 
-def real_range(scale: float, zp: int) -> tuple[float, float]:
-    return scale * (-128 - zp), scale * (127 - zp)
-
-
-def can_saturate(lo_real: float, hi_real: float, out_scale: float,
-                 out_zp: int) -> tuple[bool, bool]:
-    """Whether reals in [lo_real, hi_real] can be clamped at the output's low / high end."""
-    out_lo, out_hi = real_range(out_scale, out_zp)
-    return lo_real < out_lo, hi_real > out_hi
-
-
-def mask_bounds(act_min: int, act_max: int, low: bool = True,
-                high: bool = True) -> tuple[int, int]:
-    """q8_clamp_backward's (lo, hi): a bound the output cannot be clamped at is moved outside
-    the int8 range. `low`/`high`: whether the int8 range itself can clamp."""
-    lo = act_min if (act_min > -128 or low) else -129
-    hi = act_max if (act_max < 127 or high) else 128
+def mask_range(a: dict) -> tuple[int, int]:
+    """q8_clamp_backward's (lo, hi): the fused activation's bounds, grad_lo/grad_hi as the
+    importer sets them (tflite_ops.grad_range); without them, the clamp bounds that lie
+    inside the int8 range (a ReLU whose zero point is -128 then needs grad_lo)."""
+    lo = a.get("grad_lo", a["act_min"] if a["act_min"] > -128 else -129)
+    hi = a.get("grad_hi", a["act_max"] if a["act_max"] < 127 else 128)
     return lo, hi
 
 
 def masked(gb: GradBuilder, node: Node, bounds: tuple[int, int]) -> str | None:
-    """dL/dy with the clamped outputs zeroed (None when no gradient arrives)."""
+    """dL/dy with the activation-clamped outputs zeroed (None when no gradient arrives)."""
     dy = gb.grad(node.outputs[0])
     if dy is None:
         return None
@@ -60,9 +49,8 @@ def derivative_table(scale: float, zp: int,
     return tuple(float(v) for v in np.asarray(df(real), np.float64).astype(np.float32))
 
 
-def elementwise_gradient(gb: GradBuilder, node: Node, dy: str | None,
-                         dlut: tuple[float, ...]) -> None:
-    x = node.inputs[0]
+def elementwise_gradient(gb: GradBuilder, node: Node, dlut: tuple[float, ...]) -> None:
+    dy, x = gb.grad(node.outputs[0]), node.inputs[0]
     if dy is not None and gb.needs_grad(x):
         gb.contribute(x, gb.emit("lut_backward_q8", [dy, x], {"dlut": dlut}))
 

@@ -17,7 +17,7 @@ from tinytrain.ir import QuantParams
 from tinytrain.ops.add_q8 import binary_call
 from tinytrain.ops.base import OpDef, broadcast_strides, c_float, pad4
 from tinytrain.ops.binary import Binary, reduced
-from tinytrain.ops.grad_q8 import masked
+from tinytrain.ops.grad_q8 import mask_range, masked
 from tinytrain.quant import fixedpoint as fp
 
 _PARAMS = ("a_offset", "b_offset", "out_offset", "out_mult", "out_shift", "act_min", "act_max")
@@ -51,7 +51,7 @@ class MulQ8(Binary):
     def gradient(self, node, gb):
         # d(a * b)/da = real b (dequantised on the fly), summed over broadcast axes
         a = node.attrs
-        dy = masked(gb, node, (a["act_min"], a["act_max"]))
+        dy = masked(gb, node, mask_range(a))
         if dy is None:
             return
         (x0, x1), q = node.inputs, {0: ("b_scale", "b_offset"), 1: ("a_scale", "a_offset")}
