@@ -29,6 +29,7 @@ SIM_LOSS_RTOL = 1e-4
 SIM_LOSS_ATOL = 2e-7
 # a float-rounding difference can move a stochastic-rounding decision by one LSB
 SIM_MAX_LSB, SIM_MAX_FLIPPED = 1, 0.01
+SIM_MIN_FLIPS = 2  # ...but a small tensor (a bias) may see a flip or two in one step
 
 
 def reference(model: Path) -> litert.Interpreter:
@@ -176,7 +177,7 @@ def test_c_training_matches_numpy_simulation(tmp_path, update, rounding, batch):
             for name, v in p.get_params().items():
                 diff = np.abs(v.astype(np.int64) - env[name].astype(np.int64))
                 assert diff.max() <= SIM_MAX_LSB, name
-                assert (diff > 0).mean() <= SIM_MAX_FLIPPED, name
+                assert (diff > 0).sum() <= max(SIM_MIN_FLIPS, SIM_MAX_FLIPPED * diff.size), name
                 changed += int((v != env[name]).sum() == 0 and (v != g.t(name).data).any())
                 env[name] = v.copy()
     assert changed > 0  # the run did train

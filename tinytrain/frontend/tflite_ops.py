@@ -13,7 +13,7 @@ import tflite
 from tinytrain.frontend.tflite_import import TFLiteImporter, TfTensor
 from tinytrain.ir import ParamSource, QuantParams
 from tinytrain.quant.fixedpoint import tflite_round
-from tinytrain.quant.params import requant
+from tinytrain.quant.params import grad_range, requant
 
 B = tflite.BuiltinOperator
 ACT = tflite.ActivationFunctionType
@@ -265,6 +265,12 @@ def _fused(im: TFLiteImporter, k: int, o: Any, y: TfTensor) -> tuple[int, int]:
     return act_range(im, k, o.FusedActivationFunction() if o is not None else ACT.NONE, y)
 
 
+def _grad(o: Any, rng: tuple[int, int]) -> dict[str, int]:
+    """grad_lo/grad_hi for a fused activation (see quant.params.grad_range)."""
+    fused = o.FusedActivationFunction() if o is not None else ACT.NONE
+    return grad_range(ACT_NAMES.get(fused, "NONE"), *rng)
+
+
 def _binary(im: TFLiteImporter, k: int, op: Any, ir_op: str, opts_cls: type,
             prepare: Callable) -> None:
     a, b, y = in_tensor(im, op, 0), in_tensor(im, op, 1), out_tensor(im, op)
@@ -274,8 +280,10 @@ def _binary(im: TFLiteImporter, k: int, op: Any, ir_op: str, opts_cls: type,
         if t.index not in im.env:
             raise im.fail(k, f"operand '{t.name}' is a constant; tinytrain supports "
                              f"{ir_op[:-3].upper()} of two activations")
-    attrs = _prepared(im, k, prepare, a.qparams(), b.qparams(), y.qparams(),
-                      _fused(im, k, options(op, opts_cls), y))
+    o = options(op, opts_cls)
+    rng = _fused(im, k, o, y)
+    attrs = {**_prepared(im, k, prepare, a.qparams(), b.qparams(), y.qparams(), rng),
+             **_grad(o, rng)}
     _emit(im, k, ir_op, [im.act(k, a.index), im.act(k, b.index)], attrs, y)
 
 
@@ -310,7 +318,7 @@ def _pool(im: TFLiteImporter, k: int, op: Any, ir_op: str) -> None:
     attrs = {"kernel": (kh, kw), "stride": (sh, sw), "pads": (pt, pl, pb, pr),
              "dilation": (1, 1), "count_include_pad": 0,
              **_prepared(im, k, avg_pool2d_q8.prepare, x.qparams(), y.qparams(),
-                         _fused(im, k, o, y))}
+                         _fused(im, k, o, y)), **_grad(o, _fused(im, k, o, y))}
     _emit(im, k, ir_op, [im.act(k, x.index)], attrs, y)
 
 

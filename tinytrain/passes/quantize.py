@@ -17,12 +17,17 @@ from tinytrain import interp
 from tinytrain.errors import ModelError
 from tinytrain.ir import ACTIVATION, INPUT, PARAM, Graph, Node, QuantParams, Tensor
 from tinytrain.quant.fixedpoint import activation_range
-from tinytrain.quant.params import affine_from_range, requant, symmetric_per_channel
+from tinytrain.quant.params import (
+    affine_from_range,
+    grad_range,
+    requant,
+    symmetric_per_channel,
+)
 
 Ranges = dict[str, tuple[float, float]]
 SUPPORTED = ("conv2d", "dense", "clip (fused after conv/dense/add)", "add", "mul",
              "global_avg_pool", "avg_pool2d", "max_pool2d", "pad", "reshape", "concat",
-             "hard_swish", "sigmoid")
+             "hard_swish", "sigmoid", "hard_sigmoid")
 
 
 def calibrate(g: Graph, samples: Iterable[np.ndarray]) -> Ranges:
@@ -159,16 +164,20 @@ class _Q:
         y, act, rng, yq = self.activation(n) if n.op == "add" else \
             (n.outputs[0], "NONE", (-128, 127), self.quant_of(n.outputs[0]))
         prep = (add_q8 if n.op == "add" else mul_q8).prepare
-        attrs = prep(self.tensors[a].quant, self.tensors[b].quant, yq, rng)
+        attrs = {**prep(self.tensors[a].quant, self.tensors[b].quant, yq, rng),
+                 **grad_range(act, *rng)}
         self.nodes.append(Node(n.name, f"{n.op}_q8", (a, b), (self.out(y, yq),), attrs))
 
     def unary(self, n: Node, op: str) -> None:
-        from tinytrain.ops import hard_swish_q8, logistic_q8, mean_q8
+        from tinytrain.ops import hard_sigmoid_q8, hard_swish_q8, logistic_q8, mean_q8
 
         x = self.q(n.inputs[0])
         xq = self.tensors[x].quant
         assert xq is not None
-        if op == "logistic_q8":
+        if op == "hard_sigmoid_q8":
+            yq = hard_sigmoid_q8.OUT_Q
+            attrs = hard_sigmoid_q8.prepare(xq, n.attrs["alpha"], n.attrs["beta"])
+        elif op == "logistic_q8":
             yq = QuantParams((1 / 256,), (-128,))
             attrs = logistic_q8.prepare(xq, yq)
         elif op == "mean_q8":
@@ -209,6 +218,7 @@ class _Q:
         simple = {"avg_pool2d": "avg_pool2d_q8", "max_pool2d": "max_pool2d_q8",
                   "pad": "pad_q8", "reshape": "reshape"}
         unary = {"sigmoid": "logistic_q8", "global_avg_pool": "mean_q8",
+                 "hard_sigmoid": "hard_sigmoid_q8",
                  "hard_swish": "hard_swish_q8"}
         for n in g.nodes:
             if n.phase != "forward" or n.name in self.fused:

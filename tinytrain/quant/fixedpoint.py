@@ -63,10 +63,12 @@ def rounding_divide_by_pot(x: np.ndarray, exponent: np.ndarray | int) -> np.ndar
 def mbqm(x: np.ndarray, mult: np.ndarray | int, shift: np.ndarray | int) -> np.ndarray:
     """MultiplyByQuantizedMultiplier, elementwise with broadcasting.
 
-    LiteRT's wheels are built with TFLITE_SINGLE_ROUNDING: one rounding of the 64-bit product,
-    round(x * mult / 2^(31 - shift)) with ties up. (The gemmlowp double rounding,
-    `mbqm_double_rounding`, differs by one LSB near ties: found on hello_world_int8.tflite.)
-    This is also what MultiplyByQuantizedMultiplierSmallerThanOneExp does in that build.
+    One rounding of the 64-bit product, round(x * mult / 2^(31 - shift)), ties up: what
+    LiteRT's reference FULLY_CONNECTED does (its wheels define TFLITE_SINGLE_ROUNDING; found on
+    hello_world_int8.tflite, where double rounding is one LSB off near ties). CONV_2D,
+    DEPTHWISE_CONV_2D, MUL, int8 requantise and MEAN still round twice in that build
+    (gemmlowp's SRDHM then a rounding shift): they use `mbqm_double_rounding`. Each choice was
+    measured against LiteRT on one-op models (tests/test_q8_ops.py, tests/test_tflite_import.py).
     """
     total = 31 - np.asarray(shift, np.int64)
     prod = np.asarray(x, np.int64) * np.asarray(mult, np.int64)
