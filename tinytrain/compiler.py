@@ -101,7 +101,14 @@ def quantize_model(g: Graph, opts: Options) -> Graph:
 def compile_model(path: Path, opts: Options,
                   on_pass: Callable[[str, Graph], None] | None = None) -> tuple[Graph, Plan]:
     g = load_model(path)
-    if opts.quantize:
+    if g.meta.get("qdq") is not None:  # an ONNX QDQ model: its own scales, no calibration
+        from tinytrain.errors import OptionError
+        from tinytrain.passes.quantize import quantize_graph
+
+        if opts.quantize:
+            raise OptionError(f"{path} is already quantised (ONNX QDQ); drop --quantize")
+        g = quantize_graph(g, {}, fixed=g.meta["qdq"])
+    elif opts.quantize:
         g = quantize_model(g, opts)
     if on_pass:
         on_pass("import", g)

@@ -66,6 +66,11 @@ class Importer:
                 self.consumers.setdefault(x, []).append(i)
         self.skip: set[int] = set()
         self.head: dict[str, Any] = {"activation": None}
+        # QDQ records (frontend/onnx_qdq.py): activation (scale, zp) by IR tensor, folded
+        # DequantizeLinear constants by ONNX name, QuantizeLinear outputs
+        self.qdq: dict[str, list] = {}
+        self.qconst: dict[str, dict[str, Any]] = {}
+        self.quantized: set[str] = set()
 
     # ---- errors -------------------------------------------------------------------------
     def fail(self, i: int, msg: str) -> ModelError:
@@ -203,6 +208,11 @@ class Importer:
             "output_perm": list(out.perm),
             "output_activation": self.head["activation"],
         }
+        from tinytrain.frontend.onnx_qdq import qdq_meta
+
+        qdq = qdq_meta(self)
+        if qdq is not None:
+            meta["qdq"] = qdq
         return self.b.graph([in_name], [out.name], meta)
 
     def input_shape(self, inp: onnx.ValueInfoProto) -> tuple[int, ...]:

@@ -386,4 +386,6 @@ def softmax(im: Importer, i: int, node: onnx.NodeProto, a: dict) -> None:
     im.env[node.output[0]] = im.plain(x, im.names[i])
 
 
+from tinytrain.frontend import onnx_qdq  # noqa: E402,F401  (registers the QDQ handlers)
+
 SUPPORTED = sorted(set(HANDLERS) | {"Constant", "Shape", "Gather", "Concat", "Unsqueeze"})

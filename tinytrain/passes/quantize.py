@@ -25,6 +25,11 @@ from tinytrain.quant.params import (
 )
 
 Ranges = dict[str, tuple[float, float]]
+# QDQ weights fold to scale * q in float32, so dividing by the scale lands within float32
+# rounding of an integer; anything further off was changed after quantisation (e.g. BN)
+QDQ_GRID_TOL = 1e-3
+# ORT's bias scale is s_x * s_w in float32, as ours; allow float rounding of the product only
+QDQ_BIAS_SCALE_RTOL = 1e-6
 SUPPORTED = ("conv2d", "dense", "clip (fused after conv/dense/add)", "add", "mul",
              "global_avg_pool", "avg_pool2d", "max_pool2d", "pad", "reshape", "concat",
              "hard_swish", "sigmoid", "hard_sigmoid")
@@ -61,8 +66,9 @@ def _act_name(lo: float, hi: float) -> str | None:
 
 
 class _Q:
-    def __init__(self, g: Graph, ranges: Ranges) -> None:
+    def __init__(self, g: Graph, ranges: Ranges, fixed: dict | None = None) -> None:
         self.g, self.ranges = g, ranges
+        self.fixed = fixed  # meta["qdq"] of an ONNX QDQ model (frontend/onnx_qdq.py)
         self.tensors: dict[str, Tensor] = {}
         self.nodes: list[Node] = []
         self.consumers = g.consumers()
@@ -70,6 +76,13 @@ class _Q:
         self.alias: dict[str, str] = {}  # f32 tensor -> int8 tensor carrying it
 
     def quant_of(self, name: str) -> QuantParams:
+        if self.fixed is not None:
+            rec = self.fixed.get(name)
+            if not isinstance(rec, list):
+                raise ModelError(f"the QDQ model has no QuantizeLinear/DequantizeLinear pair "
+                                 f"for tensor {name}; tinytrain needs every int8 activation's "
+                                 "scale and zero point from the file")
+            return QuantParams((float(rec[0]),), (int(rec[1]),))
         if name not in self.ranges:
             raise ModelError(f"no calibration range for tensor {name}")
         s, zp = affine_from_range(*self.ranges[name])
@@ -96,7 +109,10 @@ class _Q:
         if clip is None:
             y = n.outputs[0]
             qp = self.quant_of(y)
-            return y, "NONE", (-128, 127), qp
+            # onnxruntime drops a Relu/Clip after a conv/gemm/add and lets int8 saturation
+            # clamp: a range starting at exactly 0 is that ReLU, so mask its gradient there
+            relu = self.fixed is not None and qp.zero_point[0] == -128 and y not in self.g.outputs
+            return y, "RELU" if relu else "NONE", (-128, 127), qp
         self.fused.add(clip.name)
         y = clip.outputs[0]
         lo, hi = clip.attrs["lo"], clip.attrs["hi"]
@@ -119,15 +135,19 @@ class _Q:
         xq = self.tensors[x].quant
         assert xq is not None
         w = self.g.t(n.inputs[1])
-        wq, ws = symmetric_per_channel(np.asarray(w.data, np.float32))
+        wq, ws = self.fixed_weights(n, w) if self.fixed_param(w.name) else \
+            symmetric_per_channel(np.asarray(w.data, np.float32))
         self.tensors[w.name] = w.replace(dtype="s8", data=wq,
                                          quant=QuantParams(ws, (0,) * len(ws), 0))
         inputs = [x, w.name]
         if len(n.inputs) > 2:
             b = self.g.t(n.inputs[2])
             bs = tuple(float(np.float32(xq.scale[0]) * np.float32(s)) for s in ws)
-            bq = np.clip(np.round(np.asarray(b.data, np.float64) / np.asarray(bs)),
-                         -(2**31), 2**31 - 1).astype(np.int32)
+            if self.fixed_param(b.name):
+                bq = self.fixed_bias(n, b.name, bs)
+            else:
+                bq = np.clip(np.round(np.asarray(b.data, np.float64) / np.asarray(bs)),
+                             -(2**31), 2**31 - 1).astype(np.int32)
             self.tensors[b.name] = b.replace(dtype="s32", data=bq,
                                              quant=QuantParams(bs, (0,) * len(bs), 0))
             inputs.append(b.name)
@@ -136,6 +156,31 @@ class _Q:
                                       yq.zero_point[0], act, rng)}
         op = "conv2d_q8" if n.op == "conv2d" else "dense_q8"
         self.nodes.append(Node(n.name, op, tuple(inputs), (self.out(y, yq),), attrs))
+
+    def fixed_param(self, name: str) -> dict | None:
+        rec = (self.fixed or {}).get(name)
+        return rec if isinstance(rec, dict) else None
+
+    def fixed_weights(self, n: Node, w: Tensor) -> tuple[np.ndarray, tuple[float, ...]]:
+        """The QDQ file's int8 weights, recovered from the folded floats with its scales."""
+        rec = self.fixed_param(w.name)
+        assert rec is not None
+        scales = np.asarray(rec["scale"], np.float32)
+        r = np.asarray(w.data, np.float64) / scales.reshape((-1,) + (1,) * (w.data.ndim - 1))
+        q = np.round(r)
+        if np.abs(r - q).max() > QDQ_GRID_TOL or q.min() < -128 or q.max() > 127:
+            raise ModelError(f"node '{n.name}': its weights are not the QDQ file's int8 values "
+                             "times their scales (changed after quantisation?)")
+        return q.astype(np.int8), tuple(float(s) for s in scales)
+
+    def fixed_bias(self, n: Node, name: str, scales: tuple[float, ...]) -> np.ndarray:
+        """The QDQ file's int32 bias, exactly; its scale must be s_x * s_w as the kernel's."""
+        rec = self.fixed_param(name)
+        assert rec is not None
+        if not np.allclose(rec["scale"], scales, rtol=QDQ_BIAS_SCALE_RTOL, atol=0):
+            raise ModelError(f"node '{n.name}': the QDQ file's bias scale is not input scale "
+                             "times weight scale; tinytrain's int8 kernels need it to be")
+        return np.asarray(rec["int32"], np.int32)
 
     def same_quant(self, n: Node, op: str, extra: dict | None = None) -> None:
         """Ops whose int8 form keeps the input quantisation (pools, pad, reshape)."""
@@ -150,6 +195,11 @@ class _Q:
         elif op == "pad_q8":
             attrs.update(pad_q8.prepare(xq, xq))
         attrs.update(extra or {})
+        rec = (self.fixed or {}).get(n.outputs[0])
+        if isinstance(rec, list) and (tuple(rec) != (xq.scale[0], xq.zero_point[0])):
+            raise ModelError(f"node '{n.name}' ({n.op}): the QDQ model quantises its output "
+                             "differently from its input; tinytrain's int8 form keeps the "
+                             "input's scale and zero point")
         alias = x if op == "reshape" else None
         self.nodes.append(Node(n.name, op, (x,), (self.out(n.outputs[0], xq, alias),), attrs))
 
@@ -240,10 +290,12 @@ class _Q:
         outputs = tuple(self.q(o) for o in g.outputs)
         tensors = {k: t for k, t in self.tensors.items()
                    if k in used or k in outputs or t.kind == PARAM or k in g.inputs}
-        meta = {**g.meta, "quantized": "int8 (post-training, per-channel weights)"}
+        how = "ONNX QDQ scales" if self.fixed is not None else "post-training"
+        meta = {**g.meta, "quantized": f"int8 ({how}, per-channel weights)"}
         return g.replace(tensors=tensors, nodes=tuple(self.nodes), outputs=outputs, meta=meta)
 
 
-def quantize_graph(g: Graph, ranges: Ranges) -> Graph:
-    """fp32 graph (straight from import) -> int8 graph, using calibration ranges."""
-    return _Q(g, ranges).run()
+def quantize_graph(g: Graph, ranges: Ranges, fixed: dict | None = None) -> Graph:
+    """fp32 graph (straight from import) -> int8 graph, using calibration ranges, or with
+    `fixed` (an ONNX QDQ model's meta["qdq"]) the file's quantisation exactly."""
+    return _Q(g, ranges, fixed).run()
