@@ -12,7 +12,7 @@ import tflite
 
 from tinytrain.frontend.tflite_import import TFLiteImporter, TfTensor
 from tinytrain.ir import ParamSource, QuantParams
-from tinytrain.quant.fixedpoint import tflite_round
+from tinytrain.quant.fixedpoint import activation_range
 from tinytrain.quant.params import grad_range, requant
 
 B = tflite.BuiltinOperator
@@ -42,22 +42,10 @@ def options(op: Any, cls: type) -> Any:
 
 def act_range(im: TFLiteImporter, k: int, fused: int, out: TfTensor) -> tuple[int, int]:
     """CalculateActivationRangeQuantized: the fused activation as an int8 clamp."""
-    lo, hi = -128, 127
-    if fused == ACT.NONE:
-        return lo, hi
-    s, zp = out.scale[0], out.zero_point[0]
-
-    def q(f: float) -> int:
-        return zp + tflite_round(float(np.float32(f) / np.float32(s)))
-
-    if fused == ACT.RELU:
-        return max(lo, q(0.0)), hi
-    if fused == ACT.RELU6:
-        return max(lo, q(0.0)), min(hi, q(6.0))
-    if fused == ACT.RELU_N1_TO_1:
-        return max(lo, q(-1.0)), min(hi, q(1.0))
-    raise im.fail(k, f"fused activation {fused} is not supported (NONE, RELU, RELU6, "
-                     "RELU_N1_TO_1 are)")
+    if fused not in ACT_NAMES:
+        raise im.fail(k, f"fused activation {fused} is not supported (NONE, RELU, RELU6, "
+                         "RELU_N1_TO_1 are)")
+    return activation_range(ACT_NAMES[fused], out.scale[0], out.zero_point[0])
 
 
 def same_pads(size: int, k: int, stride: int, dil: int) -> tuple[int, int]:
