@@ -95,7 +95,8 @@ void tt_conv2d_s8(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
                 if (b != NULL) {
                     acc += b[oc];
                 }
-                acc = tt_mbqm(acc, q->mult[oc], q->shift[oc]) + q->out_offset;
+                /* LiteRT's reference conv rounds twice (its fully connected once) */
+                acc = tt_mbqm_double_rounding(acc, q->mult[oc], q->shift[oc]) + q->out_offset;
                 y[(oy * g->ow + ox) * g->cout + oc] = tt_sat8(acc, q->act_min, q->act_max);
             }
         }

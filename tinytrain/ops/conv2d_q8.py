@@ -21,7 +21,7 @@ from tinytrain.ops.conv2d import (
     geom_decl,
     out_hw,
 )
-from tinytrain.quant.fixedpoint import mbqm
+from tinytrain.quant.fixedpoint import mbqm, mbqm_double_rounding
 
 
 def clamp_range(a: dict) -> dict[str, int]:
@@ -42,9 +42,14 @@ def floats(cg, values) -> str:
     return cg.static(f"static const float {{name}}[{len(values)}] = {{{{{body}}}}};")
 
 
-def requantize(acc: np.ndarray, a: dict) -> np.ndarray:
-    """int32 accumulators (channel-last) -> int8 outputs, as tt_mbqm + offset + clamp."""
-    y = mbqm(acc, np.asarray(a["mult"]), np.asarray(a["shift"])) + a["out_offset"]
+def requantize(acc: np.ndarray, a: dict, double_rounding: bool = False) -> np.ndarray:
+    """int32 accumulators (channel-last) -> int8 outputs, as tt_mbqm + offset + clamp.
+
+    LiteRT's reference CONV_2D and DEPTHWISE_CONV_2D round twice (gemmlowp's SRDHM then a
+    rounding shift, tt_mbqm_double_rounding) while FULLY_CONNECTED rounds once: measured on
+    one-op models, the other rounding is one LSB off near ties in each case."""
+    f = mbqm_double_rounding if double_rounding else mbqm
+    y = f(acc, np.asarray(a["mult"]), np.asarray(a["shift"])) + a["out_offset"]
     return np.clip(y, a["act_min"], a["act_max"]).astype(np.int8)
 
 
@@ -84,7 +89,7 @@ class Conv2dQ8(OpDef):
         x, w = xs[0], xs[1]
         b = xs[2] if len(xs) > 2 else None
         g = geom(node, x.shape, self.infer(node, [x.shape, w.shape])[0])
-        return [requantize(conv_acc(x, w, b, node.attrs, g), node.attrs)]
+        return [requantize(conv_acc(x, w, b, node.attrs, g), node.attrs, double_rounding=True)]
 
     def gradient(self, node, gb):
         x, w = node.inputs[0], node.inputs[1]
