@@ -97,6 +97,10 @@ def export_onnx(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> Non
     src = Path(build_dir) / "source_model.onnx"
     if info.get("source_format") != "onnx" or not src.exists():
         raise ModelError(f"{build_dir} was not built from an ONNX model; cannot export ONNX")
+    if info.get("qdq") is not None:
+        raise ModelError(f"{build_dir} was built from an ONNX QDQ (int8) model; exporting its "
+                         "trained int8 parameters back to QDQ is not supported yet (export "
+                         "supports fp32 ONNX builds and int8 TFLite builds)")
     model = onnx.load(str(src))
     original_inits = {i.name for i in model.graph.initializer}
     w = _Writer(model)
