@@ -9,6 +9,7 @@ bit-exact with the LiteRT reference kernels.
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ TYPES = {tflite.TensorType.FLOAT32: "f32", tflite.TensorType.INT8: "s8",
          tflite.TensorType.INT32: "s32", tflite.TensorType.UINT8: "u8",
          tflite.TensorType.INT16: "s16", tflite.TensorType.INT64: "s64"}
 OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+TYPE_NAMES = {v: k.lower() for k, v in vars(tflite.TensorType).items() if not k.startswith("_")}
 
 
 @dataclass
@@ -40,6 +42,11 @@ class TfTensor:
     buffer: int
 
     @property
+    def type_name(self) -> str:
+        """The TFLite name of the type (int16, not s16), for messages."""
+        return TYPE_NAMES[next(k for k, v in TYPES.items() if v == self.dtype)]
+
+    @property
     def quantized(self) -> bool:
         return len(self.scale) > 0
 
@@ -53,25 +60,64 @@ def read_tflite(path: Path) -> tuple[bytes, Any]:
     except OSError as e:
         raise ModelError(f"cannot read model file {path}: {e.strerror}") from None
     hint = "The file may be truncated or not a .tflite file; re-convert it and try again."
+    if not buf:
+        raise ModelError(f"{path} is empty (0 bytes); re-convert the model and try again.")
     if len(buf) < 8 or buf[4:8] != b"TFL3":
+        if _is_onnx(buf):
+            raise ModelError(f"{path} is not a TFLite flatbuffer but an ONNX model; rename it "
+                             f"to {path.with_suffix('.onnx').name} to compile it as ONNX.")
         raise ModelError(f"{path} is not a TFLite flatbuffer (no 'TFL3' identifier). {hint}")
     try:
         model = tflite.Model.GetRootAsModel(buf, 0)
         if model.SubgraphsLength() < 1:
             raise ModelError(f"{path} has no subgraph. {hint}")
         sg = model.Subgraphs(0)
-        for i in range(sg.TensorsLength()):  # touch every table so truncation shows up here
+        # read every field the importer uses, so that truncation shows up here (flatbuffers
+        # are written back to front: a cut file loses the constant buffers first)
+        for i in range(model.BuffersLength()):
+            model.Buffers(i).DataAsNumpy()
+        for i in range(sg.TensorsLength()):
             t = sg.Tensors(i)
-            t.ShapeAsNumpy(), t.Name(), t.Buffer()
+            t.ShapeAsNumpy(), t.Name(), t.Buffer(), t.Type()
+            q = t.Quantization()
+            if q is not None:
+                q.ScaleAsNumpy(), q.ZeroPointAsNumpy(), q.QuantizedDimension()
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
-            model.OperatorCodes(op.OpcodeIndex())
+            model.OperatorCodes(op.OpcodeIndex()).BuiltinCode()
+            op.InputsAsNumpy(), op.OutputsAsNumpy()
+            if op.BuiltinOptions() is not None:
+                _check_table(op.BuiltinOptions(), len(buf))
+        sg.InputsAsNumpy(), sg.OutputsAsNumpy()
     except ModelError:
         raise
+    except (struct.error, ValueError):  # a read past the end of the file
+        raise ModelError(f"{path} is not a valid TFLite model: it refers to data past the end "
+                         f"of its {len(buf)} bytes, so it is truncated or damaged; re-convert it "
+                         "and try again.") from None
     except Exception as e:  # flatbuffers raises struct/index errors on damaged files
         raise ModelError(f"{path} is not a valid TFLite model ({type(e).__name__}: {e}). "
                          f"{hint}") from None
     return buf, model
+
+
+def _is_onnx(buf: bytes) -> bool:
+    import onnx
+
+    try:
+        return len(onnx.load_from_string(buf).graph.node) > 0
+    except Exception:  # any parse failure: not ONNX either
+        return False
+
+
+def _check_table(tab: Any, size: int) -> None:
+    """Raise if a flatbuffer table (its vtable or its fields) lies beyond the file's end."""
+    from flatbuffers import number_types as N
+
+    vtable = tab.Pos - tab.Get(N.SOffsetTFlags, tab.Pos)
+    vt_len, obj_len = tab.Get(N.VOffsetTFlags, vtable), tab.Get(N.VOffsetTFlags, vtable + 2)
+    if vtable + vt_len > size or tab.Pos + obj_len > size:
+        raise ValueError("a table extends beyond the end of the file")
 
 
 def opcode(model: Any, op: Any) -> int:
@@ -93,8 +139,9 @@ class TFLiteImporter:
         t = self.sg.Tensors(i)
         kind = t.Type()
         if kind not in TYPES:
-            raise ModelError(f"{self.path}: tensor '{t.Name().decode()}' has TFLite type {kind}, "
-                             "which tinytrain does not support")
+            raise ModelError(f"{self.path}: tensor '{t.Name().decode(errors='replace')}' has "
+                             f"TFLite type {TYPE_NAMES.get(kind, kind)}, which tinytrain does "
+                             "not support")
         q = t.Quantization()
         scale: tuple[float, ...] = ()
         zp: tuple[int, ...] = ()
@@ -112,6 +159,12 @@ class TFLiteImporter:
                 np_type = {"f32": np.float32, "s8": np.int8, "s32": np.int32, "u8": np.uint8,
                            "s16": np.int16, "s64": np.int64}[TYPES[kind]]
                 shape = tuple(int(s) for s in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+                want = np.dtype(np_type).itemsize * int(np.prod(shape))
+                if raw.size != want:
+                    raise ModelError(f"{self.path}: constant tensor "
+                                     f"'{t.Name().decode(errors='replace')}' of shape "
+                                     f"{list(shape)} needs {want} bytes but its buffer has "
+                                     f"{raw.size}; the file is damaged, re-convert the model")
                 data = np.frombuffer(raw.tobytes(), np_type).reshape(shape).copy()
         shape = tuple(int(s) for s in t.ShapeAsNumpy()) if t.ShapeLength() else ()
         return TfTensor(i, t.Name().decode(errors="replace"), shape, TYPES[kind], scale, zp,
@@ -153,8 +206,10 @@ class TFLiteImporter:
                              f"the model has {len(ins)} and {len(outs)}")
         t_in = self.tensors[int(ins[0])]
         if t_in.dtype not in ("f32", "s8"):
-            raise ModelError(f"{self.path}: input '{t_in.name}' is {t_in.dtype}; tinytrain "
-                             "supports float32 and int8 model inputs")
+            extra = " (int16 activations, as in 16x8 quantisation, are not supported)" \
+                if t_in.dtype == "s16" else ""
+            raise ModelError(f"{self.path}: input '{t_in.name}' is {t_in.type_name}; tinytrain "
+                             f"supports float32 and int8 model inputs{extra}")
         shape = self.per_sample(0, t_in) if t_in.shape and t_in.shape[0] == 1 else t_in.shape
         in_name = self.b.add_tensor(Tensor(
             "input", tuple(shape), INPUT, dtype=t_in.dtype,

@@ -58,7 +58,7 @@ def same_pads(size: int, k: int, stride: int, dil: int) -> tuple[int, int]:
 def check_int8(im: TFLiteImporter, k: int, *ts: TfTensor) -> None:
     for t in ts:
         if t.dtype != "s8":
-            raise im.fail(k, f"tensor '{t.name}' is {t.dtype}; only int8 activations are "
+            raise im.fail(k, f"tensor '{t.name}' is {t.type_name}; only int8 activations are "
                              "supported for quantised models (int16 activations are not)")
         if not t.quantized:
             raise im.fail(k, f"int8 tensor '{t.name}' has no quantisation parameters")
@@ -123,7 +123,7 @@ def bias_param(im: TFLiteImporter, k: int, b: TfTensor | None, x: TfTensor,
     if b is None:
         return [], None
     if b.dtype != "s32" or b.data is None:
-        raise im.fail(k, f"bias '{b.name}' must be a constant int32 tensor (it is {b.dtype})")
+        raise im.fail(k, f"bias '{b.name}' must be a constant int32 tensor (it is {b.type_name})")
     scales = b.scale if len(b.scale) == len(w_scales) else \
         tuple(float(np.float32(x.scale[0]) * np.float32(s)) for s in w_scales)
     q = QuantParams(tuple(scales), (0,) * len(scales), 0)
@@ -140,7 +140,7 @@ def _conv(im: TFLiteImporter, k: int, op: Any, depthwise: bool) -> None:
                          "or an int8 TFLite model")
     check_int8(im, k, x, y)
     if w.dtype != "s8" or w.data is None:
-        raise im.fail(k, f"weights '{w.name}' must be constant int8 (got {w.dtype})")
+        raise im.fail(k, f"weights '{w.name}' must be constant int8 (got {w.type_name})")
     _, h, wd, cin = x.shape
     if depthwise:
         _, kh, kw, cout = w.data.shape
@@ -199,7 +199,7 @@ def fully_connected(im: TFLiteImporter, k: int, op: Any) -> None:
                          "model or an int8 TFLite model")
     check_int8(im, k, x, y)
     if w.dtype != "s8" or w.data is None:
-        raise im.fail(k, f"weights '{w.name}' must be constant int8 (got {w.dtype})")
+        raise im.fail(k, f"weights '{w.name}' must be constant int8 (got {w.type_name})")
     out_n, in_n = w.data.shape
     xt = im.b.tensors[im.act(k, x.index)]
     if xt.size != in_n:
@@ -424,7 +424,7 @@ def quantize(im: TFLiteImporter, k: int, op: Any) -> None:
         im.env[y.index] = src.name
         return
     if x.dtype not in ("f32", "s8"):
-        raise im.fail(k, f"QUANTIZE from {x.dtype} is not supported")
+        raise im.fail(k, f"QUANTIZE from {x.type_name} is not supported")
     attrs = _prepared(im, k, quantize_q8.prepare, x.qparams() if x.dtype == "s8" else None,
                       y.qparams())
     _emit(im, k, "quantize_q8", [src.name], attrs, y)
