@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytrain.boards import Board, load_board
-from tinytrain.codegen.render import render, write_files
+from tinytrain.codegen.render import model_id, profile_ops, render, write_files
 from tinytrain.compiler import Options, compile_model
 from tinytrain.errors import BuildError, TinyTrainError
 from tinytrain.ir import Graph
@@ -23,10 +23,13 @@ REPORT_JSON = "report.json"
 MEMORY_JSON = "memory.json"
 
 
-def program_info(g: Graph) -> dict[str, Any]:
+def program_info(g: Graph, board: Board) -> dict[str, Any]:
     """What the runner and exporter need to know about the built program."""
     label = next(t for t in g.tensors.values() if t.kind == "label")
     return {
+        "board": board.name,
+        "model_id": model_id(g),
+        "profile_ops": profile_ops(g),
         **{k: v for k, v in g.meta.items() if k != "sgd"},
         "sgd": g.meta.get("sgd"),
         "input_shape_ir": list(g.t(g.inputs[0]).shape),
@@ -92,7 +95,7 @@ def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | N
     report["memory"] = {k: memory[k] for k in ("peak_live_bytes", "peak_step", "peak_op",
                                                "peak_by_kind", "totals_by_kind")}
     check_budget(Path(model), opts, report, board, max_sram, max_flash)
-    files = render(g, plan, board.name)
+    files = render(g, plan, board)
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tt-tmp-{os.getpid()}")
     if tmp.exists():
@@ -101,9 +104,9 @@ def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | N
         tmp.mkdir(parents=True)
         write_files(files, tmp)
         shutil.copyfile(model, tmp / ("source_model" + Path(model).suffix.lower()))
-        info = json.dumps(program_info(g), indent=1, sort_keys=True)
+        info = json.dumps(program_info(g, board), indent=1, sort_keys=True)
         (tmp / PROGRAM_JSON).write_text(info + "\n")
-        compile_project(tmp, board)
+        report["programs"] = [p.name for p in compile_project(tmp, board)]
         (tmp / REPORT_JSON).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
         (tmp / MEMORY_JSON).write_text(json.dumps(memory, indent=1) + "\n")
         _swap_into_place(tmp, out)

@@ -109,8 +109,9 @@ def build(
                               max_sram=int(max_sram * 1024) if max_sram else None,
                               max_flash=int(max_flash * 1024) if max_flash else None)
         console.print(summary(report), markup=False, highlight=False)
-        console.print(f"built {out / 'tt_host'} in {time.perf_counter() - t0:.1f} s; "
-                  f"report in {out / 'report.json'}", markup=False, highlight=False)
+        made = ", ".join(str(out / p) for p in report["programs"])
+        console.print(f"built {made} in {time.perf_counter() - t0:.1f} s; "
+                      f"report in {out / 'report.json'}", markup=False, highlight=False)
 
 
 @contextmanager
@@ -131,14 +132,21 @@ def run(
                                              "accuracy on before and after training."),
     save: Optional[Path] = typer.Option(None, help="Save the trained parameters (.npz)."),
     state: Optional[Path] = typer.Option(None, help="Start from parameters saved by --save."),
+    qemu: bool = typer.Option(False, "--qemu", help="Run a firmware build on its board's QEMU "
+                              "twin, over the serial link on a local socket."),
+    port: Optional[str] = typer.Option(None, "--port", help="Run on a board over this serial "
+                                       "port (/dev/ttyACM0, COM3, socket://HOST:PORT)."),
+    checkpoint: bool = typer.Option(False, "--checkpoint", help="Save the trained parameters "
+                                    "to the device's flash at the end (kept across power "
+                                    "loss; loaded at boot)."),
 ) -> None:
     """Train the built program on DATA, sample by sample, and report loss and accuracy."""
     from tinytrain.data import load_npz
-    from tinytrain.runner import HostProgram
+    from tinytrain.runner import open_program
     from tinytrain.train import accuracy, train
 
     with user_errors():
-        with HostProgram(build_dir) as prog:
+        with open_program(build_dir, port=port, qemu=qemu) as prog:
             x, y = load_npz(data, prog.info)
             if state:
                 prog.set_params(_load_state(state))
@@ -161,6 +169,18 @@ def run(
             if save:
                 np.savez(save, **prog.get_params())
                 console.print(f"saved trained parameters to {save}")
+            if checkpoint:
+                console.print(f"checkpoint {prog.checkpoint()} written to flash")
+            _print_link_health(prog)
+
+
+def _print_link_health(prog) -> None:
+    """Say so when the link had to recover from faults: a flaky cable should not go unseen."""
+    st = prog.stats
+    if st.resends:
+        err.print(f"link: {st.resends} resends ({st.naks} NAKs, {st.timeouts} timeouts, "
+                  f"{st.crc_errors} corrupted replies) over {st.requests} requests",
+                  markup=False, highlight=False)
 
 
 def _load_state(path: Path) -> dict[str, np.ndarray]:
@@ -183,14 +203,16 @@ def infer(
     data: Path = typer.Option(..., "--data", help=".npz with x (N, ...) in the model's layout."),
     out_path: Path = typer.Option(..., "--out", help="Where to save the outputs (.npy)."),
     state: Optional[Path] = typer.Option(None, help="Parameters saved by `run --save`."),
+    qemu: bool = typer.Option(False, "--qemu", help="Run on the board's QEMU twin."),
+    port: Optional[str] = typer.Option(None, "--port", help="Run on a board over this port."),
 ) -> None:
     """Run inference only and save the raw model outputs (N, ...) to OUT."""
     from tinytrain.data import load_npz
-    from tinytrain.runner import HostProgram
+    from tinytrain.runner import open_program
     from tinytrain.train import infer_all
 
     with user_errors():
-        with HostProgram(build_dir) as prog:
+        with open_program(build_dir, port=port, qemu=qemu) as prog:
             x, _ = load_npz(data, prog.info, need_y=False)
             if state:
                 prog.set_params(_load_state(state))

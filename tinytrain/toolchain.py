@@ -9,15 +9,23 @@ from pathlib import Path
 from tinytrain.boards import Board
 from tinytrain.errors import BuildError
 
+APT_HINT = ("install it with `apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi` "
+            "(Debian/Ubuntu)")
 
-def compile_project(project: Path, board: Board) -> Path:
+
+def compile_project(project: Path, board: Board) -> list[Path]:
+    """Build the project; returns the programs it produced (host binary or the two ELFs)."""
     if shutil.which(board.cc) is None:
-        raise BuildError(f"the C compiler '{board.cc}' for board {board.name} is not installed")
-    proc = subprocess.run(["make", "-s", f"CC={board.cc}"], cwd=project, capture_output=True,
-                          text=True)
+        hint = f"; {APT_HINT}" if board.is_mcu else ""
+        raise BuildError(f"the C compiler '{board.cc}' for board {board.name} is not installed"
+                         f"{hint}")
+    args = ["make", "-s"] + ([] if board.is_mcu else [f"CC={board.cc}"])
+    proc = subprocess.run(args, cwd=project, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
         raise BuildError(f"compiling the generated C for {board.name} failed:\n{tail}")
     from tinytrain.codegen.render import HOST_BINARY
 
-    return project / HOST_BINARY
+    if board.is_mcu:
+        return [project / "firmware.elf", project / "firmware_qemu.elf"]
+    return [project / HOST_BINARY]

@@ -1,0 +1,288 @@
+/* Device side of the serial training link (protocol in tt_link.h). */
+#include "tt_link.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "model.h"
+#include "tt_checkpoint.h"
+#include "tt_crc32.h"
+#include "tt_port.h"
+
+#ifndef TT_BOARD_NAME
+#define TT_BOARD_NAME "unknown"
+#endif
+#ifndef TT_PROFILE_OPS
+#define TT_PROFILE_OPS 0
+#endif
+
+#define TT_HDR 4 /* version, seq (2), cmd */
+#define TT_CRC 4
+#define TT_MAX2(a, b) ((a) > (b) ? (a) : (b))
+#define TT_PROFILE_CHUNK 64 /* op counters per 'P' response */
+
+/* Largest request payload: a training sample, or a parameter chunk with its offset. */
+#define TT_RX_PAYLOAD \
+    TT_MAX2(TT_INPUT_SIZE * 4 + TT_TARGET_BYTES, TT_MAX2(4 + TT_LINK_CHUNK, 16))
+/* Largest response payload (after the status byte): inference outputs, a chunk, info. */
+#define TT_TX_PAYLOAD \
+    TT_MAX2(TT_OUTPUT_SIZE * 4, TT_MAX2(TT_LINK_CHUNK, TT_MAX2(4 + 4 * TT_PROFILE_CHUNK, 64)))
+
+static uint8_t rx[TT_HDR + TT_RX_PAYLOAD + TT_CRC] __attribute__((aligned(4)));
+/* The last response body (without CRC), kept to answer a retransmitted request again. */
+static uint8_t tx[TT_HDR + 1 + TT_TX_PAYLOAD + TT_CRC] __attribute__((aligned(4)));
+static uint32_t tx_len;
+static uint16_t last_seq;
+static uint8_t last_cmd; /* 0: nothing to repeat */
+
+typedef struct {
+    uint32_t steps, skipped_nonfinite, crc_errors, bad_frames, duplicates, frames_ok;
+} tt_link_stats;
+static tt_link_stats stats;
+uint32_t tt_link_boot_checkpoint = 0xFFFFFFFFu;
+
+#ifdef TT_PROFILE
+uint32_t tt_profile_now(void) { return tt_port_ticks(); }
+#endif
+
+static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static uint32_t get_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+/* ---- framing ---- */
+
+/* Read one frame body into rx; returns its length, 0 for a frame to drop, -1 when closed. */
+static int32_t read_frame(void) {
+    int c;
+    do { /* hunt for a flag: whatever came before it is garbage */
+        c = tt_port_getc();
+        if (c < 0) return -1;
+    } while (c != TT_LINK_FLAG);
+    uint32_t n = 0;
+    int esc = 0, overflow = 0;
+    for (;;) {
+        c = tt_port_getc();
+        if (c < 0) return -1;
+        if (c == TT_LINK_FLAG) {
+            if (n == 0 && !overflow) continue; /* back-to-back flags: still between frames */
+            break;
+        }
+        if (c == TT_LINK_ESC) { esc = 1; continue; }
+        if (esc) { c ^= 0x20; esc = 0; }
+        if (n < sizeof(rx)) rx[n++] = (uint8_t)c;
+        else overflow = 1;
+    }
+    if (overflow || esc || n < TT_HDR + TT_CRC) {
+        stats.bad_frames++;
+        return 0;
+    }
+    return (int32_t)n;
+}
+
+static void send_stuffed(const uint8_t *p, uint32_t n, uint8_t *out, uint32_t *k) {
+    for (uint32_t i = 0; i < n; i++) {
+        if (*k + 2 > 64) { tt_port_write(out, *k); *k = 0; }
+        if (p[i] == TT_LINK_FLAG || p[i] == TT_LINK_ESC) {
+            out[(*k)++] = TT_LINK_ESC;
+            out[(*k)++] = (uint8_t)(p[i] ^ 0x20);
+        } else {
+            out[(*k)++] = p[i];
+        }
+    }
+}
+
+static void send_body(const uint8_t *body, uint32_t n) {
+    uint8_t out[64], crc[4];
+    uint32_t k = 0;
+    put_u32(crc, tt_crc32(0, body, n));
+    out[k++] = TT_LINK_FLAG;
+    send_stuffed(body, n, out, &k);
+    send_stuffed(crc, 4, out, &k);
+    if (k + 1 > sizeof(out)) { tt_port_write(out, k); k = 0; }
+    out[k++] = TT_LINK_FLAG;
+    tt_port_write(out, k);
+}
+
+static void send_nak(void) {
+    const uint8_t body[TT_HDR] = {TT_LINK_VERSION, 0, 0, TT_LINK_NAK};
+    send_body(body, TT_HDR);
+}
+
+/* ---- commands: each fills the response payload after the status byte, returns status ---- */
+
+static uint8_t *const reply = tx + TT_HDR + 1;
+
+static uint8_t cmd_hello(uint32_t *len) {
+    uint32_t v[10] = {TT_LINK_VERSION, TT_MODEL_ID, TT_ARENA_SIZE, TT_TRAINABLE_BYTES,
+                      TT_INPUT_SIZE, TT_OUTPUT_SIZE, TT_TARGET_BYTES, TT_BATCH,
+                      tt_port_tick_bits(), TT_PROFILE_OPS};
+    memcpy(reply, v, sizeof(v));
+    memset(reply + sizeof(v), 0, 16);
+    memcpy(reply + sizeof(v), TT_BOARD_NAME, strlen(TT_BOARD_NAME) < 16 ? strlen(TT_BOARD_NAME)
+                                                                         : 16);
+    *len = sizeof(v) + 16;
+    last_cmd = 0; /* a new host session: forget the previous session's last request */
+    return TT_ST_OK;
+}
+
+static uint8_t cmd_train(const uint8_t *p, uint32_t n, uint32_t *len) {
+    if (n != TT_INPUT_SIZE * 4 + TT_TARGET_BYTES) return TT_ST_BAD_LENGTH;
+    int32_t pred = 0, updated = 0;
+    uint32_t skipped_before = tt_skipped_steps();
+    uint32_t t0 = tt_port_ticks();
+    float loss = tt_train_step((const float *)(const void *)p, p + TT_INPUT_SIZE * 4, &pred,
+                               &updated);
+    uint32_t ticks = tt_port_ticks() - t0;
+    uint32_t bits = tt_port_tick_bits();
+    if (bits < 32) ticks &= (1u << bits) - 1u;
+    uint8_t skipped = tt_skipped_steps() != skipped_before;
+    stats.steps++;
+    stats.skipped_nonfinite += skipped;
+    memcpy(reply, &loss, 4);
+    memcpy(reply + 4, &pred, 4);
+    reply[8] = (uint8_t)updated;
+    reply[9] = skipped;
+    reply[10] = reply[11] = 0;
+    put_u32(reply + 12, ticks);
+    *len = 16;
+    return TT_ST_OK;
+}
+
+static uint8_t cmd_infer(const uint8_t *p, uint32_t n, uint32_t *len) {
+    if (n != TT_INPUT_SIZE * 4) return TT_ST_BAD_LENGTH;
+    float out[TT_OUTPUT_SIZE];
+    tt_infer((const float *)(const void *)p, out);
+    memcpy(reply, out, sizeof(out));
+    *len = sizeof(out);
+    return TT_ST_OK;
+}
+
+/* Parameters as one byte string: the trainable table's entries back to back. */
+static uint8_t param_bytes(uint32_t off, uint8_t *buf, uint32_t n, int write) {
+    if (off > TT_TRAINABLE_BYTES || n > TT_TRAINABLE_BYTES - off) return TT_ST_BAD_ARG;
+    uint32_t base = 0;
+    for (int32_t i = 0; i < TT_NUM_TRAINABLE && n; i++) {
+        const tt_param_info *t = tt_trainable(i);
+        uint32_t b = (uint32_t)t->bytes;
+        if (off < base + b) {
+            uint32_t k = off - base, m = b - k < n ? b - k : n;
+            if (write) memcpy((uint8_t *)t->data + k, buf, m);
+            else memcpy(buf, (const uint8_t *)t->data + k, m);
+            buf += m; off += m; n -= m;
+        }
+        base += b;
+    }
+    return TT_ST_OK;
+}
+
+static uint8_t cmd_get(const uint8_t *p, uint32_t n, uint32_t *len) {
+    if (n != 6) return TT_ST_BAD_LENGTH;
+    uint32_t off = get_u32(p), cnt = (uint32_t)p[4] | ((uint32_t)p[5] << 8);
+    if (cnt > TT_LINK_CHUNK) return TT_ST_BAD_ARG;
+    *len = cnt;
+    return param_bytes(off, reply, cnt, 0);
+}
+
+static uint8_t cmd_set(uint8_t *p, uint32_t n) {
+    if (n < 4 || n - 4 > TT_LINK_CHUNK) return TT_ST_BAD_LENGTH;
+    return param_bytes(get_u32(p), p + 4, n - 4, 1);
+}
+
+static uint8_t cmd_checkpoint(int save, uint32_t *len) {
+    uint32_t seq = 0;
+    int rc = save ? tt_checkpoint_save(&seq) : tt_checkpoint_load(&seq);
+    if (rc < 0) { put_u32(reply, (uint32_t)rc); *len = 4; return TT_ST_CKPT_ERROR; }
+    if (rc > 0) return TT_ST_CKPT_NONE;
+    put_u32(reply, seq);
+    *len = 4;
+    return TT_ST_OK;
+}
+
+static uint8_t cmd_stats(uint32_t *len) {
+    uint32_t v[7] = {stats.steps, stats.skipped_nonfinite, stats.crc_errors, stats.bad_frames,
+                     stats.duplicates, stats.frames_ok, tt_link_boot_checkpoint};
+    memcpy(reply, v, sizeof(v));
+    *len = sizeof(v);
+    return TT_ST_OK;
+}
+
+#ifdef TT_PROFILE
+extern uint32_t tt_profile_ticks[];
+#endif
+
+static uint8_t cmd_profile(const uint8_t *p, uint32_t n, uint32_t *len) {
+    if (n != 2) return TT_ST_BAD_LENGTH;
+    uint32_t start = (uint32_t)p[0] | ((uint32_t)p[1] << 8), cnt = 0;
+#ifdef TT_PROFILE
+    if (start == 0xFFFFu) { /* reset the counters */
+        memset(tt_profile_ticks, 0, sizeof(uint32_t) * TT_PROFILE_OPS);
+        *len = 0;
+        return TT_ST_OK;
+    }
+    for (uint32_t i = start; i < TT_PROFILE_OPS && cnt < TT_PROFILE_CHUNK; i++, cnt++)
+        put_u32(reply + 4 + 4 * cnt, tt_profile_ticks[i]);
+#else
+    (void)start;
+#endif
+    put_u32(reply, cnt);
+    *len = 4 + 4 * cnt;
+    return TT_ST_OK;
+}
+
+static uint8_t dispatch(uint8_t cmd, uint8_t *p, uint32_t n, uint32_t *len) {
+    *len = 0;
+    switch (cmd) {
+    case 'H': return cmd_hello(len);
+    case 'T': return cmd_train(p, n, len);
+    case 'U': tt_apply_update(); return TT_ST_OK;
+    case 'I': return cmd_infer(p, n, len);
+    case 'G': return cmd_get(p, n, len);
+    case 'S': return cmd_set(p, n);
+    case 'C': return cmd_checkpoint(1, len);
+    case 'L': return cmd_checkpoint(0, len);
+    case 'R': tt_init(); return TT_ST_OK;
+    case 'K': return cmd_stats(len);
+    case 'P': return cmd_profile(p, n, len);
+    default: return TT_ST_UNKNOWN_CMD;
+    }
+}
+
+void tt_link_serve(void) {
+    for (;;) {
+        int32_t n = read_frame();
+        if (n < 0) return;
+        if (n == 0) continue;
+        uint32_t body = (uint32_t)n - TT_CRC;
+        if (tt_crc32(0, rx, body) != get_u32(rx + body)) {
+            stats.crc_errors++;
+            send_nak();
+            continue;
+        }
+        stats.frames_ok++;
+        uint16_t seq = (uint16_t)(rx[1] | (rx[2] << 8));
+        uint8_t cmd = rx[3];
+        if (last_cmd && cmd == last_cmd && seq == last_seq && cmd != 'H') {
+            stats.duplicates++; /* our reply was lost: answer again, do not execute again */
+            send_body(tx, tx_len);
+            continue;
+        }
+        uint32_t len = 0;
+        uint8_t st;
+        if (rx[0] != TT_LINK_VERSION) {
+            st = TT_ST_VERSION;
+            reply[0] = TT_LINK_VERSION;
+            len = 1;
+        } else {
+            st = dispatch(cmd, rx + TT_HDR, body - TT_HDR, &len);
+        }
+        if (st != TT_ST_OK && st != TT_ST_CKPT_ERROR && st != TT_ST_VERSION) len = 0;
+        tx[0] = TT_LINK_VERSION;
+        tx[1] = rx[1];
+        tx[2] = rx[2];
+        tx[3] = (uint8_t)(cmd | 0x80);
+        tx[4] = st;
+        tx_len = TT_HDR + 1 + len;
+        last_seq = seq;
+        last_cmd = cmd;
+        send_body(tx, tx_len);
+    }
+}

@@ -1,0 +1,253 @@
+"""A device running tinytrain firmware, driven over the link: retries, sequence numbers, and
+the commands of firmware/tt_link.c. The same class serves the host build, the QEMU twins and
+the boards; only the transport differs."""
+
+from __future__ import annotations
+
+import random
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tinytrain.link.frames import NAK, VERSION, FrameReader, encode
+from tinytrain.link.transport import LinkError, Transport
+
+CHUNK = 256  # TT_LINK_CHUNK: parameter bytes per get/set request
+PROFILE_CHUNK = 64  # op counters per profile reply
+# Statuses (firmware/tt_link.h)
+OK, UNKNOWN_CMD, BAD_LENGTH, BAD_ARG, CKPT_ERROR, CKPT_NONE, BAD_VERSION = range(7)
+STATUS_TEXT = {UNKNOWN_CMD: "unknown command", BAD_LENGTH: "wrong payload length",
+               BAD_ARG: "argument out of range", CKPT_ERROR: "checkpoint failed",
+               CKPT_NONE: "no valid checkpoint", BAD_VERSION: "link version mismatch"}
+CKPT_ERRORS = {-1: "this board has no checkpoint flash", -2: "the parameters do not fit a slot",
+               -3: "erasing flash failed", -4: "programming flash failed",
+               -5: "read-back verification failed"}
+NP_TYPES = {"f32": np.float32, "s8": np.int8, "s32": np.int32, "u8": np.uint8}
+# Attempts per request before the link is declared down. Each failed attempt costs at most
+# one timeout; a NAK or a corrupted reply triggers the next attempt at once.
+MAX_ATTEMPTS = 40
+
+
+@dataclass
+class LinkStats:
+    """What the host saw: resends and why."""
+    requests: int = 0
+    resends: int = 0
+    naks: int = 0
+    timeouts: int = 0
+    stale: int = 0  # replies to an earlier request (a duplicate answer), ignored
+    crc_errors: int = 0
+    bad_frames: int = 0
+
+
+@dataclass
+class DeviceInfo:
+    link_version: int
+    model_id: int
+    arena_bytes: int
+    trainable_bytes: int
+    input_size: int
+    output_size: int
+    target_bytes: int
+    batch: int
+    tick_bits: int
+    profile_ops: int
+    board: str
+
+
+@dataclass
+class TrainResult:
+    loss: float
+    pred: int
+    updated: bool
+    skipped: bool
+    ticks: int
+
+
+@dataclass
+class Device:
+    transport: Transport
+    info: dict[str, Any]  # the build's program.json
+    timeout: float = 2.0  # seconds before a request is sent again
+    stats: LinkStats = field(default_factory=LinkStats)
+
+    def __post_init__(self) -> None:
+        self._reader = FrameReader()
+        self._seq = random.randrange(1 << 16)
+        self.device = self.hello()
+        want = self.info.get("model_id")
+        if want is not None and self.device.model_id != want:
+            raise LinkError(
+                f"the device runs another model (id {self.device.model_id:08x}, board "
+                f"'{self.device.board}'); this build is {want:08x}. Flash this build first "
+                "(`tinytrain flash DIR --port PORT`)")
+
+    # ---- the request/response core ----
+    def request(self, cmd: str, payload: bytes = b"", timeout: float | None = None) -> bytes:
+        """Send one request until its reply arrives; returns the reply payload after the
+        status byte. Retransmissions reuse the sequence number, so the device answers a
+        repeat from its copy instead of executing it again."""
+        self._seq = (self._seq + 1) & 0xFFFF
+        frame = encode(self._seq, ord(cmd), payload)
+        wait = self.timeout if timeout is None else timeout
+        self.stats.requests += 1
+        for attempt in range(MAX_ATTEMPTS):
+            if attempt:
+                self.stats.resends += 1
+            self.transport.write(frame)
+            reply = self._await(ord(cmd), time.monotonic() + wait)
+            if reply is not None:
+                return self._check(cmd, reply)
+        raise LinkError(f"the device did not answer command '{cmd}' after {MAX_ATTEMPTS} "
+                        f"attempts ({self.stats.timeouts} timeouts, {self.stats.naks} NAKs, "
+                        f"{self.stats.crc_errors} corrupted replies so far)")
+
+    def _await(self, cmd: int, deadline: float) -> bytes | None:
+        """The reply to the current request, or None when it is time to resend."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stats.timeouts += 1
+                return None
+            data = self.transport.read(left)
+            crc0, bad0 = self._reader.crc_errors, self._reader.bad_frames
+            frames = self._reader.feed(data) if data else []
+            self.stats.crc_errors = self._reader.crc_errors
+            self.stats.bad_frames = self._reader.bad_frames
+            for f in frames:
+                if f.cmd == NAK:
+                    self.stats.naks += 1
+                    return None
+                if f.seq == self._seq and f.cmd == cmd | 0x80:
+                    return f.payload
+                self.stats.stale += 1
+            if self._reader.crc_errors != crc0 or self._reader.bad_frames != bad0:
+                return None  # our reply may have been the broken frame: ask again now
+
+    def _check(self, cmd: str, reply: bytes) -> bytes:
+        if not reply:
+            raise LinkError(f"empty reply to command '{cmd}'")
+        status, data = reply[0], reply[1:]
+        if status == OK:
+            return data
+        if status == BAD_VERSION:
+            raise LinkError(f"the device speaks link version {data[0] if data else '?'}, this "
+                            f"tinytrain speaks {VERSION}; rebuild and flash the program")
+        if status == CKPT_ERROR:
+            (code,) = struct.unpack("<i", data[:4])
+            raise LinkError(f"checkpoint failed: {CKPT_ERRORS.get(code, f'error {code}')}")
+        raise LinkError(f"the device refused command '{cmd}': "
+                        f"{STATUS_TEXT.get(status, f'status {status}')}")
+
+    # ---- commands ----
+    def hello(self) -> DeviceInfo:
+        data = self.request("H")
+        v = struct.unpack_from("<10I", data)
+        board = data[40:56].split(b"\0", 1)[0].decode("ascii", "replace")
+        return DeviceInfo(*v, board=board)
+
+    def train(self, x: np.ndarray, target: np.ndarray) -> tuple[float, int, bool]:
+        r = self.train_full(x, target)
+        return r.loss, r.pred, r.updated
+
+    def train_full(self, x: np.ndarray, target: np.ndarray) -> TrainResult:
+        t = np.asarray(target, np.int32 if self.info["target_dtype"] == "s32"
+                       else np.float32)
+        data = self.request("T", _f32(x, self.device.input_size) + t.tobytes())
+        loss, pred, upd, skipped, _, ticks = struct.unpack("<fiBBHI", data)
+        return TrainResult(loss, pred, bool(upd), bool(skipped), ticks)
+
+    def apply_update(self) -> None:
+        self.request("U")
+
+    def infer(self, x: np.ndarray) -> np.ndarray:
+        return np.frombuffer(self.request("I", _f32(x, self.device.input_size)), np.float32)
+
+    def reset(self) -> None:
+        self.request("R")
+
+    def read_param_bytes(self) -> bytes:
+        n = self.device.trainable_bytes
+        return b"".join(self.request("G", struct.pack("<IH", off, min(CHUNK, n - off)))
+                        for off in range(0, n, CHUNK))
+
+    def write_param_bytes(self, raw: bytes) -> None:
+        if len(raw) != self.device.trainable_bytes:
+            raise LinkError(f"{len(raw)} parameter bytes, the device holds "
+                            f"{self.device.trainable_bytes}")
+        for off in range(0, len(raw), CHUNK):
+            self.request("S", struct.pack("<I", off) + raw[off:off + CHUNK])
+
+    def get_params(self) -> dict[str, np.ndarray]:
+        raw = self.read_param_bytes()
+        out, k = {}, 0
+        for p in self.info["trainable"]:
+            dt = np.dtype(NP_TYPES[p.get("dtype", "f32")])
+            n = int(np.prod(p["shape"]))
+            out[p["name"]] = np.frombuffer(raw, dt, n, k).reshape(p["shape"]).copy()
+            k += n * dt.itemsize
+        return out
+
+    def set_params(self, params: dict[str, np.ndarray]) -> None:
+        parts = []
+        for p in self.info["trainable"]:
+            if p["name"] not in params:
+                raise LinkError(f"state has no parameter '{p['name']}'")
+            a = np.asarray(params[p["name"]], NP_TYPES[p.get("dtype", "f32")])
+            if list(a.shape) != p["shape"]:
+                raise LinkError(f"parameter '{p['name']}' has shape {list(a.shape)}, the "
+                                f"program expects {p['shape']}")
+            parts.append(a.tobytes())
+        self.write_param_bytes(b"".join(parts))
+
+    def checkpoint(self) -> int:
+        """Save the trained parameters to flash; returns the checkpoint's sequence number."""
+        return struct.unpack("<I", self.request("C", timeout=max(self.timeout, 30.0)))[0]
+
+    def restore(self) -> int | None:
+        """Load the newest valid checkpoint; None when there is none."""
+        try:
+            return struct.unpack("<I", self.request("L"))[0]
+        except LinkError as e:
+            if "no valid checkpoint" in str(e):
+                return None
+            raise
+
+    def device_stats(self) -> dict[str, int]:
+        v = struct.unpack("<7I", self.request("K"))
+        keys = ("steps", "skipped_nonfinite", "crc_errors", "bad_frames", "duplicates",
+                "frames_ok", "boot_checkpoint")
+        return dict(zip(keys, v, strict=True))
+
+    def profile(self, reset: bool = False) -> list[int]:
+        """Per-op tick counters accumulated since the last reset (TT_PROFILE builds)."""
+        if reset:
+            self.request("P", struct.pack("<H", 0xFFFF))
+            return []
+        out: list[int] = []
+        while len(out) < self.device.profile_ops:
+            data = self.request("P", struct.pack("<H", len(out)))
+            (n,) = struct.unpack_from("<I", data)
+            if n == 0:
+                break
+            out += struct.unpack_from(f"<{n}I", data, 4)
+        return out
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> Device:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _f32(x: np.ndarray, n: int) -> bytes:
+    a = np.ascontiguousarray(x, np.float32).reshape(-1)
+    if a.size != n:
+        raise LinkError(f"sample has {a.size} values, the program expects {n}")
+    return a.tobytes()
