@@ -1,0 +1,101 @@
+"""`tinytrain bench --qemu` figures: instruction counts on the stm32f746 twin under
+-icount shift=0 are deterministic, the per-op counters add up to the whole step, and the
+counts are plausible against the model's MACs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tinytrain.bench_qemu import AGREEMENT_TOLERANCE, _unwrap, format_table, measure, to_json
+
+# A tick reading may be one tick off: the step starts at whatever phase of the 40-instruction
+# SysTick tick the UART poll loop left it, which depends on when the host's bytes arrived.
+TICK_JITTER = 1
+STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def mlp_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("qemu-system-arm") is None or shutil.which("arm-none-eabi-gcc") is None:
+        pytest.skip("needs qemu-system-arm and arm-none-eabi-gcc")
+    torch = pytest.importorskip("torch")
+    from tests.torch_models import MLP, export
+    from tinytrain.build import build
+    from tinytrain.compiler import Options
+    from tinytrain.passes.optimizer import SGDConfig
+
+    tmp = tmp_path_factory.mktemp("bench_qemu")
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        onnx = export(MLP(), tmp / "mlp.onnx")
+    build(onnx, tmp / "mlp", Options(board="stm32f746", sgd=SGDConfig(lr=0.05)))
+    return tmp / "mlp"
+
+
+@pytest.fixture(scope="module")
+def same_sample(mlp_build: Path) -> dict:
+    """Every measured step trains the same sample (from an .npz, the CLI's --data path)."""
+    x = np.random.default_rng(1).standard_normal((1, 64)).astype(np.float32)
+    data = mlp_build.parent / "one.npz"
+    np.savez(data, x=np.repeat(x, STEPS, 0), y=np.full(STEPS, 3, np.int64))
+    return measure(mlp_build, steps=STEPS, data=data)
+
+
+def test_counts_are_deterministic(same_sample: dict) -> None:
+    # From the initial parameters, the same sample runs the same instructions.
+    assert same_sample["repeat"]["spread_ticks"] <= TICK_JITTER, same_sample["repeat"]
+    # Trained steps change the parameters, so data-dependent code (expf, ReLU) may move the
+    # count a little, but never by more than a few percent of the step.
+    s = same_sample["step"]
+    assert s["max"] - s["min"] <= 0.01 * s["instructions"], s["ticks"]
+    assert s["wrapped_steps"] == 0 and s["skipped_nonfinite"] == 0
+
+
+def test_ops_add_up_to_the_step(same_sample: dict) -> None:
+    c = same_sample["profile_check"]
+    assert abs(1 - c["ratio"]) <= AGREEMENT_TOLERANCE, c
+    assert c["agrees"]
+    assert same_sample["phases"]["glue"] >= 0
+
+
+def test_every_op_counted_and_plausible(same_sample: dict, mlp_build: Path) -> None:
+    ops = same_sample["ops"]
+    info = json.loads((mlp_build / "program.json").read_text())
+    assert [o["name"] for o in ops] == [o["name"] for o in info["profile_ops"]]
+    assert all(o["instructions"] > 0 for o in ops if o["phase"] == "forward"), ops
+    assert all(o["instructions"] > 0 for o in ops), ops
+    macs = json.loads((mlp_build / "report.json").read_text())["macs"]
+    # each multiply-accumulate needs at least one instruction
+    assert same_sample["step"]["instructions"] > macs["forward"] + macs["backward"]
+    assert same_sample["inference"]["instructions"] > macs["forward"]
+    assert same_sample["inference"]["instructions"] < same_sample["step"]["instructions"]
+    assert sum(o["share"] for o in ops) == pytest.approx(100 * same_sample["profile_check"]
+                                                         ["ratio"])
+
+
+def test_table_and_json(same_sample: dict) -> None:
+    text = format_table(same_sample)
+    for phase in {o["phase"] for o in same_sample["ops"]} | {"glue"}:
+        assert phase in text
+    assert "instructions" in text and "inference" in text and "estimate" in text
+    assert json.loads(to_json(same_sample))["step"] == same_sample["step"]
+
+
+def test_random_samples(mlp_build: Path) -> None:
+    res = measure(mlp_build, steps=2, seed=3)
+    assert res["samples"] == "random" and len(res["step"]["ticks"]) == 2
+    assert res["profile_check"]["agrees"]
+
+
+def test_unwrap_a_step_longer_than_the_tick_counter() -> None:
+    assert _unwrap(1000, 990, 24, 10) == (1000, 0)
+    assert _unwrap(1000, 1005, 24, 10) == (1000, 0)  # op readings may each be a tick long
+    assert _unwrap(500, (1 << 24) + 400, 24, 10) == ((1 << 24) + 500, 1)
+    assert _unwrap(500, (2 << 24) + 400, 24, 10) == ((2 << 24) + 500, 2)
