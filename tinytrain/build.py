@@ -13,6 +13,7 @@ from tinytrain.boards import Board, load_board
 from tinytrain.codegen.render import model_id, profile_ops, render, write_files
 from tinytrain.compiler import Options, compile_model
 from tinytrain.errors import BuildError, TinyTrainError
+from tinytrain.firmware_size import section_sizes, stack_depth
 from tinytrain.ir import Graph
 from tinytrain.memory_report import buffer_table
 from tinytrain.report import memory_report
@@ -49,7 +50,8 @@ def check_budget(model: Path, opts: Options, report: dict[str, Any], board: Boar
                  max_sram: int | None, max_flash: int | None) -> None:
     """Fail before any compiler runs if the plan does not fit, with what would fit."""
     limits = {"SRAM": min((v for v in (board.sram_bytes, max_sram) if v), default=None),
-              "flash": min((v for v in (board.flash_bytes, max_flash) if v), default=None)}
+              "flash": min((v for v in (board.app_flash_bytes or board.flash_bytes, max_flash)
+                            if v), default=None)}
     need = {"SRAM": report["sram_bytes"]["total"], "flash": report["flash_bytes"]["total"]}
     over = [k for k in need if limits[k] is not None and need[k] > limits[k]]
     if not over:
@@ -59,10 +61,16 @@ def check_budget(model: Path, opts: Options, report: dict[str, Any], board: Boar
         f"{k} needs {need[k] / 1024:.1f} KB of {limits[k] / 1024:.1f} KB" for k in over) + ".",
         f"  SRAM: arena {s['arena'] / 1024:.1f} KB (peak at {report['memory']['peak_op']}: "
         + ", ".join(f"{k} {v / 1024:.1f} KB" for k, v in report["memory"]["peak_by_kind"].items())
-        + f"); gradients {s['param_grads'] / 1024:.1f} KB; optimizer state "
-        f"{s['optimizer_state'] / 1024:.1f} KB",
+        + f"); trainable params {s['trainable_params'] / 1024:.1f} KB; gradients "
+        f"{s['param_grads'] / 1024:.1f} KB; optimizer state "
+        f"{s['optimizer_state'] / 1024:.1f} KB"
+        + (f"; link buffers {s['link_buffers'] / 1024:.1f} KB; stack {s['stack'] / 1024:.1f} KB"
+           if "stack" in s else ""),
         f"  flash: frozen params {f['frozen_params'] / 1024:.1f} KB, trainable initial values "
-        f"{f['trainable_init'] / 1024:.1f} KB"]
+        f"{f['trainable_init'] / 1024:.1f} KB (code comes on top)"
+        + (f"; the program may use {board.app_flash_bytes / 1024:.0f} KB of the "
+           f"{board.flash_bytes / 1024:.0f} KB, the rest holds checkpoints and the bootloader"
+           if board.app_flash_bytes and board.flash_bytes else "")]
     tried = []
     for alt in ("bias", "last:1", "none"):
         if alt == opts.update:
@@ -82,6 +90,24 @@ def check_budget(model: Path, opts: Options, report: dict[str, Any], board: Boar
         tried.append("--batch 1 fuses updates and drops the gradient buffers")
     lines.append("  smaller plans: " + "; ".join(tried))
     raise BuildError("\n".join(lines))
+
+
+def firmware_figures(project: Path, board: Board, report: dict[str, Any]) -> dict[str, Any]:
+    """Linked sizes of the board's ELF against the plan and the board; fail with the
+    breakdown when the stack estimate exceeds its reserve."""
+    size_tool = board.cc.replace("-gcc", "-size")
+    fw = section_sizes(project / "firmware.elf", size_tool)
+    stack = stack_depth(project / "su" / "board")
+    fw["stack_estimate"] = stack["bytes"]
+    fw["stack_chain"] = stack["chain"]
+    fw["planned_sram"] = report["sram_bytes"]["total"]
+    fw["planned_arena"] = report["sram_bytes"]["arena"]
+    if stack["bytes"] > fw["stack_reserved"]:
+        raise BuildError(
+            f"the deepest call chain needs about {stack['bytes']} bytes of stack, more than "
+            f"the {fw['stack_reserved']} bytes {board.name} reserves (layout.stack_kb in "
+            f"boards/{board.name}.toml): {' -> '.join(stack['chain'])}")
+    return fw
 
 
 def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | None = None,
@@ -107,6 +133,8 @@ def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | N
         info = json.dumps(program_info(g, board), indent=1, sort_keys=True)
         (tmp / PROGRAM_JSON).write_text(info + "\n")
         report["programs"] = [p.name for p in compile_project(tmp, board)]
+        if board.is_mcu:
+            report["firmware"] = firmware_figures(tmp, board, report)
         (tmp / REPORT_JSON).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
         (tmp / MEMORY_JSON).write_text(json.dumps(memory, indent=1) + "\n")
         _swap_into_place(tmp, out)

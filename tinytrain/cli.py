@@ -284,12 +284,91 @@ def boards() -> None:
     """List the boards tinytrain can build for, with their memory limits."""
     from tinytrain.boards import available, load_board
 
-    t = Table("board", "cpu", "SRAM", "flash", "description")
+    t = Table("board", "cpu", "clock", "SRAM", "flash (program)", "QEMU twin", "flashing")
+    notes = []
     for name in available():
         b = load_board(name)
-        t.add_row(b.name, b.cpu, f"{b.sram_bytes // 1024} KB" if b.sram_bytes else "unlimited",
-                  f"{b.flash_bytes // 1024} KB" if b.flash_bytes else "unlimited", b.description)
+        fl = (f"{b.flash_bytes // 1024} KB ({(b.app_flash_bytes or b.flash_bytes) // 1024} KB)"
+              if b.flash_bytes else "unlimited")
+        t.add_row(b.name, b.cpu, f"{b.clock_hz // 10**6} MHz" if b.clock_hz else "-",
+                  f"{b.sram_bytes // 1024} KB" if b.sram_bytes else "unlimited",
+                  fl, b.qemu.machine if b.qemu else "-", str(b.flash.get("protocol", "-")))
+        notes.append(f"{b.name}: {b.description}")
     console.print(t)
+    console.print("\n".join(notes), markup=False, highlight=False)
+
+
+@app.command()
+def flash(
+    build_dir: Path = typer.Argument(..., help="A firmware build (`tinytrain build --board "
+                                     "stm32f746|nrf52840`)."),
+    port: Optional[str] = typer.Option(None, "--port", help="Serial port of the board's "
+                                       "bootloader (STM32: ROM bootloader, BOOT0 high; nRF52840: "
+                                       "Nordic serial DFU bootloader)."),
+    probe: bool = typer.Option(False, "--probe", help="Flash over SWD with pyocd or openocd "
+                               "instead (whichever is installed)."),
+    baud: Optional[int] = typer.Option(None, help="Bootloader baud rate (default: the "
+                                       "board's)."),
+) -> None:
+    """Write DIR/firmware.elf to the board's flash over serial (or a debug probe). Trained
+    weights in the checkpoint slots are not erased."""
+    from tinytrain.boards import load_board
+    from tinytrain.errors import BuildError
+    from tinytrain.flashing import flash_image, flash_probe, load_elf
+    from tinytrain.runner import load_program_info
+
+    with user_errors():
+        b = load_board(load_program_info(build_dir).get("board", "host"))
+        elf = build_dir / "firmware.elf"
+        if not b.is_mcu or not elf.exists():
+            raise BuildError(f"{build_dir} is not a firmware build; build it with "
+                             "`tinytrain build MODEL --board stm32f746|nrf52840`")
+        if probe:
+            flash_probe(elf, b.name)
+            console.print(f"flashed {elf} over SWD")
+            return
+        if not port:
+            raise BuildError("give --port PORT (the bootloader's serial port) or --probe")
+        segments = load_elf(elf)
+        total = sum(len(d) for _, d in segments)
+        with progress("flash", total) as adv:
+            done = [0]
+
+            def step(n: int, of: int) -> None:
+                adv(max(0, n * total // max(of, 1) - done[0]))
+                done[0] = n * total // max(of, 1)
+
+            flash_image(str(b.flash["protocol"]), port, segments,
+                        baud=baud or int(b.flash.get("baud", 115200)), progress=step)
+        console.print(f"flashed {total} bytes to {b.name} over {port} "
+                      f"({b.flash['protocol']}), verified")
+
+
+@app.command()
+def bench(
+    build_dir: Path = typer.Argument(..., help="A firmware build."),
+    qemu: bool = typer.Option(False, "--qemu", help="Count instructions on the board's QEMU "
+                              "twin (-icount shift=0: 1 SysTick tick = 40 instructions)."),
+    steps: int = typer.Option(10, help="Training steps to measure."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Samples to use (.npz); "
+                                        "default: seeded random inputs."),
+    as_json: Optional[Path] = typer.Option(None, "--json", help="Also write the figures here."),
+) -> None:
+    """Instructions per training step, per inference and per op, measured on the QEMU twin."""
+    from tinytrain.errors import BuildError
+
+    with user_errors():
+        if not qemu:
+            raise BuildError("only --qemu is supported: emulated instruction counts are "
+                             "deterministic; on a board, DWT cycle counts arrive with the "
+                             "train replies")
+        from tinytrain.bench_qemu import format_table, measure, to_json
+
+        res = measure(build_dir, steps=steps, data=data)
+        console.print(format_table(res), markup=False, highlight=False, soft_wrap=True)
+        if as_json:
+            as_json.write_text(to_json(res))
+            console.print(f"wrote {as_json}")
 
 
 @app.command()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tinytrain.boards import Board
 from tinytrain.codegen.memory import in_flash
 from tinytrain.compiler import macs
@@ -19,6 +21,9 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
     frozen = sum(t.nbytes for t in ts if in_flash(t) and t.kind in (PARAM, CONST))
     sram = {"arena": plan.arena_size, "trainable_params": trainable, "param_grads": grads,
             "optimizer_state": opt}
+    if board.is_mcu:  # the firmware around the model: serial link buffers and the stack
+        sram["link_buffers"] = link_buffer_bytes(g)
+        sram["stack"] = board.stack_bytes
     sram["total"] = sum(sram.values())
     # trainable parameters also keep their initial values in flash so tt_init() can reset them
     flash = {"frozen_params": frozen, "trainable_init": trainable}
@@ -40,6 +45,19 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
     }
 
 
+LINK_CHUNK, LINK_PROFILE_CHUNK = 256, 64  # firmware/tt_link.{h,c}
+
+
+def link_buffer_bytes(g: Graph) -> int:
+    """The link's receive and reply buffers, sized as firmware/tt_link.c sizes them."""
+    n_in = int(np.prod(g.t(g.inputs[0]).shape))
+    n_out = int(np.prod(g.t(g.meta.get("infer_output") or g.outputs[0]).shape))
+    label = next(t for t in g.tensors.values() if t.kind == "label")
+    rx = 4 + max(n_in * 4 + label.nbytes, 4 + LINK_CHUNK, 16) + 4
+    tx = 4 + 1 + max(n_out * 4, LINK_CHUNK, 4 + 4 * LINK_PROFILE_CHUNK, 64) + 4
+    return -(-rx // 4) * 4 + -(-tx // 4) * 4
+
+
 def kb(n: int) -> str:
     return f"{n / 1024:.1f} KB"
 
@@ -51,11 +69,18 @@ def summary(r: dict[str, Any]) -> str:
         f"{r['params']['frozen']} frozen parameters",
         f"  SRAM  {kb(s['total']):>10}  = arena {kb(s['arena'])} + trainable params "
         f"{kb(s['trainable_params'])} + gradients {kb(s['param_grads'])} + optimizer state "
-        f"{kb(s['optimizer_state'])}",
+        f"{kb(s['optimizer_state'])}"
+        + (f" + link buffers {kb(s['link_buffers'])} + stack {kb(s['stack'])}"
+           if "stack" in s else ""),
         f"  flash {kb(f['total']):>10}  = frozen params {kb(f['frozen_params'])} + trainable "
         f"initial values {kb(f['trainable_init'])} (code not included)",
         f"  MACs  forward {m['forward']:,}  backward {m['backward']:,} per sample",
     ]
+    if "firmware" in r:
+        fw = r["firmware"]
+        lines.append(f"  linked firmware.elf: flash {kb(fw['flash_used'])} (code "
+                     f"{kb(fw['text'])}), static SRAM {kb(fw['sram_used'])} (stack reserve "
+                     f"{kb(fw['stack_reserved'])}, deepest chain ~{fw['stack_estimate']} B)")
     if "memory" in r:
         mm = r["memory"]
         kinds = ", ".join(f"{k} {v / 1024:.1f} KB" for k, v in mm["peak_by_kind"].items())

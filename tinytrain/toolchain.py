@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,7 +23,14 @@ def compile_project(project: Path, board: Board) -> list[Path]:
     args = ["make", "-s"] + ([] if board.is_mcu else [f"CC={board.cc}"])
     proc = subprocess.run(args, cwd=project, capture_output=True, text=True)
     if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
+        text = proc.stdout + proc.stderr
+        over = re.search(r"region `(\w+)' overflowed by (\d+) bytes", text)
+        if over:  # code is what the planner cannot see before compiling
+            raise BuildError(f"the program does not fit {board.name}: its {over[1]} region "
+                             f"overflowed by {int(over[2]) / 1024:.1f} KB at link time (code + "
+                             "constants + planned buffers). A smaller --update plan, "
+                             "--quantize int8 or a smaller model would fit.")
+        tail = "\n".join(text.strip().splitlines()[-20:])
         raise BuildError(f"compiling the generated C for {board.name} failed:\n{tail}")
     from tinytrain.codegen.render import HOST_BINARY
 

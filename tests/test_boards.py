@@ -1,0 +1,220 @@
+"""The Cortex-M boards end to end: the parity models built with arm-none-eabi-gcc for both
+boards, trained on their QEMU twins over the serial link and compared with the host build;
+flashing the built firmware through both bootloader simulators; checkpoints over the link;
+linked sizes in report.json; a model too big for the board refused before any compiler runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.sim.nrf_dfu_bootloader import NrfDfuBootloader  # noqa: E402
+from tests.sim.stm32_rom_bootloader import Stm32RomBootloader  # noqa: E402
+from tests.torch_models import MLP, DigitsCNN, OpsMix, TinyMobileNet, export  # noqa: E402
+from tinytrain.flashing import load_elf  # noqa: E402
+from tinytrain.runner import HostProgram, open_program  # noqa: E402
+
+needs_arm = pytest.mark.skipif(
+    shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None,
+    reason="needs gcc-arm-none-eabi and qemu-system-arm (installed by .ci/run)")
+pytestmark = needs_arm
+
+BOARDS = ("stm32f746", "nrf52840")
+MODELS = {"mlp": MLP, "cnn": DigitsCNN, "mobilenet_se": TinyMobileNet, "ops_mix": OpsMix}
+STEPS = 24  # training steps compared (the issue asks for >= 20)
+# Host (glibc) and twin (newlib) differ only in expf/logf/tanhf, by an ulp or two; the issue's
+# bar is 1e-5 and we measure about 1e-7 relative on the losses.
+LOSS_RTOL = 1e-5
+# Parameters after 24 steps: the same ulp-level libm differences, carried through SGD.
+PARAM_ATOL = 1e-5
+# Linked static SRAM minus the plan: newlib's reentrancy struct (.data, ~1.1 KB, pulled in by
+# libm's errno) and the link's few counters. Everything else must be planned.
+UNPLANNED_SRAM = 2048
+
+
+def _data(model_cls, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 1, (n, *model_cls.input_shape)).astype(np.float32)
+    return x, rng.integers(0, 10, n).astype(np.int32)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("models")
+    out = {}
+    for name, cls in MODELS.items():
+        torch.manual_seed(1)
+        out[name] = export(cls(), d / f"{name}.onnx")
+    return out
+
+
+def _build(cli, model, board, out, *extra):
+    cli("build", model, "--board", board, "--out", out, "--lr", "0.05", *extra)
+    return out
+
+
+def _run(prog, x, y):
+    losses = [prog.train(xi, yi)[0] for xi, yi in zip(x, y, strict=True)]
+    return np.array(losses), prog.get_params()
+
+
+@pytest.mark.parametrize("board", BOARDS)
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_twin_trains_like_the_host(name, board, models, tmp_path, cli):
+    """The issue's Done-when 1: -Wall -Wextra -Werror builds for the board, >= 20 steps on the
+    QEMU twin over the serial link, losses and read-back parameters match the host build."""
+    host = _build(cli, models[name], "host", tmp_path / "host")
+    fw = _build(cli, models[name], board, tmp_path / board)
+    assert (fw / "firmware.elf").exists() and (fw / "firmware_qemu.elf").exists()
+    x, y = _data(MODELS[name], STEPS)
+    with HostProgram(host) as p:
+        want_loss, want_params = _run(p, x, y)
+    with open_program(fw, qemu=True) as p:
+        assert p.device.board == board
+        got_loss, got_params = _run(p, x, y)
+        assert p.device_stats()["steps"] == STEPS
+        assert p.stats.resends == 0  # a clean link needs no retry
+    np.testing.assert_allclose(got_loss, want_loss, rtol=LOSS_RTOL)
+    assert want_loss[-1] != want_loss[0]  # it did train
+    for k, v in want_params.items():
+        np.testing.assert_allclose(got_params[k], v, atol=PARAM_ATOL, err_msg=k)
+
+
+@pytest.fixture(scope="module")
+def stm32_mlp(models, tmp_path_factory):
+    from tests.conftest import tinytrain
+
+    return _build(tinytrain, models["mlp"], "stm32f746", tmp_path_factory.mktemp("b") / "fw")
+
+
+def test_report_has_linked_sizes(stm32_mlp):
+    r = json.loads((stm32_mlp / "report.json").read_text())
+    fw, s = r["firmware"], r["sram_bytes"]
+    assert fw["text"] > 0 and fw["flash_used"] <= 512 * 1024
+    assert fw["stack_reserved"] >= s["stack"] > 0
+    assert 0 < fw["stack_estimate"] <= fw["stack_reserved"]
+    assert fw["stack_chain"][0] == "main"
+    # the plan accounts for every byte the linker reserves, but libc's own static data
+    assert s["total"] <= fw["sram_used"] <= s["total"] + UNPLANNED_SRAM, (s, fw)
+    assert s["link_buffers"] > 64 * 4  # a whole 64-float sample fits the receive buffer
+
+
+def test_firmware_build_needs_qemu_or_port(stm32_mlp, cli):
+    p = cli("run", stm32_mlp, "--data", stm32_mlp / "program.json", check=False)
+    assert p.returncode == 2 and "--qemu" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_run_cli_on_the_twin(stm32_mlp, tmp_path, cli):
+    x, y = _data(MLP, 30, seed=3)
+    np.savez(tmp_path / "d.npz", x=x.reshape(30, 64), y=y)
+    p = cli("run", stm32_mlp, "--qemu", "--data", tmp_path / "d.npz", "--epochs", "2",
+            "--eval", tmp_path / "d.npz", "--save", tmp_path / "s.npz", "--checkpoint")
+    assert "epoch 2" in p.stdout and "checkpoint 1 written" in p.stdout
+    info = json.loads((stm32_mlp / "program.json").read_text())
+    assert set(np.load(tmp_path / "s.npz").files) == {t["name"] for t in info["trainable"]}
+
+
+def test_checkpoint_restores_on_the_twin(stm32_mlp):
+    x, y = _data(MLP, 5)
+    with open_program(stm32_mlp, qemu=True) as p:
+        assert p.restore() is None  # fresh flash: nothing to load
+        _run(p, x, y)
+        trained = p.read_param_bytes()
+        assert p.checkpoint() == 1
+        _run(p, x, y)
+        assert p.checkpoint() == 2  # the other slot
+        p.reset()
+        assert p.read_param_bytes() != trained
+        assert p.restore() == 2
+        again = p.read_param_bytes()
+        assert again != trained  # slot 2 holds the later parameters
+        assert p.device_stats()["boot_checkpoint"] == 0xFFFFFFFF
+
+
+def test_checkpoint_survives_a_restart_of_the_host_build(models, tmp_path, cli):
+    build = _build(cli, models["mlp"], "host", tmp_path / "h")
+    env = {"TT_FLASH_FILE": str(tmp_path / "flash.bin")}
+    x, y = _data(MLP, 6)
+    with HostProgram(build, env=env) as p:
+        _run(p, x, y)
+        saved = p.read_param_bytes()
+        assert p.checkpoint() == 1
+    with HostProgram(build, env=env) as p:  # "power on": the boot loads the newest slot
+        assert p.device_stats()["boot_checkpoint"] == 1
+        assert p.read_param_bytes() == saved
+
+
+def test_power_cut_during_a_checkpoint_boots_old_or_new(models, tmp_path, cli):
+    """The real host firmware, killed at points across a checkpoint write (erase + program);
+    tests/test_checkpoint.py cuts at every byte in a C harness."""
+    from tinytrain.link.transport import LinkError
+
+    build = _build(cli, models["mlp"], "host", tmp_path / "h")
+    flash = tmp_path / "flash.bin"
+    x, y = _data(MLP, 4)
+    with HostProgram(build, env={"TT_FLASH_FILE": str(flash)}) as p:
+        _run(p, x[:2], y[:2])
+        old = p.read_param_bytes()
+        p.checkpoint()
+        _run(p, x[2:], y[2:])
+        new = p.read_param_bytes()
+    base = flash.read_bytes()
+    slot = len(base) // 2
+    seen = set()
+    for cut in [1, slot // 2, slot - 1, slot, slot + 1, slot + 100, slot + 5000, slot + 9000,
+                slot + 9600, slot + 9700]:
+        flash.write_bytes(base)
+        env = {"TT_FLASH_FILE": str(flash), "TT_FLASH_CUT_AFTER": str(cut)}
+        with HostProgram(build, env=env) as p:
+            p.write_param_bytes(new)
+            try:
+                p.checkpoint()
+                finished = True
+            except LinkError:
+                finished = False  # the power went out mid-write
+        with HostProgram(build, env={"TT_FLASH_FILE": str(flash)}) as p:
+            got = p.read_param_bytes()
+            assert got in (old, new), f"cut after {cut} bytes booted a mix"
+            seen.add(got == new)
+            if finished:
+                assert got == new
+    assert seen == {False, True}
+
+
+def test_too_big_for_the_board_fails_before_compiling(tmp_path, cli):
+    """600 KB of frozen weights cannot fit the STM32F746's 512 KB program flash."""
+    big = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 200),
+                              torch.nn.ReLU(), torch.nn.Linear(200, 10))
+    big.input_shape = (1, 28, 28)
+    model = export(big, tmp_path / "big.onnx")
+    p = cli("build", model, "--board", "stm32f746", "--out", tmp_path / "o", "--update", "bias",
+            check=False)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "does not fit stm32f746" in p.stderr and "flash needs" in p.stderr
+    assert "frozen params" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "o").exists()  # nothing written, no compiler run
+
+
+@pytest.mark.parametrize("board,sim_cls", [("stm32f746", Stm32RomBootloader),
+                                           ("nrf52840", NrfDfuBootloader)])
+def test_flash_cli_round_trip(board, sim_cls, models, tmp_path, cli):
+    fw = _build(cli, models["mlp"], board, tmp_path / "fw")
+    with sim_cls() as sim:
+        p = cli("flash", fw, "--port", sim.port)
+        assert "verified" in p.stdout
+        for addr, data in load_elf(fw / "firmware.elf"):
+            assert bytes(sim.flash_at(addr, len(data)) if hasattr(sim, "flash_at")
+                         else sim.flash[addr:addr + len(data)]) == data
+
+
+def test_flash_cli_errors(stm32_mlp, tmp_path, cli):
+    p = cli("flash", stm32_mlp, check=False)
+    assert p.returncode == 2 and "--port" in p.stderr
+    with Stm32RomBootloader(pid=0x451) as sim:  # an STM32F76x answers: wrong chip
+        p = cli("flash", stm32_mlp, "--port", sim.port, check=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "0x451" in p.stderr
