@@ -49,7 +49,7 @@ class QemuTwin:
             port = _free_port()
             argv = [QEMU, "-M", board.qemu.machine, "-kernel", str(elf), "-display", "none",
                     "-monitor", "none", "-nodefaults",
-                    "-serial", f"tcp:127.0.0.1:{port},server=on,wait=off"]
+                    "-serial", f"tcp:127.0.0.1:{port},server=on,wait=off,nodelay=on"]
             if icount:  # one instruction per virtual ns: SysTick counts 40 instructions a tick
                 argv += ["-icount", "shift=0"]
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

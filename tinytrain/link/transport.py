@@ -73,6 +73,11 @@ class SerialTransport:
         except (serial.SerialException, ValueError, OSError) as e:
             raise LinkError(f"cannot open {url}: {e}") from None
         self.url = url
+        sock = getattr(self.port, "_socket", None)
+        if sock is not None:  # socket://: small frames must not wait for Nagle's algorithm
+            import socket
+
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def write(self, data: bytes) -> None:
         import serial
