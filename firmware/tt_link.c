@@ -52,11 +52,15 @@ static uint32_t get_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return
 
 /* Read one frame body into rx; returns its length, 0 for a frame to drop, -1 when closed. */
 static int32_t read_frame(void) {
+    /* As in HDLC and the host's FrameReader, the flag that closed the last frame also opens
+     * the next: a request whose own opening flag was lost on the line is still read. */
+    static int synced;
     int c;
-    do { /* hunt for a flag: whatever came before it is garbage */
+    while (!synced) { /* hunt for the first flag: whatever came before it is garbage */
         c = tt_port_getc();
         if (c < 0) return -1;
-    } while (c != TT_LINK_FLAG);
+        synced = c == TT_LINK_FLAG;
+    }
     uint32_t n = 0;
     int esc = 0, overflow = 0;
     for (;;) {
