@@ -117,14 +117,16 @@ class Device:
             frames = self._reader.feed(data) if data else []
             self.stats.crc_errors = self._reader.crc_errors
             self.stats.bad_frames = self._reader.bad_frames
-            for f in frames:
+            nak = False
+            for f in frames:  # a reply beats a NAK that arrived with it (the NAK was for noise)
                 if f.cmd == NAK:
                     self.stats.naks += 1
-                    return None
-                if f.seq == self._seq and f.cmd == cmd | 0x80:
+                    nak = True
+                elif f.seq == self._seq and f.cmd == cmd | 0x80:
                     return f.payload
-                self.stats.stale += 1
-            if self._reader.crc_errors != crc0 or self._reader.bad_frames != bad0:
+                else:
+                    self.stats.stale += 1
+            if nak or self._reader.crc_errors != crc0 or self._reader.bad_frames != bad0:
                 return None  # our reply may have been the broken frame: ask again now
 
     def _check(self, cmd: str, reply: bytes) -> bytes:
