@@ -6,10 +6,11 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tinytrain.boards import load_board
 from tinytrain.errors import BuildError
@@ -31,6 +32,7 @@ def _free_port() -> int:
 class QemuTwin:
     proc: subprocess.Popen
     port: int
+    log: IO[bytes]
 
     @classmethod
     def start(cls, build_dir: Path, info: dict[str, Any], icount: bool = False) -> QemuTwin:
@@ -52,19 +54,23 @@ class QemuTwin:
                     "-serial", f"tcp:127.0.0.1:{port},server=on,wait=off,nodelay=on"]
             if icount:  # one instruction per virtual ns: SysTick counts 40 instructions a tick
                 argv += ["-icount", "shift=0"]
+            # stderr goes to a file: a pipe nobody drains could block QEMU on a long warning
+            log = tempfile.TemporaryFile()
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE)
+                                    stderr=log)
             deadline = time.monotonic() + CONNECT_TIMEOUT
             while time.monotonic() < deadline and proc.poll() is None:
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    return cls(proc, port)
+                    return cls(proc, port, log)
                 except OSError:
                     time.sleep(0.05)
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
-            last = (proc.stderr.read().decode(errors="replace") if proc.stderr else "").strip()
+            log.seek(0)
+            last = log.read().decode(errors="replace").strip()
+            log.close()
         raise BuildError(f"QEMU ({board.qemu.machine}) did not start: {last[-500:]}")
 
     @property
@@ -82,8 +88,7 @@ class QemuTwin:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self.proc.stderr:
-            self.proc.stderr.close()
+        self.log.close()
 
 
 class TwinTransport(SerialTransport):
