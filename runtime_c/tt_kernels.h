@@ -216,6 +216,8 @@ void tt_dense_s8(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b, 
 /* straight-through gradient of a saturating int8 output: dx = dy where lo < y < hi */
 void tt_q8_clamp_backward(float *dx, const float *dy, const int8_t *y, int32_t n, int32_t lo,
                           int32_t hi);
+/* mask bit i = lo < y[i] < hi (read by tt_mask_backward_f32) */
+void tt_q8_clamp_mask(uint8_t *mask, const int8_t *y, int32_t n, int32_t lo, int32_t hi);
 void tt_conv2d_backward_input_s8(float *dx, const float *dy, const int8_t *w,
                                  const float *w_scale, const tt_conv_geom *g);
 void tt_conv2d_backward_weight_s8(float *dw, const float *dy, const int8_t *x, float x_scale,

@@ -131,6 +131,20 @@ void tt_q8_clamp_backward(float *dx, const float *dy, const int8_t *y, int32_t n
     }
 }
 
+void tt_q8_clamp_mask(uint8_t *mask, const int8_t *y, int32_t n, int32_t lo, int32_t hi)
+{
+    int32_t i;
+
+    for (i = 0; i < (n + 7) / 8; ++i) {
+        mask[i] = 0;
+    }
+    for (i = 0; i < n; ++i) {
+        if ((int32_t)y[i] > lo && (int32_t)y[i] < hi) {
+            mask[i >> 3] = (uint8_t)(mask[i >> 3] | (1u << (i & 7)));
+        }
+    }
+}
+
 void tt_conv2d_backward_input_s8(float *dx, const float *dy, const int8_t *w,
                                  const float *w_scale, const tt_conv_geom *g)
 {

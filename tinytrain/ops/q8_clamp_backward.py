@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinytrain.ops.base import OpDef, size
+from tinytrain.ops.clip_mask import mask_bytes
 
 
 class Q8ClampBackward(OpDef):
@@ -30,4 +31,25 @@ class Q8ClampBackward(OpDef):
                 f"{cg.ptr(node.inputs[1])}, {n}, {node.attrs['lo']}, {node.attrs['hi']});")
 
 
-OPS = (Q8ClampBackward(),)
+class Q8ClampMask(OpDef):
+    """The same condition as a 1-bit mask taken at forward time (bit i = lo < y[i] < hi),
+    read by mask_backward: 1/8 of the bytes of keeping the int8 output for the backward."""
+
+    name = "q8_clamp_mask"
+    has_gradient = False
+
+    def infer(self, node, shapes):
+        return [(mask_bytes(size(shapes[0])),)]
+
+    def forward(self, node, xs):
+        y = xs[0].reshape(-1).astype(np.int32)
+        bits = (y > node.attrs["lo"]) & (y < node.attrs["hi"])
+        return [np.packbits(bits, bitorder="little")]
+
+    def c_call(self, node, cg):
+        n = size(cg.shape(node.inputs[0]))
+        return (f"tt_q8_clamp_mask({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, {n}, "
+                f"{node.attrs['lo']}, {node.attrs['hi']});")
+
+
+OPS = (Q8ClampBackward(), Q8ClampMask())

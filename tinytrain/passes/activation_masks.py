@@ -4,6 +4,10 @@ The backward of y = clip(x, lo, hi) only needs to know where lo < x < hi. If the
 saved for the backward anyway (it usually is: it feeds the next layer's weight gradient), the
 backward reads y instead (lo < y < hi is the same set). Otherwise a 1-bit mask is taken at
 forward time. Either way x no longer lives until the backward pass.
+
+int8 outputs with a fused activation (q8_clamp_backward reads the int8 output y) get the same
+treatment: when nothing else in the backward reads y, a 1-bit mask is taken right after y is
+produced, so y dies with its last forward reader instead of living until the backward.
 """
 
 from __future__ import annotations
@@ -40,9 +44,26 @@ def use_activation_masks(g: Graph) -> Graph:
                              {"lo": n.attrs["lo"], "hi": n.attrs["hi"]})
         rewritten[n.name] = Node(n.name, "mask_backward", (dy, mname), n.outputs,
                                  {"out_shape": n.attrs.get("out_shape")}, n.phase)
+    producer = {o: n for n in g.nodes if n.phase == "forward" for o in n.outputs}
+    after: dict[str, Node] = {}  # forward node name -> q8 mask node to insert after it
+    for n in g.nodes:
+        if n.op != "q8_clamp_backward":
+            continue
+        dy, y = n.inputs
+        p = producer.get(y)
+        if p is None or any(r is not n for r in backward_readers.get(y, [])):
+            continue  # y is saved for another reason (e.g. the next weight gradient)
+        mname = f"{y}_mask"
+        tensors[mname] = Tensor(mname, (mask_bytes(g.t(y).size),), ACTIVATION, dtype="u8")
+        after[p.name] = Node(f"{y}_q8_mask", "q8_clamp_mask", (y,), (mname,),
+                             {"lo": n.attrs["lo"], "hi": n.attrs["hi"]})
+        rewritten[n.name] = Node(n.name, "mask_backward", (dy, mname), n.outputs,
+                                 {"out_shape": n.attrs.get("out_shape")}, n.phase)
     nodes: list[Node] = []
     for n in g.nodes:
         if n.name in masks:  # before the clip, so the clip may still run in place on x
             nodes.append(masks[n.name])
         nodes.append(rewritten.get(n.name, n))
+        if n.name in after:
+            nodes.append(after[n.name])
     return g.replace(nodes=tuple(nodes), tensors=tensors)

@@ -12,7 +12,7 @@ from tinytrain.passes.memory_plan import lifetimes, step_nodes
 INPLACE_OPS = {
     "clip", "leaky_relu", "sigmoid", "tanh", "hard_sigmoid", "hard_swish", "add", "mul",
     "accumulate", "clip_backward", "leaky_relu_backward", "sigmoid_backward", "tanh_backward",
-    "hard_sigmoid_backward", "hard_swish_backward", "mask_backward",
+    "hard_sigmoid_backward", "hard_swish_backward", "mask_backward", "q8_clamp_backward",
 }
 
 
