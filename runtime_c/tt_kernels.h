@@ -31,6 +31,21 @@ typedef struct {
     int32_t groups;         /* conv groups (cin and cout divisible); 1 for pools */
 } tt_conv_geom;
 
+/* The rows of an HWC tensor kept in a ring (row streaming, see tinytrain/passes/stream.py):
+ * row r lives at base + (r % rows) * row_bytes. A whole tensor is a ring with rows == H. */
+typedef struct {
+    int8_t *base;
+    int32_t rows;
+    int32_t row_bytes;
+} tt_rows;
+
+static inline int8_t *tt_row(const tt_rows *t, int32_t r)
+{
+    return t->base + (r % t->rows) * t->row_bytes;
+}
+
+#define TT_MAX_KH 16 /* tallest kernel a row kernel accepts (the compiler checks) */
+
 /* ---- convolution (regular, grouped, depthwise, pointwise) ---- */
 void tt_conv2d_f32(float *y, const float *x, const float *w, const float *b,
                    const tt_conv_geom *g);
@@ -211,6 +226,9 @@ void tt_quantize_input_s8(int8_t *y, const float *x, int32_t n, float scale, int
 void tt_dequantize_s8(float *y, const int8_t *x, int32_t n, float scale, int32_t zp);
 void tt_conv2d_s8(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
                   const tt_conv_geom *g, const tt_q8_requant *q);
+/* one output row oy of tt_conv2d_s8, reading the input rows under it from a ring */
+void tt_conv2d_s8_row(const tt_rows *y, const tt_rows *x, int32_t oy, const int8_t *w,
+                      const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q);
 void tt_dense_s8(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b, int32_t in,
                  int32_t out, const tt_q8_requant *q);
 /* straight-through gradient of a saturating int8 output: dx = dy where lo < y < hi */
@@ -220,6 +238,11 @@ void tt_q8_clamp_backward(float *dx, const float *dy, const int8_t *y, int32_t n
 void tt_q8_clamp_mask(uint8_t *mask, const int8_t *y, int32_t n, int32_t lo, int32_t hi);
 void tt_conv2d_backward_input_s8(float *dx, const float *dy, const int8_t *w,
                                  const float *w_scale, const tt_conv_geom *g);
+/* tt_conv2d_backward_input_s8 in place for a depthwise, stride-1 conv whose dx has dy's
+ * shape: g is dy on entry, dx on return; (pb + 1) * w <= TT_DW_LINE (the compiler checks). */
+#define TT_DW_LINE 256
+void tt_dw_backward_input_inplace_s8(float *g, const int8_t *w, const float *w_scale,
+                                     const tt_conv_geom *geo);
 void tt_conv2d_backward_weight_s8(float *dw, const float *dy, const int8_t *x, float x_scale,
                                   int32_t x_zp, const tt_conv_geom *g);
 void tt_dense_backward_input_s8(float *dx, const float *dy, const int8_t *w,

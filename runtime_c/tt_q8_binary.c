@@ -39,6 +39,19 @@ void tt_add_s8(int8_t *y, const int8_t *a, const int8_t *b, const int32_t shape[
     }
 }
 
+void tt_add_s8_row(const tt_rows *y, const tt_rows *a, const tt_rows *b, int32_t r,
+                   const tt_q8_add *p)
+{
+    const int8_t *ar = tt_row(a, r);
+    const int8_t *br = tt_row(b, r);
+    int8_t *out = tt_row(y, r);
+    int32_t i;
+
+    for (i = 0; i < y->row_bytes; ++i) {
+        out[i] = add_one(ar[i], br[i], p);
+    }
+}
+
 void tt_mul_s8(int8_t *y, const int8_t *a, const int8_t *b, const int32_t shape[4],
                const int32_t astr[4], const int32_t bstr[4], const tt_q8_mul *p)
 {

@@ -61,45 +61,61 @@ void tt_dequantize_s8(float *y, const int8_t *x, int32_t n, float scale, int32_t
     }
 }
 
-void tt_conv2d_s8(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
-                  const tt_conv_geom *g, const tt_q8_requant *q)
+void tt_conv2d_s8_row(const tt_rows *y, const tt_rows *x, int32_t oy, const int8_t *w,
+                      const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q)
 {
     const int32_t cin_g = g->cin / g->groups;
     const int32_t cout_g = g->cout / g->groups;
-    int32_t oy, ox, oc, ky, kx, ic;
+    int8_t *out = tt_row(y, oy);
+    const int8_t *in[TT_MAX_KH];
+    int32_t ox, oc, ky, kx, ic;
+
+    for (ky = 0; ky < g->kh; ++ky) { /* the input rows under this output row, or padding */
+        const int32_t iy = oy * g->sh - g->pt + ky * g->dh;
+        in[ky] = (iy < 0 || iy >= g->h) ? NULL : tt_row(x, iy);
+    }
+    for (ox = 0; ox < g->ow; ++ox) {
+        for (oc = 0; oc < g->cout; ++oc) {
+            const int32_t grp = oc / cout_g;
+            int32_t acc = 0;
+            for (ky = 0; ky < g->kh; ++ky) {
+                if (in[ky] == NULL) {
+                    continue;
+                }
+                for (kx = 0; kx < g->kw; ++kx) {
+                    const int32_t ix = ox * g->sw - g->pl + kx * g->dw;
+                    const int8_t *xp;
+                    const int8_t *wp;
+                    if (ix < 0 || ix >= g->w) {
+                        continue; /* padding contributes (zp - zp) * w = 0 */
+                    }
+                    xp = &in[ky][ix * g->cin + grp * cin_g];
+                    wp = &w[((oc * g->kh + ky) * g->kw + kx) * cin_g];
+                    for (ic = 0; ic < cin_g; ++ic) {
+                        acc += ((int32_t)xp[ic] + q->in_offset) * (int32_t)wp[ic];
+                    }
+                }
+            }
+            if (b != NULL) {
+                acc += b[oc];
+            }
+            /* LiteRT's reference conv rounds twice (its fully connected once) */
+            acc = tt_mbqm_double_rounding(acc, q->mult[oc], q->shift[oc]) + q->out_offset;
+            out[ox * g->cout + oc] = tt_sat8(acc, q->act_min, q->act_max);
+        }
+    }
+}
+
+void tt_conv2d_s8(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
+                  const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    /* a whole tensor is a ring as tall as the tensor; x is only read */
+    const tt_rows yr = {y, g->oh, g->ow * g->cout};
+    const tt_rows xr = {(int8_t *)(uintptr_t)x, g->h, g->w * g->cin};
+    int32_t oy;
 
     for (oy = 0; oy < g->oh; ++oy) {
-        for (ox = 0; ox < g->ow; ++ox) {
-            for (oc = 0; oc < g->cout; ++oc) {
-                const int32_t grp = oc / cout_g;
-                int32_t acc = 0;
-                for (ky = 0; ky < g->kh; ++ky) {
-                    const int32_t iy = oy * g->sh - g->pt + ky * g->dh;
-                    if (iy < 0 || iy >= g->h) {
-                        continue;
-                    }
-                    for (kx = 0; kx < g->kw; ++kx) {
-                        const int32_t ix = ox * g->sw - g->pl + kx * g->dw;
-                        const int8_t *xp;
-                        const int8_t *wp;
-                        if (ix < 0 || ix >= g->w) {
-                            continue; /* padding contributes (zp - zp) * w = 0 */
-                        }
-                        xp = &x[(iy * g->w + ix) * g->cin + grp * cin_g];
-                        wp = &w[((oc * g->kh + ky) * g->kw + kx) * cin_g];
-                        for (ic = 0; ic < cin_g; ++ic) {
-                            acc += ((int32_t)xp[ic] + q->in_offset) * (int32_t)wp[ic];
-                        }
-                    }
-                }
-                if (b != NULL) {
-                    acc += b[oc];
-                }
-                /* LiteRT's reference conv rounds twice (its fully connected once) */
-                acc = tt_mbqm_double_rounding(acc, q->mult[oc], q->shift[oc]) + q->out_offset;
-                y[(oy * g->ow + ox) * g->cout + oc] = tt_sat8(acc, q->act_min, q->act_max);
-            }
-        }
+        tt_conv2d_s8_row(&yr, &xr, oy, w, b, g, q);
     }
 }
 
@@ -176,6 +192,55 @@ void tt_conv2d_backward_input_s8(float *dx, const float *dy, const int8_t *w,
                         }
                     }
                 }
+            }
+        }
+    }
+}
+
+void tt_dw_backward_input_inplace_s8(float *g, const int8_t *w, const float *w_scale,
+                                     const tt_conv_geom *geo)
+{
+    /* Depthwise, stride 1, dx the shape of dy: g holds dy on entry and dx on return. Each
+     * channel is done row by row; the dy rows a later dx row still reads are kept in a ring
+     * of pb + 1 rows. Taps are summed in the order tt_conv2d_backward_input_s8 adds them
+     * (descending ky, kx), so both give the same floats. */
+    const int32_t pb = (geo->kh - 1) * geo->dh - geo->pt;
+    const int32_t keep = pb + 1;
+    float line[TT_DW_LINE];
+    int32_t c, iy, ix, ky, kx, oy, ox;
+
+    for (c = 0; c < geo->cin; ++c) {
+        for (iy = 0; iy < geo->h; ++iy) {
+            float *saved = &line[(iy % keep) * geo->w];
+            for (ix = 0; ix < geo->w; ++ix) {
+                saved[ix] = g[(iy * geo->w + ix) * geo->cin + c];
+            }
+            for (ix = 0; ix < geo->w; ++ix) {
+                float acc = 0.0f;
+                for (ky = geo->kh - 1; ky >= 0; --ky) {
+                    const float *row;
+                    int32_t step;
+                    oy = iy + geo->pt - ky * geo->dh;
+                    if (oy < 0 || oy >= geo->oh) {
+                        continue;
+                    }
+                    if (oy <= iy) { /* already overwritten in g: the saved copy */
+                        row = &line[(oy % keep) * geo->w];
+                        step = 1;
+                    } else {
+                        row = &g[oy * geo->w * geo->cin + c];
+                        step = geo->cin;
+                    }
+                    for (kx = geo->kw - 1; kx >= 0; --kx) {
+                        ox = ix + geo->pl - kx * geo->dw;
+                        if (ox < 0 || ox >= geo->ow) {
+                            continue;
+                        }
+                        acc += (row[ox * step] * w_scale[c]) *
+                               (float)w[(c * geo->kh + ky) * geo->kw + kx];
+                    }
+                }
+                g[(iy * geo->w + ix) * geo->cin + c] = acc;
             }
         }
     }

@@ -64,6 +64,9 @@ typedef struct {
 
 void tt_add_s8(int8_t *y, const int8_t *a, const int8_t *b, const int32_t shape[4],
                const int32_t astr[4], const int32_t bstr[4], const tt_q8_add *p);
+/* row r of a same-shape ADD, operands and result in rings (row streaming) */
+void tt_add_s8_row(const tt_rows *y, const tt_rows *a, const tt_rows *b, int32_t r,
+                   const tt_q8_add *p);
 void tt_mul_s8(int8_t *y, const int8_t *a, const int8_t *b, const int32_t shape[4],
                const int32_t astr[4], const int32_t bstr[4], const tt_q8_mul *p);
 

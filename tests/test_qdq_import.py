@@ -77,7 +77,8 @@ def test_qdq_weights_and_scales_are_the_files(qdq):
     model, _ = qdq
     inits = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(model)).graph.initializer}
     g, _ = compile_model(model, Options(update="none"))
-    layers = [n for n in g.nodes if n.op in ("conv2d_q8", "dense_q8")]
+    nodes = [m for n in g.nodes for m in (n.attrs["_nodes"] if n.op == "row_stream" else [n])]
+    layers = [n for n in nodes if n.op in ("conv2d_q8", "dense_q8")]
     assert len(layers) == 5
     for n in layers:
         w, b = g.t(n.inputs[1]), g.t(n.inputs[2])

@@ -19,6 +19,7 @@ from tinytrain.passes.memory_plan import Plan, plan_memory
 from tinytrain.passes.optimizer import SGDConfig, add_optimizer
 from tinytrain.passes.prune import apply_update_plan
 from tinytrain.passes.schedule import schedule_backward
+from tinytrain.passes.stream import stream_rows
 from tinytrain.update_plan import parse_plan
 
 
@@ -65,6 +66,7 @@ def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
         passes += [
             ("fuse", fuse_updates),
             ("masks", use_activation_masks),
+            ("stream", stream_rows),
             ("schedule", schedule_backward),
             ("inplace", run_in_place),
         ]

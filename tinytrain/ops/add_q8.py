@@ -89,5 +89,17 @@ class AddQ8(Binary):
     def macs(self, node, shapes, out_shapes):
         return int(np.prod(out_shapes[0], dtype=np.int64))
 
+    def row_inputs(self, node, shapes):
+        same = len(shapes[0]) == 3 and tuple(shapes[0]) == tuple(shapes[1])
+        return (0, 1) if same else None  # broadcasting adds do not stream
+
+    def row_window(self, node, shapes, row):
+        return [(row, row), (row, row)]
+
+    def row_call(self, node, cg, rings, out, row):
+        body = ", ".join(str(int(node.attrs[k])) for k in _PARAMS)
+        params = cg.static(f"static const tt_q8_add {{name}} = {{{{{body}}}}};")
+        return f"tt_add_s8_row(&{out}, &{rings[0]}, &{rings[1]}, {row}, &{params});"
+
 
 OPS = (AddQ8(),)

@@ -58,6 +58,26 @@ class OpDef:
     def macs(self, node: Node, shapes: Sequence[Shape], out_shapes: Sequence[Shape]) -> int:
         return 0
 
+    def in_place(self, node: Node, shapes: Sequence[Shape]) -> bool:
+        """True if the kernel may write its output over input 0 (passes/inplace.py)."""
+        return False
+
+    # Row streaming (passes/stream.py). An op that can produce its HWC output one row at a
+    # time says which of its inputs are read by rows and which rows each output row needs.
+    def row_inputs(self, node: Node, shapes: Sequence[Shape]) -> tuple[int, ...] | None:
+        """Indices of the inputs read row by row, or None if this node cannot stream."""
+        return None
+
+    def row_window(self, node: Node, shapes: Sequence[Shape], row: int) -> list[tuple[int, int]]:
+        """For output row `row`: (first, last) rows of each row input it reads (first > last:
+        none, all padding)."""
+        raise NotImplementedError
+
+    def row_call(self, node: Node, cg: CContext, rings: Sequence[str], out: str,
+                 row: str) -> str:
+        """C statement computing output row `row`; rings/out are tt_rows expressions."""
+        raise NotImplementedError
+
 
 def size(shape: Shape) -> int:
     return int(np.prod(shape, dtype=np.int64)) if shape else 1

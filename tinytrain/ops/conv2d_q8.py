@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinytrain.errors import CompileError
 from tinytrain.ops.base import OpDef, c_float
 from tinytrain.ops.conv2d import (
     _groups,
@@ -75,6 +76,16 @@ def dequant_x(x: np.ndarray, a: dict) -> np.ndarray:
     return ((x.astype(np.int32) - a["x_zp"]).astype(np.float32) * np.float32(a["x_scale"]))
 
 
+DW_LINE = 256  # TT_DW_LINE in tt_kernels.h: floats of the in-place depthwise backward's ring
+MAX_KH = 16  # TT_MAX_KH in tt_kernels.h: the row kernel keeps one pointer per kernel row
+
+
+def _check_kernel_height(node) -> None:
+    if node.attrs["kernel"][0] > MAX_KH:
+        raise CompileError(f"node {node.name}: int8 conv kernels up to {MAX_KH} rows tall are "
+                           f"supported, this one has {node.attrs['kernel'][0]}")
+
+
 class Conv2dQ8(OpDef):
     name = "conv2d_q8"
     public = True
@@ -109,9 +120,26 @@ class Conv2dQ8(OpDef):
     def c_call(self, node, cg):
         x, y = cg.shape(node.inputs[0]), cg.shape(node.outputs[0])
         b = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
+        _check_kernel_height(node)
         return (f"tt_conv2d_s8({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
                 f"{cg.ptr(node.inputs[1])}, {b}, &{geom_decl(cg, node, x, y)}, "
                 f"&{requant_decl(cg, node.attrs)});")
+
+    def row_inputs(self, node, shapes):
+        return (0,) if len(shapes[0]) == 3 else None
+
+    def row_window(self, node, shapes, row):
+        a = node.attrs
+        lo = row * a["stride"][0] - a["pads"][0]
+        hi = lo + (a["kernel"][0] - 1) * a["dilation"][0]
+        return [(max(lo, 0), min(hi, shapes[0][0] - 1))]
+
+    def row_call(self, node, cg, rings, out, row):
+        x, y = cg.shape(node.inputs[0]), cg.shape(node.outputs[0])
+        b = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
+        _check_kernel_height(node)
+        return (f"tt_conv2d_s8_row(&{out}, &{rings[0]}, {row}, {cg.ptr(node.inputs[1])}, {b}, "
+                f"&{geom_decl(cg, node, x, y)}, &{requant_decl(cg, node.attrs)});")
 
     def macs(self, node, shapes, out_shapes):
         w = shapes[1]
@@ -130,8 +158,20 @@ class Conv2dBackwardInputQ8(OpDef):
         x_shape = tuple(node.attrs["out_shape"])
         return [conv_backward_input(dy, dequant_w(w, node.attrs), geom(node, x_shape, dy.shape))]
 
+    def in_place(self, node, shapes):
+        """Depthwise, stride 1, dx the shape of dy: a ring of pb + 1 rows of one channel
+        (TT_DW_LINE floats) holds the dy values still to be read."""
+        a = node.attrs
+        dy, x = shapes[0], tuple(a["out_shape"])
+        pb = (a["kernel"][0] - 1) * a["dilation"][0] - a["pads"][0]
+        return (tuple(dy) == x and a.get("groups", 1) == x[2] and tuple(a["stride"]) == (1, 1)
+                and pb >= 0 and (pb + 1) * x[1] <= DW_LINE)
+
     def c_call(self, node, cg):
         g = geom_decl(cg, node, cg.shape(node.outputs[0]), cg.shape(node.inputs[0]))
+        if cg.same_buffer(node.outputs[0], node.inputs[0]):
+            return (f"tt_dw_backward_input_inplace_s8({cg.ptr(node.outputs[0])}, "
+                    f"{cg.ptr(node.inputs[1])}, {floats(cg, node.attrs['w_scale'])}, &{g});")
         return (f"tt_conv2d_backward_input_s8({cg.ptr(node.outputs[0])}, "
                 f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
                 f"{floats(cg, node.attrs['w_scale'])}, &{g});")

@@ -1,12 +1,14 @@
 """Run elementwise ops in place when their input dies at that op.
 
 The output becomes a view of the input (alias_of), so the planner gives both one buffer.
-Every kernel listed reads element i before writing element i, which makes this legal.
+Every kernel listed reads element i before writing element i, which makes this legal; other
+ops say when their kernel can run in place (OpDef.in_place, e.g. a depthwise conv's backward).
 """
 
 from __future__ import annotations
 
 from tinytrain.ir import ACTIVATION, GRAD, Graph
+from tinytrain.ops import get_op
 from tinytrain.passes.memory_plan import lifetimes, step_nodes
 
 INPLACE_OPS = {
@@ -24,7 +26,10 @@ def run_in_place(g: Graph) -> Graph:
     outputs = set(g.outputs)
     tensors = dict(g.tensors)
     for k, n in enumerate(step_nodes(g)):
-        if n.op not in INPLACE_OPS or len(n.outputs) != 1:
+        if len(n.outputs) != 1:
+            continue
+        if n.op not in INPLACE_OPS and not get_op(n.op).in_place(
+                n, [tensors[i].shape for i in n.inputs]):
             continue
         x, y = n.inputs[0], n.outputs[0]
         tx, ty = tensors[x], tensors[y]

@@ -116,6 +116,15 @@ def lifetimes(g: Graph) -> tuple[list[Buffer], dict[str, str]]:
     return buffers, views
 
 
+def peak_live(g: Graph, phase: str) -> int:
+    """Most bytes live at once during the steps of one phase (ignores fragmentation): how
+    passes that only touch one phase break ties between plans with the same arena size."""
+    buffers, _ = lifetimes(g)
+    steps = [k for k, n in enumerate(step_nodes(g)) if n.phase == phase]
+    return max((sum(b.size for b in buffers if b.first <= k <= b.last) for k in steps),
+               default=0)
+
+
 def plan_memory(g: Graph) -> Plan:
     buffers, views = lifetimes(g)
     offsets, size = plan_buffers(buffers)

@@ -3,13 +3,15 @@
 A greedy list scheduler over the backward nodes: among the nodes whose dependencies are met,
 run the one that frees the most arena bytes net of what it allocates (ties: original order).
 The forward pass keeps its order. The new order is kept only if the memory planner's arena
-is smaller: the planner's number is the judge, not this heuristic.
+is smaller (or, when the forward pass sets the arena, if the backward's own peak is): the
+planner's numbers are the judge, not this heuristic.
 """
 
 from __future__ import annotations
 
 from tinytrain.ir import OPT_STATE, PARAM, PARAM_GRAD, Graph, Node
-from tinytrain.passes.memory_plan import ARENA_KINDS, plan_memory
+from tinytrain.passes.inplace import run_in_place
+from tinytrain.passes.memory_plan import ARENA_KINDS, peak_live, plan_memory
 
 STATEFUL = (PARAM, PARAM_GRAD, OPT_STATE)
 
@@ -70,11 +72,19 @@ def _greedy(g: Graph, nodes: list[Node]) -> list[Node]:
     return order
 
 
+def _cost(g: Graph) -> tuple[int, int]:
+    """The arena first; when the forward pass sets the arena, the backward's own peak. Both
+    after the in-place pass that follows, since an order can matter only through it (a bias
+    update that runs first lets a depthwise backward overwrite its dy)."""
+    g = run_in_place(g)
+    return plan_memory(g).arena_size, peak_live(g, "backward")
+
+
 def schedule_backward(g: Graph) -> Graph:
     head = [n for n in g.nodes if n.phase in ("forward", "loss")]
     backward = [n for n in g.nodes if n.phase == "backward"]
     tail = [n for n in g.nodes if n.phase not in ("forward", "loss", "backward")]
     candidate = g.replace(nodes=tuple(head + _greedy(g, backward) + tail))
-    if plan_memory(candidate).arena_size < plan_memory(g).arena_size:
+    if _cost(candidate) < _cost(g):
         return candidate.replace(meta={**g.meta, "scheduled": True})
     return g.replace(meta={**g.meta, "scheduled": False})

@@ -1,0 +1,141 @@
+"""Row streaming of the frozen stem, int8 ReLU masks and the in-place depthwise backward.
+
+The passes may only move bytes: an int8 MobileNetV2 trained with them and with
+--no-memory-passes must give bit-identical losses and parameters (int8 forward arithmetic is
+exact, and the in-place backward adds its floats in the same order as the plain kernel).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from tinytrain.compiler import Options, load_model, pipeline, quantize_model
+from tinytrain.ir import Graph, Node, Tensor
+from tinytrain.passes.memory_plan import peak_live, plan_memory
+from tinytrain.passes.stream import _ring_rows, _schedule, stream_rows
+
+torch = pytest.importorskip("torch")
+
+from tests.torch_models import MobileNetV2, export  # noqa: E402
+
+STEPS = 4
+SCHEME = "tte:n_bias=25,idx=27-30-33-36-39-42-45-48,ratio=1-1-1-1-1-0.125-0.5-1"
+
+
+@pytest.fixture(scope="module")
+def mbv2(tmp_path_factory):
+    """MobileNetV2-w0.35 at 48x48 and its int8 calibration set."""
+    d = tmp_path_factory.mktemp("mbv2")
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = export(MobileNetV2(0.35, 48, 10), d / "mbv2.onnx")
+    rng = np.random.default_rng(0)
+    np.savez(d / "calib.npz", x=rng.uniform(0, 1, (4, 3, 48, 48)).astype(np.float32))
+    x = rng.uniform(0, 1, (STEPS, 3, 48, 48)).astype(np.float32)
+    np.savez(d / "train.npz", x=x, y=rng.integers(0, 10, STEPS))
+    return path, d
+
+
+def _compile(path, d, skip=()):
+    opts = Options(update=SCHEME, quantize="int8", calib=d / "calib.npz")
+    g = load_model(path)
+    g = quantize_model(g, opts)
+    for name, fn in pipeline(opts):
+        if name not in skip:
+            g = fn(g)
+    return g
+
+
+def test_stem_is_streamed_and_lowers_the_forward_peak(mbv2):
+    path, d = mbv2
+    g = _compile(path, d)
+    plain = _compile(path, d, skip=("stream",))
+    stages = [n for n in g.nodes if n.op == "row_stream"]
+    assert len(stages) == 1 and g.nodes[0] is stages[0]
+    stage = stages[0]
+    inner = stage.attrs["_rings"]
+    planned = {b.name for b in plan_memory(g).buffers}
+    assert inner and not set(inner) & planned  # the intermediates never exist whole
+    for t, (_, rows, row_bytes) in inner.items():
+        h, w, c = stage.attrs["_shapes"][t]
+        assert rows < h and row_bytes == w * c
+    assert peak_live(g, "forward") < peak_live(plain, "forward")
+    assert plan_memory(g).arena_size <= plan_memory(plain).arena_size
+    fwd = [n for n in g.nodes if n.phase == "forward"]
+    assert len(fwd) < len([n for n in plain.nodes if n.phase == "forward"])
+
+
+def test_int8_relu_masks_replace_saved_outputs(mbv2):
+    path, d = mbv2
+    g = _compile(path, d)
+    masks = [n for n in g.nodes if n.op == "q8_clamp_mask"]
+    assert masks
+    backward_reads = {i for n in g.nodes if n.phase == "backward" for i in n.inputs}
+    for m in masks:
+        assert m.inputs[0] not in backward_reads  # the int8 output itself is not kept
+        assert g.t(m.outputs[0]).nbytes == -(-g.t(m.inputs[0]).size // 8)
+
+
+def test_depthwise_backward_runs_in_place(mbv2):
+    path, d = mbv2
+    g = _compile(path, d)
+    dw = [n for n in g.nodes if n.op == "conv2d_backward_input_q8" and g.t(n.outputs[0]).alias_of]
+    assert dw and all(n.attrs["groups"] > 1 for n in dw)
+
+
+def _conv(name, x, y, k, s, shapes):
+    return Node(name, "conv2d_q8", (x, f"{name}_w"), (y,),
+                {"kernel": (k, k), "stride": (s, s), "pads": (k // 2,) * 4, "dilation": (1, 1),
+                 "groups": 1}), shapes
+
+
+def test_ring_sizes_follow_the_kernel_windows():
+    """3x3 stride-1 after 3x3 stride-1: the middle tensor keeps 3 rows; a 1x1 conv keeps 1;
+    a stride-2 3x3 reads rows 2y-1..2y+1 and so keeps 3 of its input."""
+    shapes = {"x": (64, 4, 2), "a": (64, 4, 2), "b": (64, 4, 2), "c": (64, 4, 2),
+              "d": (32, 4, 2)}
+    nodes = [_conv("n0", "x", "a", 3, 1, shapes)[0], _conv("n1", "a", "b", 1, 1, shapes)[0],
+             _conv("n2", "b", "c", 3, 1, shapes)[0], _conv("n3", "c", "d", 3, 2, shapes)[0]]
+    tensors = {t: Tensor(t, s, "activation", dtype="s8") for t, s in shapes.items()}
+    tensors["x"] = Tensor("x", shapes["x"], "input", dtype="s8")
+    for n in nodes:
+        tensors[n.inputs[1]] = Tensor(n.inputs[1], (2, 3, 3, 2), "param", dtype="s8")
+    g = Graph(tensors, tuple(nodes), ("x",), ("d",))
+    sched = _schedule(g, nodes, "d")
+    assert sorted(sched) == sorted({(k, r) for k, r in sched})  # every row computed once
+    assert len(sched) == 64 * 3 + 32
+    rows = _ring_rows(g, nodes, sched)
+    assert rows == {"a": 1, "b": 3, "c": 3, "d": 1}
+    streamed = stream_rows(g)
+    assert streamed.nodes[0].op == "row_stream"
+
+
+def _train(cli, path, d, out, *extra):
+    cli("build", path, "--out", out, "--update", SCHEME, "--quantize", "int8", "--calib",
+        d / "calib.npz", *extra)
+    cli("run", out, "--data", d / "train.npz", "--metrics", out / "m.jsonl", "--save",
+        out / "state.npz")
+    losses = [json.loads(line)["loss"] for line in open(out / "m.jsonl")]
+    with np.load(out / "state.npz") as f:
+        return losses, {k: f[k] for k in f.files}
+
+
+def test_streamed_build_trains_bit_identically(mbv2, tmp_path, cli):
+    path, d = mbv2
+    fast, fast_p = _train(cli, path, d, tmp_path / "a")
+    plain, plain_p = _train(cli, path, d, tmp_path / "b", "--no-memory-passes")
+    c = (tmp_path / "a" / "model.c").read_text()
+    assert "tt_conv2d_s8_row" in c and "tt_dw_backward_input_inplace_s8" in c
+    assert "tt_conv2d_s8_row" not in (tmp_path / "b" / "model.c").read_text()
+    assert len(fast) == STEPS and fast == plain
+    assert fast_p.keys() == plain_p.keys()
+    for k in fast_p:
+        np.testing.assert_array_equal(fast_p[k], plain_p[k], err_msg=k)
+    report = json.loads((tmp_path / "a" / "report.json").read_text())
+    plain_report = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert report["sram_bytes"]["total"] < plain_report["sram_bytes"]["total"]

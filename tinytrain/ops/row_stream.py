@@ -1,0 +1,89 @@
+"""A stage of frozen forward layers run row by row (built by passes/stream.py).
+
+The stage's intermediate tensors never exist whole: each lives in a ring of a few rows inside
+one scratch buffer, and a static schedule says which layer computes which row next. Its
+inputs (the sample, the parameters) and its one output are ordinary whole tensors.
+
+attrs: _nodes (the original nodes), _schedule ((node index, row) pairs), _rings ({tensor:
+(offset in the scratch, rows kept, bytes per row)}), _shapes (every stage tensor's shape),
+scratch (bytes), steps (schedule length). Each row kernel is the one the whole-tensor kernel
+loops over, so a streamed stage is bit-identical to running its layers one after another.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinytrain.ops.base import OpDef
+
+
+def get_op(name: str) -> OpDef:
+    from tinytrain.ops import get_op as lookup  # the registry imports this module
+
+    return lookup(name)
+
+
+class RowStream(OpDef):
+    name = "row_stream"
+    has_gradient = False
+
+    def infer(self, node, shapes):
+        return [tuple(node.attrs["_shapes"][node.outputs[0]]), (node.attrs["scratch"],)]
+
+    def forward(self, node, xs):
+        env = dict(zip(node.inputs, xs))
+        for n in node.attrs["_nodes"]:
+            outs = get_op(n.op).forward(n, [env[i] for i in n.inputs])
+            env.update(zip(n.outputs, outs))
+        return [env[node.outputs[0]], np.zeros(node.attrs["scratch"], np.uint8)]
+
+    def c_call(self, node, cg):
+        a = node.attrs
+        shapes, rings = a["_shapes"], a["_rings"]
+        scratch = cg.ptr(node.outputs[1])
+        names: list[str] = []  # ring index -> tensor
+        decl: list[str] = []
+        for t in [*node.inputs, node.outputs[0], *rings]:
+            if t in names or len(shapes.get(t, ())) != 3:
+                continue
+            h, w, c = shapes[t]
+            if t in rings:
+                off, rows, row_bytes = rings[t]
+                decl.append(f"{{(int8_t *){scratch} + {off}, {rows}, {row_bytes}}}")
+            else:  # a whole tensor: a ring as tall as the tensor
+                decl.append(f"{{(int8_t *){cg.ptr(t)}, {h}, {w * c}}}")
+            names.append(t)
+        idx = {t: k for k, t in enumerate(names)}
+        cases = []
+        for k, n in enumerate(a["_nodes"]):
+            op = get_op(n.op)
+            ins = op.row_inputs(n, [shapes[i] for i in n.inputs]) or ()
+            call = op.row_call(n, cg, [f"r[{idx[n.inputs[i]]}]" for i in ins],
+                               f"r[{idx[n.outputs[0]]}]", "row")
+            cases.append(f"        case {k}: {call} break;")
+        sched = a["_schedule"]
+        which = cg.static(f"static const uint8_t {{name}}[{len(sched)}] = "
+                          f"{{{{{', '.join(str(k) for k, _ in sched)}}}}};")
+        rows = cg.static(f"static const uint16_t {{name}}[{len(sched)}] = "
+                         f"{{{{{', '.join(str(r) for _, r in sched)}}}}};")
+        return "\n".join([
+            "{",
+            f"    tt_rows r[{len(names)}] = {{{', '.join(decl)}}};",
+            "    int32_t s;",
+            f"    for (s = 0; s < {len(sched)}; ++s) {{",
+            f"        const int32_t row = {rows}[s];",
+            f"        switch ({which}[s]) {{",
+            *cases,
+            "        default: break;",
+            "        }",
+            "    }",
+            "}",
+        ])
+
+    def macs(self, node, shapes, out_shapes):
+        sh = node.attrs["_shapes"]
+        return sum(get_op(n.op).macs(n, [sh.get(i, ()) for i in n.inputs],
+                                     [sh[o] for o in n.outputs]) for n in node.attrs["_nodes"])
+
+
+OPS = (RowStream(),)

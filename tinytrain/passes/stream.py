@@ -1,0 +1,159 @@
+"""Row streaming: run the frozen high-resolution stem of the network row by row.
+
+In an inverted-bottleneck network the forward peak sits in the first blocks: a 1x1 conv
+expands a 64x64 tensor six-fold and the depthwise conv that follows needs it whole. None of
+those layers train in a sparse plan, so nothing of theirs is kept for the backward, and their
+output rows can be produced on demand: to compute row y of a layer, first compute the rows of
+its inputs under y's window. Each intermediate tensor then only needs the rows still to be
+read (a ring of about kernel-height rows), and the expansion never exists whole.
+
+The stage is a prefix of the forward pass whose ops can stream (an op says so through
+row_inputs/row_window/row_call), whose parameters are frozen and whose intermediates nothing
+outside reads; it ends at a tensor that is the only one crossing the cut. Every possible end is
+tried and the memory planner decides (as for the backward schedule): the smallest arena, then
+the smallest forward peak; the graph is left alone if no end improves on it. The schedule,
+ring sizes and scratch layout are all fixed here, at compile time.
+"""
+
+from __future__ import annotations
+
+from tinytrain.ir import ACTIVATION, CONST, INPUT, PARAM, Graph, Node, Tensor
+from tinytrain.ops import get_op
+from tinytrain.passes.memory_plan import align, peak_live, plan_memory
+
+MAX_STAGE_NODES = 255  # the C schedule names a layer with a uint8_t
+MAX_ROWS = 65535  # and a row with a uint16_t
+
+
+def _streamable(g: Graph, n: Node) -> bool:
+    if n.phase != "forward" or len(n.outputs) != 1 or len(g.t(n.outputs[0]).shape) != 3:
+        return False
+    if g.t(n.outputs[0]).shape[0] > MAX_ROWS:
+        return False
+    ins = get_op(n.op).row_inputs(n, [g.t(i).shape for i in n.inputs])
+    if ins is None:
+        return False
+    for k, i in enumerate(n.inputs):
+        t = g.t(i)
+        if k in ins:
+            if t.kind not in (INPUT, ACTIVATION) or t.alias_of:
+                return False
+        elif t.kind not in (PARAM, CONST) or t.trainable:
+            return False  # a trained layer is never streamed: its backward needs its tensors
+    return True
+
+
+def _exits(g: Graph, prefix: list[Node]) -> list[tuple[int, str]]:
+    """(cut, exit tensor) for every cut of the prefix that one tensor crosses."""
+    readers: dict[str, int] = {}  # tensor -> index of the last node that reads it
+    for k, n in enumerate(g.nodes):
+        for i in n.inputs:
+            readers[i] = k
+    out = []
+    produced: list[str] = []
+    for c, n in enumerate(prefix, start=1):
+        produced.extend(n.outputs)
+        crossing = [t for t in produced if readers.get(t, -1) >= c or t in g.outputs]
+        if c >= 2 and len(crossing) == 1 and crossing[0] == n.outputs[0]:
+            out.append((c, crossing[0]))
+    return out
+
+
+def _schedule(g: Graph, stage: list[Node], exit_: str) -> list[tuple[int, int]]:
+    """Pull the exit's rows in order; each row first pulls the input rows under its window."""
+    producer = {n.outputs[0]: (k, n) for k, n in enumerate(stage)}
+    done: dict[str, int] = {}  # tensor -> rows produced so far
+    sched: list[tuple[int, int]] = []
+
+    def pull(t: str, last: int) -> None:
+        if t not in producer:
+            return  # a whole tensor from outside the stage
+        k, n = producer[t]
+        op = get_op(n.op)
+        shapes = [g.t(i).shape for i in n.inputs]
+        ins = op.row_inputs(n, shapes) or ()
+        while done.get(t, 0) <= last:
+            row = done.get(t, 0)
+            for i, (lo, hi) in zip(ins, op.row_window(n, shapes, row)):
+                if lo <= hi:
+                    pull(n.inputs[i], hi)
+            sched.append((k, row))
+            done[t] = row + 1
+
+    pull(exit_, g.t(exit_).shape[0] - 1)
+    return sched
+
+
+def _ring_rows(g: Graph, stage: list[Node], sched: list[tuple[int, int]]) -> dict[str, int]:
+    """Rows each intermediate must keep so that writing row r (slot r % rows) never
+    overwrites a row that is still to be read."""
+    made: dict[str, dict[int, int]] = {}  # tensor -> row -> step that writes it
+    last_read: dict[str, dict[int, int]] = {}
+    for s, (k, row) in enumerate(sched):
+        n = stage[k]
+        made.setdefault(n.outputs[0], {})[row] = s
+        op = get_op(n.op)
+        shapes = [g.t(i).shape for i in n.inputs]
+        for i, (lo, hi) in zip(op.row_inputs(n, shapes) or (), op.row_window(n, shapes, row)):
+            reads = last_read.setdefault(n.inputs[i], {})
+            for r in range(lo, hi + 1):
+                reads[r] = s
+    rows = {}
+    for t, steps in made.items():
+        reads = last_read.get(t, {})
+        need, lo = 1, 0  # lo: the oldest row still to be read (never moves back: rows die
+        for r in sorted(steps):  # in order)
+            while lo < r and reads.get(lo, -1) <= steps[r]:
+                lo += 1
+            need = max(need, r - lo + 1)
+        rows[t] = min(need, g.t(t).shape[0])
+    return rows
+
+
+def stream_stage(g: Graph, cut: int, exit_: str) -> Graph:
+    """The graph with its first `cut` nodes replaced by one row_stream node ending at exit_."""
+    stage = list(g.nodes[:cut])
+    sched = _schedule(g, stage, exit_)
+    inner = [n.outputs[0] for n in stage if n.outputs[0] != exit_]
+    rows = _ring_rows(g, stage, sched)
+    rings: dict[str, tuple[int, int, int]] = {}
+    offset = 0
+    for t in inner:
+        h, w, c = g.t(t).shape
+        rings[t] = (offset, rows.get(t, 1), w * c)
+        offset = align(offset + rows.get(t, 1) * w * c)
+    inputs: list[str] = []
+    for n in stage:
+        for i in n.inputs:
+            if i not in inputs and i not in rings and i != exit_:
+                inputs.append(i)
+    shapes = {t: tuple(g.t(t).shape) for n in stage for t in (*n.inputs, *n.outputs)}
+    scratch = f"{exit_}_rows"
+    node = Node(f"{exit_}_stream", "row_stream", tuple(inputs), (exit_, scratch),
+                {"_nodes": tuple(stage), "_schedule": tuple(sched), "_rings": rings,
+                 "_shapes": shapes, "scratch": max(offset, 1), "steps": len(sched),
+                 "layers": len(stage)})
+    tensors = dict(g.tensors)  # the intermediates stay described (shapes, quantisation) but,
+    # produced by no node, get no buffer of their own
+    tensors[scratch] = Tensor(scratch, (max(offset, 1),), ACTIVATION, dtype="u8")
+    return g.replace(nodes=(node, *g.nodes[cut:]), tensors=tensors)
+
+
+def stream_rows(g: Graph) -> Graph:
+    prefix: list[Node] = []
+    for n in g.nodes:
+        if not _streamable(g, n) or len(prefix) >= MAX_STAGE_NODES:
+            break
+        prefix.append(n)
+    best, best_cost = g, _cost(g)
+    for cut, exit_ in _exits(g, prefix):
+        cand = stream_stage(g, cut, exit_)
+        cost = _cost(cand)
+        if cost < best_cost:
+            best, best_cost = cand, cost
+    return best
+
+
+def _cost(g: Graph) -> tuple[int, int]:
+    """The arena first; when the backward sets the arena, the forward's own peak."""
+    return plan_memory(g).arena_size, peak_live(g, "forward")
