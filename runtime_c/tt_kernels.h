@@ -171,6 +171,9 @@ static inline float tt_sgd_elem(float p, float g, float *m, float lr, float mome
 /* y (rows x k) = the idx channels of x (rows x c) */
 void tt_gather_channels_f32(float *y, const float *x, int32_t rows, int32_t c,
                             const int32_t *idx, int32_t k);
+/* the inverse: y[r * c + idx[j]] = x[r * k + j] (other channels of y untouched) */
+void tt_scatter_channels_f32(float *y, const float *x, int32_t rows, int32_t c,
+                             const int32_t *idx, int32_t k);
 /* SGD on the idx channels of p (rows x c) from g, m (rows x k); then zeroes g. */
 void tt_sgd_channels_f32(float *p, float *g, float *m, int32_t rows, int32_t c,
                          const int32_t *idx, int32_t k, float lr, float momentum, float wd,
@@ -216,12 +219,17 @@ typedef struct {
     int32_t mode;   /* TT_Q8_* */
     uint32_t salt;  /* per parameter, for stochastic rounding */
     uint32_t step;  /* training-step counter, for stochastic rounding */
+    int32_t packed; /* 1: the weight holds only its trained input channels, packed (a split
+                     * partial update); indices into the whole weight still seed the rounding */
 } tt_q8_update;
 
 extern uint32_t tt_q8_saturations; /* int32 bias updates that had to saturate */
 
 void tt_gather_channels_s8(int8_t *y, const int8_t *x, int32_t rows, int32_t c,
                            const int32_t *idx, int32_t k);
+/* the inverse: y[r * c + idx[j]] = x[r * k + j] (other channels of y untouched) */
+void tt_scatter_channels_s8(int8_t *y, const int8_t *x, int32_t rows, int32_t c,
+                            const int32_t *idx, int32_t k);
 void tt_quantize_input_s8(int8_t *y, const float *x, int32_t n, float scale, int32_t zp);
 void tt_dequantize_s8(float *y, const int8_t *x, int32_t n, float scale, int32_t zp);
 void tt_conv2d_s8(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,

@@ -33,6 +33,18 @@ void tt_gather_channels_s8(int8_t *y, const int8_t *x, int32_t rows, int32_t c,
     }
 }
 
+void tt_scatter_channels_s8(int8_t *y, const int8_t *x, int32_t rows, int32_t c,
+                            const int32_t *idx, int32_t k)
+{
+    int32_t r, j;
+
+    for (r = 0; r < rows; ++r) {
+        for (j = 0; j < k; ++j) {
+            y[r * c + channel(idx, j)] = x[r * k + j];
+        }
+    }
+}
+
 void tt_quantize_input_s8(int8_t *y, const float *x, int32_t n, float scale, int32_t zp)
 {
     int32_t i;
@@ -404,9 +416,10 @@ void tt_conv2d_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const 
                 for (ic = 0; ic < cin_g; ++ic) {
                     const int32_t si = ((oc * g->kh + ky) * g->kw + kx) * cin_g + ic;
                     const int32_t wi = ((oc * g->kh + ky) * g->kw + kx) * w_cin + channel(idx, ic);
+                    const int32_t at = u->packed ? si : wi;
                     const float gr = conv_dw_elem(dy, x, x_scale, x_zp, g, oc, ky, kx,
                                                   (oc / cout_g) * cin_g + ic);
-                    w[wi] = update_s8(w[wi], shadow != NULL ? &shadow[si] : NULL,
+                    w[at] = update_s8(w[at], shadow != NULL ? &shadow[si] : NULL,
                                       gr * step[oc], u, (uint32_t)wi);
                 }
             }
@@ -423,8 +436,9 @@ void tt_dense_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const i
     for (o = 0; o < out; ++o) {
         for (j = 0; j < k; ++j) {
             const int32_t wi = o * w_in + channel(idx, j);
+            const int32_t at = u->packed ? o * k + j : wi;
             const float gr = dy[o] * ((float)((int32_t)x[j] - x_zp) * x_scale);
-            w[wi] = update_s8(w[wi], shadow != NULL ? &shadow[o * k + j] : NULL,
+            w[at] = update_s8(w[at], shadow != NULL ? &shadow[o * k + j] : NULL,
                               gr * step[o], u, (uint32_t)wi);
         }
     }
@@ -454,7 +468,8 @@ void tt_sgd_s8(int8_t *p, float *g, uint8_t *shadow, int32_t rows, int32_t c,
         for (j = 0; j < k; ++j) {
             const int32_t gi = r * k + j;
             const int32_t pi = r * c + channel(idx, j);
-            p[pi] = update_s8(p[pi], shadow != NULL ? &shadow[gi] : NULL,
+            const int32_t at = u->packed ? gi : pi;
+            p[at] = update_s8(p[at], shadow != NULL ? &shadow[gi] : NULL,
                               g[gi] * grad_scale * step[r / rows_per_channel], u,
                               (uint32_t)pi);
             g[gi] = 0.0f;

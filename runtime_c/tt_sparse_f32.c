@@ -26,6 +26,18 @@ void tt_gather_channels_f32(float *y, const float *x, int32_t rows, int32_t c,
     }
 }
 
+void tt_scatter_channels_f32(float *y, const float *x, int32_t rows, int32_t c,
+                             const int32_t *idx, int32_t k)
+{
+    int32_t r, j;
+
+    for (r = 0; r < rows; ++r) {
+        for (j = 0; j < k; ++j) {
+            y[r * c + channel(idx, j)] = x[r * k + j];
+        }
+    }
+}
+
 void tt_sgd_channels_f32(float *p, float *g, float *m, int32_t rows, int32_t c,
                          const int32_t *idx, int32_t k, float lr, float momentum, float wd,
                          float grad_scale)

@@ -1,4 +1,5 @@
-"""Row streaming of the frozen stem, int8 ReLU masks and the in-place depthwise backward.
+"""Row streaming of the frozen stem, int8 ReLU masks, the in-place depthwise backward and
+split partial weights (trained channels in SRAM, the rest in flash).
 
 The passes may only move bytes: an int8 MobileNetV2 trained with them and with
 --no-memory-passes must give bit-identical losses and parameters (int8 forward arithmetic is
@@ -132,6 +133,9 @@ def test_streamed_build_trains_bit_identically(mbv2, tmp_path, cli):
     c = (tmp_path / "a" / "model.c").read_text()
     assert "tt_conv2d_s8_row" in c and "tt_dw_backward_input_inplace_s8" in c
     assert "tt_conv2d_s8_row" not in (tmp_path / "b" / "model.c").read_text()
+    packed = [p for p in json.loads((tmp_path / "a" / "program.json").read_text())["trainable"]
+              if "packed" in p]  # partial weights keep only their trained channels in SRAM
+    assert packed and all(p["shape"][-1] < p["packed"]["full_shape"][-1] for p in packed)
     assert len(fast) == STEPS and fast == plain
     assert fast_p.keys() == plain_p.keys()
     for k in fast_p:

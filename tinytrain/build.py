@@ -9,6 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tinytrain.boards import Board, load_board
 from tinytrain.codegen.render import model_id, profile_ops, render, write_files
 from tinytrain.compiler import Options, compile_model
@@ -41,9 +43,21 @@ def program_info(g: Graph, board: Board) -> dict[str, Any]:
                        "scale": None if t.quant is None else list(t.quant.scale),
                        "source": None if t.source is None else
                        {"node": t.source.node, "slot": t.source.slot,
-                        "transform": t.source.transform}}
+                        "transform": t.source.transform},
+                       **_packed(g, t.name)}
                       for t in g.params(trainable=True)],
     }
+
+
+def _packed(g: Graph, name: str) -> dict[str, Any]:
+    """For a weight split by passes/split_weights: how the device's packed trained channels
+    and the frozen rest make the whole weight (the link hands out whole weights)."""
+    split = g.meta.get("split_weights", {}).get(name)
+    if split is None:
+        return {}
+    rest = g.t(split["rest"])
+    return {"packed": {"channels": split["channels"], "full_shape": split["full_shape"],
+                       "rest": np.asarray(rest.data).reshape(-1).tolist()}}
 
 
 def check_budget(model: Path, opts: Options, report: dict[str, Any], board: Board,

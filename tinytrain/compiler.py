@@ -19,6 +19,7 @@ from tinytrain.passes.memory_plan import Plan, plan_memory
 from tinytrain.passes.optimizer import SGDConfig, add_optimizer
 from tinytrain.passes.prune import apply_update_plan
 from tinytrain.passes.schedule import schedule_backward
+from tinytrain.passes.split_weights import split_partial_weights
 from tinytrain.passes.stream import stream_rows
 from tinytrain.update_plan import parse_plan
 
@@ -66,6 +67,7 @@ def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
         passes += [
             ("fuse", fuse_updates),
             ("masks", use_activation_masks),
+            ("split", split_partial_weights),
             ("stream", stream_rows),
             ("schedule", schedule_backward),
             ("inplace", run_in_place),

@@ -7,12 +7,14 @@ from typing import Any
 from tinytrain.ir import ACTIVATION, GRAD, INPUT, LABEL, LOSS, OPT_STATE, PARAM, PARAM_GRAD, Graph
 from tinytrain.passes.memory_plan import Plan, step_nodes
 
-CATEGORIES = ("input", "activations", "saved for backward", "gradients", "masks", "outputs",
-              "trainable params", "param gradients", "optimizer state")
+CATEGORIES = ("input", "activations", "saved for backward", "gradients", "masks", "scratch",
+              "outputs", "trainable params", "param gradients", "optimizer state")
 
 
-def _category(g: Graph, name: str, backward_reads: set[str]) -> str:
+def _category(g: Graph, name: str, backward_reads: set[str], scratch: set[str]) -> str:
     t = g.t(name)
+    if name in scratch:
+        return "scratch"
     if t.kind in (INPUT, LABEL):
         return "input"
     if t.kind == LOSS:
@@ -30,6 +32,7 @@ def buffer_table(g: Graph, plan: Plan) -> dict[str, Any]:
     for n in nodes:
         if n.phase == "backward":
             backward_reads.update(n.inputs)
+    scratch = {n.outputs[1] for n in nodes if n.op == "row_stream"}  # the stage's row rings
     views: dict[str, list[str]] = {}
     for v, r in plan.views.items():
         views.setdefault(r, []).append(v)
@@ -40,7 +43,7 @@ def buffer_table(g: Graph, plan: Plan) -> dict[str, Any]:
     rows = []
     for b in sorted(plan.buffers, key=lambda b: (plan.offsets[b.name], b.first, b.name)):
         saved = b.name in backward_reads or any(v in backward_reads for v in views.get(b.name, []))
-        cat = _category(g, b.name, backward_reads | ({b.name} if saved else set()))
+        cat = _category(g, b.name, backward_reads | ({b.name} if saved else set()), scratch)
         rows.append({"name": b.name, "kind": cat, "bytes": b.size, "offset": plan.offsets[b.name],
                      "first_step": b.first, "last_step": b.last, "first_op": step_name(b.first),
                      "last_op": step_name(b.last), "views": sorted(views.get(b.name, []))})

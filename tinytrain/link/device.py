@@ -43,6 +43,20 @@ class LinkStats:
     bad_frames: int = 0
 
 
+def _whole(p: dict, stored: np.ndarray) -> np.ndarray:
+    """A weight split by passes/split_weights is stored as its trained input channels only;
+    put the frozen rest (program.json) back around them."""
+    packed = p.get("packed")
+    if packed is None:
+        return stored
+    whole = np.zeros(packed["full_shape"], stored.dtype)
+    rest = [c for c in range(whole.shape[-1]) if c not in set(packed["channels"])]
+    whole[..., rest] = np.asarray(packed["rest"], stored.dtype).reshape(
+        whole.shape[:-1] + (len(rest),))
+    whole[..., packed["channels"]] = stored
+    return whole
+
+
 @dataclass
 class DeviceInfo:
     link_version: int
@@ -189,7 +203,7 @@ class Device:
         for p in self.info["trainable"]:
             dt = np.dtype(NP_TYPES[p.get("dtype", "f32")])
             n = int(np.prod(p["shape"]))
-            out[p["name"]] = np.frombuffer(raw, dt, n, k).reshape(p["shape"]).copy()
+            out[p["name"]] = _whole(p, np.frombuffer(raw, dt, n, k).reshape(p["shape"]).copy())
             k += n * dt.itemsize
         return out
 
@@ -199,6 +213,8 @@ class Device:
             if p["name"] not in params:
                 raise LinkError(f"state has no parameter '{p['name']}'")
             a = np.asarray(params[p["name"]], NP_TYPES[p.get("dtype", "f32")])
+            if "packed" in p and list(a.shape) == p["packed"]["full_shape"]:
+                a = np.ascontiguousarray(a[..., p["packed"]["channels"]])  # trained part
             if list(a.shape) != p["shape"]:
                 raise LinkError(f"parameter '{p['name']}' has shape {list(a.shape)}, the "
                                 f"program expects {p['shape']}")

@@ -30,6 +30,7 @@ from tinytrain.ops import (
     max_pool2d,
     max_pool2d_q8,
     mean_q8,
+    merge_channels,
     mul,
     mul_q8,
     pad,
@@ -55,7 +56,7 @@ _MODULES = (conv2d, dense, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, hard_s
 _MODULES += (conv2d_q8, dense_q8, dequantize_q8, q8_clamp_backward, q8_update, hard_sigmoid_q8)
 _MODULES += (softmax_q8, logistic_q8, hard_swish_q8, add_q8, mul_q8, avg_pool2d_q8,
              max_pool2d_q8, mean_q8, pad_q8, concat_q8, quantize_q8, grad_q8)
-_MODULES += (row_stream,)  # frozen stem run row by row (passes/stream.py)
+_MODULES += (row_stream, merge_channels)  # frozen stem run row by row (passes/stream.py)
 
 REGISTRY: dict[str, OpDef] = {op.name: op for m in _MODULES for op in m.OPS}
 

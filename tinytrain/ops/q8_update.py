@@ -26,8 +26,12 @@ def _apply_s8(w: np.ndarray, grad: np.ndarray, a: dict, step: int,
               shadow: np.ndarray | None) -> np.ndarray:
     w = w.copy()
     ch = list(a["channels"]) if a.get("channels") is not None else slice(None)
-    idx = np.arange(w.size).reshape(w.shape)[..., ch]
     delta = (grad.astype(np.float32) * _channel_steps(a, grad.shape)).astype(np.float32)
+    if a.get("packed_cin"):  # w holds just the trained channels; rounding seeds stay whole-w
+        full = w.shape[:-1] + (a["packed_cin"],)
+        idx = np.arange(int(np.prod(full))).reshape(full)[..., ch]
+        return update_s8(w, delta, a["mode"], a["salt"], step, idx, shadow)
+    idx = np.arange(w.size).reshape(w.shape)[..., ch]
     w[..., ch] = update_s8(w[..., ch], delta, a["mode"], a["salt"], step, idx, shadow)
     return w
 
@@ -35,7 +39,7 @@ def _apply_s8(w: np.ndarray, grad: np.ndarray, a: dict, step: int,
 def _update(cg, node, k_step: int) -> str:
     a = node.attrs
     return (f"&(tt_q8_update){{{MODES[a['mode']]}, {a['salt']}u, "
-            f"(uint32_t){cg.ptr(node.inputs[k_step])}[0]}}")
+            f"(uint32_t){cg.ptr(node.inputs[k_step])}[0], {1 if a.get('packed_cin') else 0}}}")
 
 
 def _shadow(cg, node, k: int) -> str:
@@ -79,7 +83,8 @@ class SGDQ8(OpDef):
         ch = a.get("channels")
         k = len(ch) if ch is not None else shape[-1]
         rows = size(shape[:-1])
-        return (f"tt_sgd_s8({p}, {g}, {_shadow(cg, node, 3)}, {rows}, {shape[-1]}, "
+        return (f"tt_sgd_s8({p}, {g}, {_shadow(cg, node, 3)}, {rows}, "
+                f"{a.get('packed_cin') or shape[-1]}, "
                 f"{_idx(cg, a)}, {k}, {rows // shape[0]}, {step}, {scale}, "
                 f"{_update(cg, node, 2)});")
 
@@ -100,7 +105,8 @@ class Conv2dWeightSGDQ8(OpDef):
         x, dy, w = (cg.shape(node.inputs[k]) for k in (1, 0, 2))
         return (f"tt_conv2d_weight_sgd_s8({cg.ptr(node.inputs[2])}, {_shadow(cg, node, 4)}, "
                 f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {c_float(a['x_scale'])}, "
-                f"{a['x_zp']}, &{geom_decl(cg, node, x, dy)}, {w[-1]}, {_idx(cg, a)}, "
+                f"{a['x_zp']}, &{geom_decl(cg, node, x, dy)}, {a.get('packed_cin') or w[-1]}, "
+                f"{_idx(cg, a)}, "
                 f"{floats(cg, a['step'])}, {_update(cg, node, 3)});")
 
     def macs(self, node, shapes, out_shapes):
@@ -123,6 +129,7 @@ class DenseWeightSGDQ8(OpDef):
     def c_call(self, node, cg):
         a = node.attrs
         out, w_in = cg.shape(node.inputs[2])
+        w_in = a.get("packed_cin") or w_in
         k = size(cg.shape(node.inputs[1]))
         return (f"tt_dense_weight_sgd_s8({cg.ptr(node.inputs[2])}, {_shadow(cg, node, 4)}, "
                 f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {c_float(a['x_scale'])}, "

@@ -17,7 +17,7 @@ FUSED = {("conv2d_backward_weight", "sgd"): "conv2d_weight_sgd",
          ("conv2d_backward_weight_q8", "sgd_q8"): "conv2d_weight_sgd_q8",
          ("dense_backward_weight_q8", "sgd_q8"): "dense_weight_sgd_q8",
          ("bias_backward", "sgd_q8"): "bias_sgd_q8"}
-UPDATE_ATTRS = ("lr", "momentum", "wd", "channels", "step", "mode", "salt")
+UPDATE_ATTRS = ("lr", "momentum", "wd", "channels", "step", "mode", "salt", "packed_cin")
 
 
 def fuse_updates(g: Graph) -> Graph:

@@ -1,8 +1,10 @@
 """Order the backward pass so buffers are freed (and fused updates applied) as early as possible.
 
-A greedy list scheduler over the backward nodes: among the nodes whose dependencies are met,
-run the one that frees the most arena bytes net of what it allocates (ties: original order).
-The forward pass keeps its order. The new order is kept only if the memory planner's arena
+Two list schedulers over the backward nodes: a greedy one (among the nodes whose dependencies
+are met, run the one that frees the most arena bytes net of what it allocates; ties: original
+order) and an apply-early one (original order, but nodes that allocate nothing, such as fused
+updates, run as soon as they are ready).
+The forward pass keeps its order. A new order is kept only if the memory planner's arena
 is smaller (or, when the forward pass sets the arena, if the backward's own peak is): the
 planner's numbers are the judge, not this heuristic.
 """
@@ -43,7 +45,10 @@ def _root(g: Graph, name: str) -> str:
     return name
 
 
-def _greedy(g: Graph, nodes: list[Node]) -> list[Node]:
+def _greedy(g: Graph, nodes: list[Node], early: bool = False) -> list[Node]:
+    """early=False: run the ready node that frees the most net bytes. early=True: keep the
+    original order except that nodes allocating nothing (updates, in-place steps) run as
+    soon as they are ready, TTE's apply-as-early-as-possible order."""
     deps = _deps(nodes, g)
     arena = {t for t in g.tensors if g.t(t).kind in ARENA_KINDS}
     remaining: dict[str, int] = {}
@@ -62,7 +67,7 @@ def _greedy(g: Graph, nodes: list[Node]) -> list[Node]:
                         if remaining.get(r) == 1)
             alloc = sum(g.t(o).nbytes for o in n.outputs
                         if o in arena and not g.t(o).alias_of)
-            key = (alloc - freed, k)
+            key = (int(alloc > 0), k) if early else (alloc - freed, k)
             if best_key is None or key < best_key:
                 best, best_key = k, key
         done.add(best)
@@ -84,7 +89,10 @@ def schedule_backward(g: Graph) -> Graph:
     head = [n for n in g.nodes if n.phase in ("forward", "loss")]
     backward = [n for n in g.nodes if n.phase == "backward"]
     tail = [n for n in g.nodes if n.phase not in ("forward", "loss", "backward")]
-    candidate = g.replace(nodes=tuple(head + _greedy(g, backward) + tail))
-    if _cost(candidate) < _cost(g):
-        return candidate.replace(meta={**g.meta, "scheduled": True})
-    return g.replace(meta={**g.meta, "scheduled": False})
+    best, best_cost = g, _cost(g)
+    for early in (False, True):
+        candidate = g.replace(nodes=tuple(head + _greedy(g, backward, early) + tail))
+        cost = _cost(candidate)
+        if cost < best_cost:
+            best, best_cost = candidate, cost
+    return best.replace(meta={**g.meta, "scheduled": best is not g})
