@@ -8,10 +8,10 @@ random images (memory does not depend on the scales), and the full-update fp32 f
 printed alongside, since TTE's 2939/2745/3650 KB "full update" baselines are fp32 training.
 
 For each model and update plan, with and without the memory passes (fused updates, 1-bit
-ReLU masks, backward reordering, in-place ops): peak SRAM = planned arena + trainable
-parameters + gradient buffers + optimizer state (plain SGD, as TTE's main results). Frozen
-parameters live in flash. Numbers come from the planner, the same figures `tinytrain build`
-reports and the linked binary reserves.
+ReLU masks, split partial weights, row-streamed stem, backward reordering, in-place ops):
+peak SRAM = planned arena + trainable parameters + gradient buffers + optimizer state
+(plain SGD, as TTE's main results). Frozen parameters live in flash. Numbers come from the
+planner, the same figures `tinytrain build` reports and the linked binary reserves.
 """
 
 from __future__ import annotations

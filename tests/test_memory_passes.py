@@ -217,3 +217,40 @@ def test_greedy_order_is_a_valid_schedule_with_identical_results(models):
         results.append(env)
     for name in results[0]:
         np.testing.assert_array_equal(results[0][name], results[1][name], err_msg=name)
+
+
+# int8 (--quantize int8, TTE's schemes, memory passes on): peak SRAM = arena + trainable
+# params, measured when the row-streaming, int8-mask, in-place depthwise and split-weight
+# passes landed. The issue's bar: full update ÷ sparse plan with the passes >= 20x.
+PINNED_INT8_SRAM = {"mbv2": 163_020, "proxyless": 134_716, "mcunet": 172_860}
+TTE_PROXYLESS = "tte:n_bias=24,idx=39-42-45-48-51-54,ratio=1-1-1-0.5-0.25-0.125"
+INT8_SCHEMES = {"mbv2": TTE_MBV2, "proxyless": TTE_PROXYLESS, "mcunet": TTE_MCUNET}
+MIN_SPARSE_RATIO = 20.0  # TTE's 2,939 -> 141 KB is 21x; the issue asks for >= 20x
+
+
+def _int8_sram(path, calib, update, passes=True):
+    from tinytrain.boards import load_board
+    from tinytrain.report import memory_report
+
+    g, plan = compile_model(path, Options(update=update, quantize="int8", calib=calib,
+                                          memory_passes=passes))
+    return memory_report(g, plan, load_board("host"))["sram_bytes"]["total"]
+
+
+@pytest.fixture(scope="module")
+def calib128(tmp_path_factory):
+    import numpy as np
+
+    path = tmp_path_factory.mktemp("calib") / "calib.npz"
+    rng = np.random.default_rng(0)
+    np.savez(path, x=rng.uniform(0, 1, (2, 3, 128, 128)).astype(np.float32))
+    return path
+
+
+@pytest.mark.parametrize("model", sorted(INT8_SCHEMES))
+def test_int8_sparse_plan_is_20x_below_the_full_update(models, calib128, model):
+    full = _int8_sram(models[model], calib128, "full", passes=False)
+    sparse = _int8_sram(models[model], calib128, INT8_SCHEMES[model])
+    assert sparse <= PINNED_INT8_SRAM[model] * ARENA_GROWTH, (
+        f"int8 SRAM grew from {PINNED_INT8_SRAM[model]} to {sparse} bytes")
+    assert full / sparse >= MIN_SPARSE_RATIO, (full, sparse)

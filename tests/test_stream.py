@@ -9,6 +9,7 @@ exact, and the in-place backward adds its floats in the same order as the plain 
 from __future__ import annotations
 
 import json
+import shutil
 import warnings
 
 import numpy as np
@@ -143,3 +144,25 @@ def test_streamed_build_trains_bit_identically(mbv2, tmp_path, cli):
     report = json.loads((tmp_path / "a" / "report.json").read_text())
     plain_report = json.loads((tmp_path / "b" / "report.json").read_text())
     assert report["sram_bytes"]["total"] < plain_report["sram_bytes"]["total"]
+
+
+@pytest.mark.skipif(
+    shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None,
+    reason="needs gcc-arm-none-eabi and qemu-system-arm (installed by .ci/run)")
+def test_streamed_int8_build_on_the_stm32_twin_matches_the_host(mbv2, tmp_path, cli):
+    """The streamed stem, the packed weights and the in-place depthwise backward built with
+    arm-none-eabi-gcc -Werror and run on the STM32F746's QEMU twin over the serial link give
+    the host build's losses and parameters exactly (int8 forward is integer arithmetic; the
+    fp32 backward is built with -ffp-contract=off on both)."""
+    path, d = mbv2
+    host, host_p = _train(cli, path, d, tmp_path / "host")
+    out = tmp_path / "fw"
+    cli("build", path, "--out", out, "--update", SCHEME, "--quantize", "int8", "--calib",
+        d / "calib.npz", "--board", "stm32f746")
+    cli("run", out, "--qemu", "--data", d / "train.npz", "--metrics", out / "m.jsonl",
+        "--save", out / "state.npz")
+    twin = [json.loads(line)["loss"] for line in open(out / "m.jsonl")]
+    assert twin == host
+    with np.load(out / "state.npz") as f:
+        for k in host_p:
+            np.testing.assert_array_equal(f[k], host_p[k], err_msg=k)
