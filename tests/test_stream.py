@@ -22,6 +22,7 @@ from tinytrain.passes.stream import _ring_rows, _schedule, stream_rows
 
 torch = pytest.importorskip("torch")
 
+from tests.test_memory_passes import SRAM_MATCH_RTOL, _reserved_bytes  # noqa: E402
 from tests.torch_models import MobileNetV2, export  # noqa: E402
 
 STEPS = 4
@@ -144,6 +145,9 @@ def test_streamed_build_trains_bit_identically(mbv2, tmp_path, cli):
     report = json.loads((tmp_path / "a" / "report.json").read_text())
     plain_report = json.loads((tmp_path / "b" / "report.json").read_text())
     assert report["sram_bytes"]["total"] < plain_report["sram_bytes"]["total"]
+    predicted = report["sram_bytes"]["total"]  # the planner, rings and packed weights included
+    reserved = _reserved_bytes(tmp_path / "a" / "tt_host")
+    assert abs(reserved - predicted) <= SRAM_MATCH_RTOL * predicted, (predicted, reserved)
 
 
 @pytest.mark.skipif(
