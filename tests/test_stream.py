@@ -137,7 +137,19 @@ def test_streamed_build_trains_bit_identically(mbv2, tmp_path, cli):
     assert "tt_conv2d_s8_row" not in (tmp_path / "b" / "model.c").read_text()
     packed = [p for p in json.loads((tmp_path / "a" / "program.json").read_text())["trainable"]
               if "packed" in p]  # partial weights keep only their trained channels in SRAM
-    assert packed and all(p["shape"][-1] < p["packed"]["full_shape"][-1] for p in packed)
+    assert packed and all(p["packed"]["stored_shape"][-1] < p["shape"][-1] for p in packed)
+    from tinytrain.runner import HostProgram
+
+    with HostProgram(tmp_path / "a") as prog:  # the link still speaks whole weights
+        got = prog.get_params()
+        entry = packed[0]
+        w = got[entry["name"]].copy()
+        assert list(w.shape) == entry["shape"]
+        np.testing.assert_array_equal(w, fast_p[entry["name"]])
+        trained = entry["packed"]["channels"]
+        w[..., trained] = np.clip(w[..., trained].astype(np.int32) + 1, -128, 127)
+        prog.set_params({**got, entry["name"]: w})
+        np.testing.assert_array_equal(prog.get_params()[entry["name"]], w)
     assert len(fast) == STEPS and fast == plain
     assert fast_p.keys() == plain_p.keys()
     for k in fast_p:

@@ -39,7 +39,7 @@ def program_info(g: Graph, board: Board) -> dict[str, Any]:
         "output_shape_ir": list(g.t(g.meta.get("infer_output") or g.outputs[0]).shape),
         "target_shape": list(label.shape),
         "target_dtype": label.dtype,
-        "trainable": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype,
+        "trainable": [{"name": t.name, "shape": _whole_shape(g, t.name), "dtype": t.dtype,
                        "scale": None if t.quant is None else list(t.quant.scale),
                        "source": None if t.source is None else
                        {"node": t.source.node, "slot": t.source.slot,
@@ -51,13 +51,20 @@ def program_info(g: Graph, board: Board) -> dict[str, Any]:
 
 def _packed(g: Graph, name: str) -> dict[str, Any]:
     """For a weight split by passes/split_weights: how the device's packed trained channels
-    and the frozen rest make the whole weight (the link hands out whole weights)."""
+    (stored_shape) and the frozen rest make the whole weight ("shape"); the link hands out
+    whole weights."""
     split = g.meta.get("split_weights", {}).get(name)
     if split is None:
         return {}
     rest = g.t(split["rest"])
-    return {"packed": {"channels": split["channels"], "full_shape": split["full_shape"],
+    return {"packed": {"channels": split["channels"], "stored_shape": list(g.t(name).shape),
                        "rest": np.asarray(rest.data).reshape(-1).tolist()}}
+
+
+def _whole_shape(g: Graph, name: str) -> list[int]:
+    """A parameter's shape as the user sees it (a split weight's whole shape)."""
+    split = g.meta.get("split_weights", {}).get(name)
+    return list(split["full_shape"]) if split else list(g.t(name).shape)
 
 
 def check_budget(model: Path, opts: Options, report: dict[str, Any], board: Board,

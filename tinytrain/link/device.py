@@ -49,7 +49,7 @@ def _whole(p: dict, stored: np.ndarray) -> np.ndarray:
     packed = p.get("packed")
     if packed is None:
         return stored
-    whole = np.zeros(packed["full_shape"], stored.dtype)
+    whole = np.zeros(p["shape"], stored.dtype)
     rest = [c for c in range(whole.shape[-1]) if c not in set(packed["channels"])]
     whole[..., rest] = np.asarray(packed["rest"], stored.dtype).reshape(
         whole.shape[:-1] + (len(rest),))
@@ -202,8 +202,9 @@ class Device:
         out, k = {}, 0
         for p in self.info["trainable"]:
             dt = np.dtype(NP_TYPES[p.get("dtype", "f32")])
-            n = int(np.prod(p["shape"]))
-            out[p["name"]] = _whole(p, np.frombuffer(raw, dt, n, k).reshape(p["shape"]).copy())
+            stored = p["packed"]["stored_shape"] if "packed" in p else p["shape"]
+            n = int(np.prod(stored))
+            out[p["name"]] = _whole(p, np.frombuffer(raw, dt, n, k).reshape(stored).copy())
             k += n * dt.itemsize
         return out
 
@@ -213,11 +214,11 @@ class Device:
             if p["name"] not in params:
                 raise LinkError(f"state has no parameter '{p['name']}'")
             a = np.asarray(params[p["name"]], NP_TYPES[p.get("dtype", "f32")])
-            if "packed" in p and list(a.shape) == p["packed"]["full_shape"]:
-                a = np.ascontiguousarray(a[..., p["packed"]["channels"]])  # trained part
             if list(a.shape) != p["shape"]:
                 raise LinkError(f"parameter '{p['name']}' has shape {list(a.shape)}, the "
                                 f"program expects {p['shape']}")
+            if "packed" in p:  # the device stores the trained channels only
+                a = np.ascontiguousarray(a[..., p["packed"]["channels"]])
             parts.append(a.tobytes())
         self.write_param_bytes(b"".join(parts))
 
