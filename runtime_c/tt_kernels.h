@@ -44,7 +44,7 @@ static inline int8_t *tt_row(const tt_rows *t, int32_t r)
     return t->base + (r % t->rows) * t->row_bytes;
 }
 
-#define TT_MAX_KH 16 /* tallest kernel a row kernel accepts (the compiler checks) */
+#define TT_MAX_KH 64 /* tallest kernel a row kernel accepts (the compiler checks) */
 
 /* ---- convolution (regular, grouped, depthwise, pointwise) ---- */
 void tt_conv2d_f32(float *y, const float *x, const float *w, const float *b,

@@ -77,7 +77,7 @@ def dequant_x(x: np.ndarray, a: dict) -> np.ndarray:
 
 
 DW_LINE = 256  # TT_DW_LINE in tt_kernels.h: floats of the in-place depthwise backward's ring
-MAX_KH = 16  # TT_MAX_KH in tt_kernels.h: the row kernel keeps one pointer per kernel row
+MAX_KH = 64  # TT_MAX_KH in tt_kernels.h: the row kernel keeps one pointer per kernel row
 
 
 def _check_kernel_height(node) -> None:
