@@ -126,14 +126,17 @@ def _c(v: float, w: float) -> int:
 class MobileNetV2(nn.Module):
     """MobileNetV2 (Sandler et al. 2018) with a width multiplier, BN folded away (eval export).
 
-    The final 1x1 conv scales with the width too (1280 * 0.35 -> 448), as in the MIT model
-    zoo's `mbv2-w0.35` that TTE trained; the paper keeps 1280 below width 1.0."""
+    By default there is no final 1x1 "feature mix" conv: the last block's projection (112
+    channels at w0.35) feeds the pool, as in the network TTE trains (52 convs counting the
+    classifier), so TTE's `manual_weight_idx` lands on the layer it meant. `feature_mix=1280`
+    adds the paper's final 1x1 conv + ReLU6 (the paper keeps 1280 below width 1.0)."""
 
     # (expansion t, channels c, repeats n, stride s) from the paper's Table 2
     CFG = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
            (6, 160, 3, 2), (6, 320, 1, 1))
 
-    def __init__(self, width: float = 0.35, resolution: int = 128, classes: int = 10) -> None:
+    def __init__(self, width: float = 0.35, resolution: int = 128, classes: int = 10,
+                 feature_mix: int | None = None) -> None:
         super().__init__()
         self.input_shape = (3, resolution, resolution)
         cin = _c(32, width)
@@ -143,10 +146,11 @@ class MobileNetV2(nn.Module):
             for k in range(n):
                 layers.append(InvertedResidual(cin, cout, s if k == 0 else 1, t, act=nn.ReLU6))
                 cin = cout
-        last = _c(1280, width)
-        layers += [nn.Conv2d(cin, last, 1), nn.ReLU6()]
+        if feature_mix:
+            layers += [nn.Conv2d(cin, feature_mix, 1), nn.ReLU6()]
+            cin = feature_mix
         self.features = nn.Sequential(*layers)
-        self.fc = nn.Linear(last, classes)
+        self.fc = nn.Linear(cin, classes)
 
     def forward(self, x):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
@@ -193,25 +197,18 @@ class ProxylessNAS(nn.Module):
     Block list: `proxyless_mobile.json` as released by MIT HAN lab (github.com/mit-han-lab/
     tinyml, mcunet/assets/configs/proxyless_mobile.json; the `proxyless_mobile` net of
     mit-han-lab/proxylessnas): first conv 3x3/2 to 32, MBConv1 3x3 to 16, then the 21 searched
-    blocks in CFG, two of which are ZeroLayer blocks (the search chose "skip", so the block is
-    the identity) and are left out here; then a 1x1 "feature mix" conv to 1280, global average
-    pool, fc. At width 1.0, 224x224, 1000 classes this is 320.4M MACs and 4.06M parameters
-    (published: ~320M, 4.1M).
+    blocks in CFG, two of which are ZeroLayer blocks (the search chose "skip", so the block
+    is the identity) and are left out here; then global average pool and the classifier. At
+    width 1.0, 224x224, 1000 classes with ProxylessNAS-Mobile's 1280-wide feature mix conv
+    this is 320.4M MACs and 4.06M parameters (published: ~320M, 4.1M).
 
-    Width scaling is meant to reproduce the MCUNet model zoo's `proxyless-w0.3-r176_imagenet`,
-    the net TTE's `proxyless-w0.3` comes from. That json is only on the lab's download server
-    (hanlab18.mit.edu/projects/tinyml/mcunet/release/), not in any copy that could be read
-    here; the mcunet README gives its totals (38.3M MACs, 0.75M params at 176x176, 1000
-    classes), and the rule below is inferred from those totals, not read off the config:
-    - the feature mix conv IS scaled with the width (1280 * 0.3 = 384), as in the zoo's
-      mbv2-w0.35 json (1280 -> 448), unlike `MobileNetV2` above and the ProxylessNAS search
-      code, which keep 1280 below width 1.0; keeping 1280 would give 1.69M params, not 0.75M;
-    - channels are width * c rounded UP to a multiple of 8 (`zoo_rounding=True`). This
-      differs from MobileNet's `make_divisible` only at the 192 stage at w0.3 (57.6 -> 64,
-      not 56): with 64 the totals are 38.28M MACs / 0.749M params (0.754M counting BN), with
-      56 they are 36.77M / 0.706M. `zoo_rounding=False` uses `make_divisible` (`_c`).
-    Expanded widths are round(cin * expand) of the scaled cin. Set `scale_last=False` for a
-    1280-wide feature mix conv.
+    By default there is no 1x1 "feature mix" conv before the pool, as in the network TTE trains
+    (61 convs counting the classifier), so TTE's `manual_weight_idx` lands on the layer it
+    meant; `feature_mix=N` adds one (1280 in ProxylessNAS-Mobile). Channels are width * c
+    rounded UP to a multiple of 8 (`zoo_rounding=True`, inferred from the MCUNet model zoo's
+    `proxyless-w0.3` totals; it differs from MobileNet's `make_divisible` only at the 192
+    stage at w0.3, 57.6 -> 64, not 56); `zoo_rounding=False` uses `make_divisible` (`_c`).
+    Expanded widths are round(cin * expand) of the scaled cin.
     """
 
     # (kernel, expansion, channels, stride) per block after the MBConv1 3x3 -> 16 block
@@ -223,7 +220,7 @@ class ProxylessNAS(nn.Module):
            (7, 6, 320, 1))
 
     def __init__(self, width: float = 0.3, resolution: int = 128, classes: int = 10,
-                 scale_last: bool = True, zoo_rounding: bool = True) -> None:
+                 feature_mix: int | None = None, zoo_rounding: bool = True) -> None:
         super().__init__()
         self.input_shape = (3, resolution, resolution)
         ch = _c_up if zoo_rounding else _c
@@ -235,10 +232,11 @@ class ProxylessNAS(nn.Module):
             cout = ch(c, width)
             layers.append(MBConv(cin, cout, k, s, t))
             cin = cout
-        last = ch(1280, width if scale_last else max(1.0, width))
-        layers += [nn.Conv2d(cin, last, 1), nn.ReLU6()]
+        if feature_mix:
+            layers += [nn.Conv2d(cin, feature_mix, 1), nn.ReLU6()]
+            cin = feature_mix
         self.features = nn.Sequential(*layers)
-        self.fc = nn.Linear(last, classes)
+        self.fc = nn.Linear(cin, classes)
 
     def forward(self, x):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
