@@ -21,9 +21,10 @@
 #define TT_MAX2(a, b) ((a) > (b) ? (a) : (b))
 #define TT_PROFILE_CHUNK 64 /* op counters per 'P' response */
 
-/* Largest request payload: a training sample, or a parameter chunk with its offset. */
-#define TT_RX_PAYLOAD \
-    TT_MAX2(TT_INPUT_SIZE * 4 + TT_TARGET_BYTES, TT_MAX2(4 + TT_LINK_CHUNK, 16))
+/* Largest request payload kept whole: a parameter chunk with its offset, a training target.
+ * A sample is never held here: its rows go straight into the model's input buffer (or its
+ * row-streaming ring) while the frame arrives; see sample(). */
+#define TT_RX_PAYLOAD TT_MAX2(TT_TARGET_BYTES, TT_MAX2(4 + TT_LINK_CHUNK, 16))
 /* Largest response payload (after the status byte): inference outputs, a chunk, info. */
 #define TT_TX_PAYLOAD \
     TT_MAX2(TT_OUTPUT_SIZE * 4, TT_MAX2(TT_LINK_CHUNK, TT_MAX2(4 + 4 * TT_PROFILE_CHUNK, 64)))
@@ -48,38 +49,70 @@ uint32_t tt_profile_now(void) { return tt_port_ticks(); }
 static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static uint32_t get_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 
-/* ---- framing ---- */
+/* ---- receiving: a frame is read byte by byte, so a sample can be consumed as it arrives ---- */
 
-/* Read one frame body into rx; returns its length, 0 for a frame to drop, -1 when closed. */
-static int32_t read_frame(void) {
-    /* As in HDLC and the host's FrameReader, the flag that closed the last frame also opens
-     * the next: a request whose own opening flag was lost on the line is still read. */
-    static int synced;
-    int c;
-    while (!synced) { /* hunt for the first flag: whatever came before it is garbage */
-        c = tt_port_getc();
+static struct {
+    int synced;       /* a flag was seen: the next byte starts a frame */
+    int ended;        /* the frame's closing flag was read */
+    int closed;       /* the link closed (host build: stdin ended) */
+    int esc;
+    uint32_t n;       /* body bytes read so far */
+    uint32_t crc;     /* CRC-32 of all body bytes but the last four */
+    uint8_t tail[4];  /* the last four body bytes: the CRC when the frame ends */
+} fr;
+
+/* Wait for the start of the next frame. As in HDLC and the host's FrameReader, the flag that
+ * closed the last frame also opens the next: a request whose own opening flag was lost on the
+ * line is still read. Returns -1 when the link closed. */
+static int begin_frame(void) {
+    while (!fr.synced) { /* hunt for the first flag: whatever came before it is garbage */
+        int c = tt_port_getc();
         if (c < 0) return -1;
-        synced = c == TT_LINK_FLAG;
+        fr.synced = c == TT_LINK_FLAG;
     }
-    uint32_t n = 0;
-    int esc = 0, overflow = 0;
-    for (;;) {
-        c = tt_port_getc();
-        if (c < 0) return -1;
+    fr.ended = fr.esc = 0;
+    fr.n = 0;
+    fr.crc = 0;
+    return 0;
+}
+
+/* The frame's next body byte, or -1 at its end (closing flag, or the link closed). */
+static int frame_byte(void) {
+    while (!fr.ended) {
+        int c = tt_port_getc();
+        if (c < 0) { fr.ended = fr.closed = 1; break; }
         if (c == TT_LINK_FLAG) {
-            if (n == 0 && !overflow) continue; /* back-to-back flags: still between frames */
+            if (fr.n == 0 && !fr.esc) continue; /* back-to-back flags: still between frames */
+            fr.ended = 1;
             break;
         }
-        if (c == TT_LINK_ESC) { esc = 1; continue; }
-        if (esc) { c ^= 0x20; esc = 0; }
-        if (n < sizeof(rx)) rx[n++] = (uint8_t)c;
-        else overflow = 1;
+        if (c == TT_LINK_ESC) { fr.esc = 1; continue; }
+        if (fr.esc) { c ^= 0x20; fr.esc = 0; }
+        if (fr.n >= 4) fr.crc = tt_crc32(fr.crc, &fr.tail[fr.n % 4], 1);
+        fr.tail[fr.n % 4] = (uint8_t)c;
+        fr.n++;
+        return c;
     }
-    if (overflow || esc || n < TT_HDR + TT_CRC) {
-        stats.bad_frames++;
-        return 0;
+    return -1;
+}
+
+/* Read the rest of the frame (into buf while it has room); returns the bytes seen. */
+static uint32_t drain(uint8_t *buf, uint32_t room) {
+    uint32_t k = 0;
+    int c;
+    while ((c = frame_byte()) >= 0) {
+        if (k < room) buf[k] = (uint8_t)c;
+        k++;
     }
-    return (int32_t)n;
+    return k;
+}
+
+/* After the frame ended: did it end cleanly with a matching CRC? */
+static int frame_ok(void) {
+    if (fr.closed || fr.esc || fr.n < TT_HDR + TT_CRC) return 0;
+    uint32_t want = 0;
+    for (uint32_t i = 0; i < 4; i++) want |= (uint32_t)fr.tail[(fr.n + i) % 4] << (8 * i);
+    return fr.crc == want;
 }
 
 static void send_stuffed(const uint8_t *p, uint32_t n, uint8_t *out, uint32_t *k) {
@@ -128,36 +161,68 @@ static uint8_t cmd_hello(uint32_t *len) {
     return TT_ST_OK;
 }
 
-static uint8_t cmd_train(const uint8_t *p, uint32_t n, uint32_t *len) {
-    if (n != TT_INPUT_SIZE * 4 + TT_TARGET_BYTES) return TT_ST_BAD_LENGTH;
-    int32_t pred = 0, updated = 0;
-    uint32_t skipped_before = tt_skipped_steps();
-    uint32_t t0 = tt_port_ticks();
-    float loss = tt_train_step((const float *)(const void *)p, p + TT_INPUT_SIZE * 4, &pred,
-                               &updated);
-    uint32_t ticks = tt_port_ticks() - t0;
-    uint32_t bits = tt_port_tick_bits();
-    if (bits < 32) ticks &= (1u << bits) - 1u;
-    uint8_t skipped = tt_skipped_steps() != skipped_before;
-    stats.steps++;
-    stats.skipped_nonfinite += skipped;
-    memcpy(reply, &loss, 4);
-    memcpy(reply + 4, &pred, 4);
-    reply[8] = (uint8_t)updated;
-    reply[9] = skipped;
-    reply[10] = reply[11] = 0;
-    put_u32(reply + 12, ticks);
-    *len = 16;
-    return TT_ST_OK;
+/* ---- samples: the input's rows are read from the frame straight into the model ---- */
+
+#define TT_SAMPLE_SHORT 1 /* the frame ended before the whole input arrived */
+#define TT_SAMPLE_BAD 2   /* a bad CRC, a broken escape, or the link closed */
+#define TT_SAMPLE_LENGTH 3 /* a good frame with more bytes than the sample */
+static int sample_error;
+
+/* The model's input source (model.h): row r of the sample from the frame; at the end
+ * (r == -1) the rest of the frame is read and checked. Nothing is trained unless it passes. */
+static int32_t link_rows(void *ctx, void *row, int32_t r) {
+    (void)ctx;
+    if (r >= 0) {
+        uint8_t *dst = (uint8_t *)row;
+        for (uint32_t i = 0; i < TT_INPUT_ROW_BYTES; i++) {
+            int c = frame_byte();
+            if (c < 0) { /* short frame: finish the pass on zeros, then refuse the sample */
+                memset(dst + i, 0, TT_INPUT_ROW_BYTES - i);
+                sample_error = TT_SAMPLE_SHORT;
+                return 1;
+            }
+            dst[i] = (uint8_t)c;
+        }
+        return 0;
+    }
+    uint32_t extra = drain(NULL, 0);
+    if (!frame_ok()) sample_error = TT_SAMPLE_BAD;
+    else if (extra != TT_CRC || sample_error) sample_error = TT_SAMPLE_LENGTH;
+    return sample_error != 0;
 }
 
-static uint8_t cmd_infer(const uint8_t *p, uint32_t n, uint32_t *len) {
-    if (n != TT_INPUT_SIZE * 4) return TT_ST_BAD_LENGTH;
-    float out[TT_OUTPUT_SIZE];
-    tt_infer((const float *)(const void *)p, out);
-    memcpy(reply, out, sizeof(out));
-    *len = sizeof(out);
-    return TT_ST_OK;
+/* A train or infer request whose header (and target) are in rx: run it on the frame's rows. */
+static uint8_t sample(uint8_t cmd, uint32_t *len) {
+    int32_t pred = 0, updated = 0, rc;
+    sample_error = 0;
+    if (cmd == 'I') {
+        float out[TT_OUTPUT_SIZE];
+        rc = tt_infer_from(link_rows, NULL, out);
+        if (rc == 0) memcpy(reply, out, sizeof(out));
+        *len = sizeof(out);
+    } else {
+        float loss = 0.0f;
+        uint32_t skipped_before = tt_skipped_steps();
+        uint32_t t0 = tt_port_ticks();
+        rc = tt_train_step_from(link_rows, NULL, rx + TT_HDR, &loss, &pred, &updated);
+        uint32_t ticks = tt_port_ticks() - t0;
+        uint32_t bits = tt_port_tick_bits();
+        if (bits < 32) ticks &= (1u << bits) - 1u;
+        uint8_t skipped = tt_skipped_steps() != skipped_before;
+        if (rc == 0) {
+            stats.steps++;
+            stats.skipped_nonfinite += skipped;
+        }
+        memcpy(reply, &loss, 4);
+        memcpy(reply + 4, &pred, 4);
+        reply[8] = (uint8_t)updated;
+        reply[9] = skipped;
+        reply[10] = reply[11] = 0;
+        put_u32(reply + 12, ticks);
+        *len = 16;
+    }
+    if (rc != 0 && sample_error == 0) sample_error = TT_SAMPLE_BAD;
+    return sample_error == 0 ? TT_ST_OK : TT_ST_BAD_LENGTH;
 }
 
 /* Parameters as one byte string: the trainable table's entries back to back. */
@@ -236,9 +301,9 @@ static uint8_t dispatch(uint8_t cmd, uint8_t *p, uint32_t n, uint32_t *len) {
     *len = 0;
     switch (cmd) {
     case 'H': return cmd_hello(len);
-    case 'T': return cmd_train(p, n, len);
+    case 'T': /* a sample frame with a wrong version, or too short to hold its target */
+    case 'I': (void)p; (void)n; return TT_ST_BAD_LENGTH;
     case 'U': tt_apply_update(); return TT_ST_OK;
-    case 'I': return cmd_infer(p, n, len);
     case 'G': return cmd_get(p, n, len);
     case 'S': return cmd_set(p, n);
     case 'C': return cmd_checkpoint(1, len);
@@ -250,26 +315,67 @@ static uint8_t dispatch(uint8_t cmd, uint8_t *p, uint32_t n, uint32_t *len) {
     }
 }
 
+static void respond(uint8_t cmd, uint8_t st, uint32_t len) {
+    if (st != TT_ST_OK && st != TT_ST_CKPT_ERROR && st != TT_ST_VERSION) len = 0;
+    tx[0] = TT_LINK_VERSION;
+    tx[1] = rx[1];
+    tx[2] = rx[2];
+    tx[3] = (uint8_t)(cmd | 0x80);
+    tx[4] = st;
+    tx_len = TT_HDR + 1 + len;
+    last_seq = (uint16_t)(rx[1] | (rx[2] << 8));
+    last_cmd = cmd;
+    send_body(tx, tx_len);
+}
+
+/* A frame that did not check: NAK it so the host resends at once (unless the link closed). */
+static void reject(void) {
+    if (fr.closed) return;
+    if (fr.esc || fr.n < TT_HDR + TT_CRC) {
+        stats.bad_frames++;
+    } else {
+        stats.crc_errors++;
+        send_nak();
+    }
+}
+
 void tt_link_serve(void) {
     for (;;) {
-        int32_t n = read_frame();
-        if (n < 0) return;
-        if (n == 0) continue;
-        uint32_t body = (uint32_t)n - TT_CRC;
-        if (tt_crc32(0, rx, body) != get_u32(rx + body)) {
-            stats.crc_errors++;
-            send_nak();
-            continue;
-        }
-        stats.frames_ok++;
+        if (begin_frame() < 0) return;
+        uint32_t k = 0;
+        int c;
+        while (k < TT_HDR && (c = frame_byte()) >= 0) rx[k++] = (uint8_t)c;
+        if (fr.closed) return;
+        if (k < TT_HDR) { stats.bad_frames++; continue; }
         uint16_t seq = (uint16_t)(rx[1] | (rx[2] << 8));
         uint8_t cmd = rx[3];
         if (last_cmd && cmd == last_cmd && seq == last_seq && cmd != 'H') {
-            stats.duplicates++; /* our reply was lost: answer again, do not execute again */
+            drain(NULL, 0); /* our reply was lost: answer again, do not execute again */
+            if (!frame_ok()) { reject(); continue; }
+            stats.frames_ok++;
+            stats.duplicates++;
             send_body(tx, tx_len);
             continue;
         }
-        uint32_t len = 0;
+        if (rx[0] == TT_LINK_VERSION && (cmd == 'T' || cmd == 'I')) {
+            uint32_t want = cmd == 'T' ? TT_TARGET_BYTES : 0;
+            while (k < TT_HDR + want && (c = frame_byte()) >= 0) rx[k++] = (uint8_t)c;
+            if (k == TT_HDR + want) {
+                uint32_t len = 0;
+                uint8_t st = sample(cmd, &len);
+                if (sample_error == TT_SAMPLE_BAD) { reject(); continue; }
+                stats.frames_ok++;
+                respond(cmd, st, len);
+                continue;
+            }
+        }
+        uint32_t room = sizeof(rx) - k;
+        uint32_t rest = drain(rx + k, room);
+        if (fr.closed) return;
+        if (rest > room) { stats.bad_frames++; continue; } /* longer than any request */
+        if (!frame_ok()) { reject(); continue; }
+        stats.frames_ok++;
+        uint32_t body = k + rest - TT_CRC, len = 0;
         uint8_t st;
         if (rx[0] != TT_LINK_VERSION) {
             st = TT_ST_VERSION;
@@ -278,15 +384,6 @@ void tt_link_serve(void) {
         } else {
             st = dispatch(cmd, rx + TT_HDR, body - TT_HDR, &len);
         }
-        if (st != TT_ST_OK && st != TT_ST_CKPT_ERROR && st != TT_ST_VERSION) len = 0;
-        tx[0] = TT_LINK_VERSION;
-        tx[1] = rx[1];
-        tx[2] = rx[2];
-        tx[3] = (uint8_t)(cmd | 0x80);
-        tx[4] = st;
-        tx_len = TT_HDR + 1 + len;
-        last_seq = seq;
-        last_cmd = cmd;
-        send_body(tx, tx_len);
+        respond(cmd, st, len);
     }
 }

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define TT_LINK_VERSION 3
+#define TT_LINK_VERSION 4
 #define TT_LINK_FLAG 0x7E
 #define TT_LINK_ESC 0x7D
 #define TT_LINK_NAK 0x15

@@ -62,7 +62,7 @@ void tt_sigmoid_f32(float *y, const float *x, int32_t n)
 
     for (i = 0; i < n; ++i) {
         /* expf(-x) overflows to +inf for very negative x, giving exactly 0 */
-        y[i] = 1.0f / (1.0f + expf(-x[i]));
+        y[i] = 1.0f / (1.0f + tt_expf(-x[i]));
     }
 }
 

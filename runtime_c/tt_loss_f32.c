@@ -27,7 +27,7 @@ void tt_softmax_f32(float *y, const float *x, int32_t n)
     int32_t i;
 
     for (i = 0; i < n; ++i) {
-        y[i] = expf(x[i] - m);
+        y[i] = tt_expf(x[i] - m);
         sum += y[i];
     }
     for (i = 0; i < n; ++i) {
@@ -43,9 +43,9 @@ void tt_log_softmax_f32(float *y, const float *x, int32_t n)
     int32_t i;
 
     for (i = 0; i < n; ++i) {
-        sum += expf(x[i] - m);
+        sum += tt_expf(x[i] - m);
     }
-    lse = logf(sum);
+    lse = tt_logf(sum);
     for (i = 0; i < n; ++i) {
         y[i] = (x[i] - m) - lse;
     }
@@ -60,18 +60,18 @@ float tt_softmax_ce_f32(float *dlogits, const float *logits, int32_t n, int32_t 
     int32_t arg = 0;
 
     for (i = 0; i < n; ++i) {
-        sum += expf(logits[i] - m);
+        sum += tt_expf(logits[i] - m);
         if (logits[i] > logits[arg]) {
             arg = i; /* strict '>' keeps the first maximum */
         }
     }
     for (i = 0; i < n; ++i) {
-        const float p = expf(logits[i] - m) / sum;
+        const float p = tt_expf(logits[i] - m) / sum;
         dlogits[i] = scale * (p - ((i == label) ? 1.0f : 0.0f));
     }
     *pred = arg;
     /* -log_softmax[label] = logsumexp - logit[label], both shifted by m */
-    return logf(sum) - (logits[label] - m);
+    return tt_logf(sum) - (logits[label] - m);
 }
 
 float tt_mse_f32(float *dy, const float *y, const float *target, int32_t n, float scale)

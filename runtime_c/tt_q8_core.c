@@ -57,6 +57,8 @@ void tt_quantize_input_s8(int8_t *y, const float *x, int32_t n, float scale, int
             q = 255;
         } else if (r <= -256.0f) {
             q = -256;
+        } else if (r != r) { /* NaN: converting it to an integer is undefined */
+            q = 0;
         } else {
             q = (int32_t)r;
         }
@@ -401,6 +403,17 @@ static int32_t update_s32(int32_t b, float delta, const tt_q8_update *u, uint32_
     return (int32_t)v;
 }
 
+int8_t tt_q8_apply_s8(int8_t w, uint8_t *shadow, float delta, const tt_q8_update *u,
+                      uint32_t idx)
+{
+    return update_s8(w, shadow, delta, u, idx);
+}
+
+int32_t tt_q8_apply_s32(int32_t b, float delta, const tt_q8_update *u, uint32_t idx)
+{
+    return update_s32(b, delta, u, idx);
+}
+
 void tt_conv2d_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,
                              float x_scale, int32_t x_zp, const tt_conv_geom *g,
                              int32_t w_cin, const int32_t *idx, const float *step,
@@ -486,4 +499,15 @@ void tt_sgd_s32(int32_t *p, float *g, int32_t n, const float *step, float grad_s
         p[i] = update_s32(p[i], g[i] * grad_scale * step[i], u, (uint32_t)i);
         g[i] = 0.0f;
     }
+}
+
+int8_t tt_q8_step_s8(int8_t w, uint8_t *shadow, float delta, const tt_q8_update *u,
+                     uint32_t idx)
+{
+    return update_s8(w, shadow, delta, u, idx);
+}
+
+int32_t tt_q8_step_s32(int32_t b, float delta, const tt_q8_update *u, uint32_t idx)
+{
+    return update_s32(b, delta, u, idx);
 }

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tinytrain.boards import load_board
+
 ROOT = Path(__file__).resolve().parents[1]
 PORT_H = ROOT / "firmware" / "tt_port.h"
 COMMON = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror",
@@ -41,11 +43,17 @@ def test_port_header_declares_the_interface():
             "tt_port_flash_slot"} <= port_functions()
 
 
+CKPT_BYTES = 40_000  # a checkpoint that needs a multi-sector slot on the STM32F746
+
+
 @pytest.mark.parametrize("board", sorted(BOARDS))
 def test_board_layer_compiles_and_defines_the_port(board, tmp_path):
     src = Path("boards") / board / "board.c"
     obj = tmp_path / f"{board}.o"
-    cmd = ["arm-none-eabi-gcc", *BOARDS[board], *COMMON, "-c", str(src), "-o", str(obj)]
+    slots = load_board(board).flash_layout(CKPT_BYTES)  # as a build passes them
+    cmd = ["arm-none-eabi-gcc", *BOARDS[board], *COMMON, f"-DTT_CKPT_SLOT0={slots.slots[0]}u",
+           f"-DTT_CKPT_SLOT1={slots.slots[1]}u", f"-DTT_CKPT_SLOT_SIZE={slots.slot_bytes}u",
+           "-c", str(src), "-o", str(obj)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout}{proc.stderr}"
     assert proc.stderr == "", f"warnings from {src}:\n{proc.stderr}"

@@ -108,6 +108,8 @@ SIGNATURES = {
     "tt_transpose_f32": ([c_ptr] * 4, None),
     "tt_concat_part_f32": ([c_ptr, c_ptr, c_i32, c_i32, c_i32, c_i32], None),
     "tt_slice_part_f32": ([c_ptr, c_ptr, c_i32, c_i32, c_i32, c_i32], None),
+    "tt_expf": ([c_float], c_float),
+    "tt_logf": ([c_float], c_float),
     "tt_softmax_f32": ([c_ptr, c_ptr, c_i32], None),
     "tt_log_softmax_f32": ([c_ptr, c_ptr, c_i32], None),
     "tt_softmax_ce_f32": ([c_ptr, c_ptr, c_i32, c_i32, c_float, c_ptr], c_float),
@@ -722,3 +724,32 @@ def test_sgd(lib, momentum, wd, use_m):
         lib.tt_sgd_f32(P(p), P(g), P(m), n, lr, momentum, wd, grad_scale)
         np.testing.assert_array_equal(g, 0)  # gradient cleared for the next batch
         close(p, p_ref.detach().numpy())
+
+
+# tt_expf/tt_logf replace libm so host and Cortex-M builds agree bit for bit; they must stay
+# as accurate as a libm: within this many float32 ulps of the exact (float64) value.
+MATH_ULPS = 2
+
+
+def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    want32 = want.astype(np.float32)
+    return np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want32)).astype(np.float64)
+
+
+def test_expf_logf_are_accurate_over_the_float_range(lib):
+    rng = np.random.default_rng(7)
+    xs = np.concatenate([rng.uniform(-103.9, 88.7, 20000), rng.uniform(-1, 1, 5000),
+                         [0.0, -0.0, 1e-30, 88.72, -87.3, -100.0]]).astype(np.float32)
+    got = np.array([lib.tt_expf(float(x)) for x in xs], np.float32)
+    want = np.exp(xs.astype(np.float64))
+    normal = want >= np.finfo(np.float32).tiny  # subnormal results: absolute error instead
+    assert _ulps(got[normal], want[normal]).max() <= MATH_ULPS
+    assert np.abs(got[~normal] - want[~normal]).max() <= 2 * np.finfo(np.float32).smallest_subnormal
+    assert lib.tt_expf(89.0) == np.inf and lib.tt_expf(-104.0) == 0.0
+    ys = np.concatenate([np.exp(rng.uniform(-87, 88, 20000)), rng.uniform(0.5, 2, 5000),
+                         [1.0, 1e-40, 3.4e38]]).astype(np.float32)
+    got = np.array([lib.tt_logf(float(y)) for y in ys], np.float32)
+    want = np.log(ys.astype(np.float64))
+    nz = ys != 1.0
+    assert _ulps(got[nz], want[nz]).max() <= MATH_ULPS and lib.tt_logf(1.0) == 0.0
+    assert lib.tt_logf(0.0) == -np.inf and np.isnan(lib.tt_logf(-1.0))

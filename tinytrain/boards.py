@@ -17,8 +17,34 @@ QEMU_SOURCE = "qemu/mps2.c"
 @dataclass(frozen=True)
 class QemuTwin:
     machine: str
-    flash_origin: int
-    checkpoint_slots: tuple[int, int]
+    flash_origin: int  # where the board's flash appears in the twin (its code memory)
+
+
+# firmware/tt_checkpoint.h: a slot holds a 32-byte header, then each parameter padded to the
+# flash write unit (4 bytes on both boards).
+CKPT_HEADER_BYTES, CKPT_WRITE_UNIT = 32, 4
+
+
+@dataclass(frozen=True)
+class FlashLayout:
+    """Where the two checkpoint slots and the program go on a board's flash."""
+    slots: tuple[int, int]  # slot addresses
+    slot_bytes: int
+    regions: tuple[tuple[int, int], ...]  # (origin, bytes) the program may use, in order
+
+    @property
+    def program_bytes(self) -> int:
+        return sum(n for _, n in self.regions)
+
+    def shifted(self, delta: int) -> FlashLayout:
+        """The same layout in a QEMU twin whose flash sits `delta` bytes from the board's."""
+        return FlashLayout((self.slots[0] + delta, self.slots[1] + delta), self.slot_bytes,
+                           tuple((o + delta, n) for o, n in self.regions))
+
+
+def checkpoint_bytes(param_bytes: list[int]) -> int:
+    """Bytes a checkpoint of these parameters occupies in its slot."""
+    return CKPT_HEADER_BYTES + sum(-(-n // CKPT_WRITE_UNIT) * CKPT_WRITE_UNIT for n in param_bytes)
 
 
 @dataclass(frozen=True)
@@ -35,9 +61,9 @@ class Board:
     source: str = ""  # board layer, relative to boards/
     ram_origin: int = 0
     flash_origin: int = 0
-    app_flash_bytes: int | None = None  # flash the program may use (the rest: slots, loaders)
-    checkpoint_slots: tuple[int, ...] = ()
-    checkpoint_slot_bytes: int = 0
+    flash_sectors: tuple[int, ...] = ()  # erase units in bytes from flash_origin (STM32 style)
+    flash_page_bytes: int = 0  # or uniform pages up to flash_end (nRF style)
+    flash_end: int = 0
     stack_bytes: int = 0
     qemu: QemuTwin | None = None
     flash: dict[str, object] = field(default_factory=dict)
@@ -45,6 +71,47 @@ class Board:
     @property
     def is_mcu(self) -> bool:
         return self.runner == "mcu"
+
+    def flash_layout(self, ckpt_bytes: int) -> FlashLayout:
+        """Two checkpoint slots of whole erase units big enough for `ckpt_bytes`, using as
+        little flash as the erase map allows; the program gets the rest."""
+        if self.flash_page_bytes:  # uniform pages: both slots right below flash_end
+            size = max(1, -(-ckpt_bytes // self.flash_page_bytes)) * self.flash_page_bytes
+            s1 = self.flash_end - size
+            s0 = s1 - size
+            if s0 <= self.flash_origin:
+                raise OptionError(f"{ckpt_bytes / 1024:.1f} KB of trainable parameters leave "
+                                  f"no flash for the program on {self.name}")
+            return FlashLayout((s0, s1), size, ((self.flash_origin, s0 - self.flash_origin),))
+        starts = [self.flash_origin + sum(self.flash_sectors[:k])
+                  for k in range(len(self.flash_sectors) + 1)]
+        runs = [(i, j) for i in range(1, len(self.flash_sectors))  # sector 0 holds the vectors
+                for j in range(i + 1, len(self.flash_sectors) + 1)
+                if starts[j] - starts[i] >= ckpt_bytes]
+        best = None  # (flash the slots take, -(end of the later slot)) smallest first
+        for a in runs:
+            for b in runs:
+                if a[1] <= b[0]:
+                    used = starts[a[1]] - starts[a[0]] + starts[b[1]] - starts[b[0]]
+                    key = (used, -b[1], -a[1])
+                    if best is None or key < best[0]:
+                        best = (key, a, b)
+        if best is None:
+            raise OptionError(f"{ckpt_bytes / 1024:.1f} KB of trainable parameters do not fit "
+                              f"two checkpoint slots in {self.name}'s flash")
+        _, a, b = best
+        # both slots hold at least `size`; an erase clears every sector starting in the slot
+        size = min(starts[a[1]] - starts[a[0]], starts[b[1]] - starts[b[0]])
+        taken = set(range(*a)) | set(range(*b))
+        regions: list[tuple[int, int]] = []
+        for k in range(len(self.flash_sectors)):
+            if k in taken:
+                continue
+            if regions and regions[-1][0] + regions[-1][1] == starts[k]:
+                regions[-1] = (regions[-1][0], regions[-1][1] + self.flash_sectors[k])
+            else:
+                regions.append((starts[k], self.flash_sectors[k]))
+        return FlashLayout((starts[a[0]], starts[b[0]]), size, tuple(regions))
 
 
 def available() -> list[str]:
@@ -59,9 +126,7 @@ def load_board(name: str) -> Board:
         d = tomllib.loads(path.read_text())
         mem, lay, tc = d.get("memory", {}), d.get("layout", {}), d.get("toolchain", {})
         q = d.get("qemu")
-        twin = None if q is None else QemuTwin(q["machine"], q["flash_origin"],
-                                               tuple(q["checkpoint_slots"]))
-        app_kb = lay.get("app_flash_kb")
+        twin = None if q is None else QemuTwin(q["machine"], q["flash_origin"])
         return Board(
             name=name, description=d.get("description", ""), cpu=d.get("cpu", ""),
             sram_bytes=mem.get("sram_kb", 0) * 1024 or None,
@@ -70,9 +135,9 @@ def load_board(name: str) -> Board:
             clock_hz=d.get("clock_hz", 0), cflags=tuple(tc.get("cflags", ())),
             source=tc.get("source", ""), ram_origin=lay.get("ram_origin", 0),
             flash_origin=lay.get("flash_origin", 0),
-            app_flash_bytes=None if app_kb is None else app_kb * 1024,
-            checkpoint_slots=tuple(lay.get("checkpoint_slots", ())),
-            checkpoint_slot_bytes=lay.get("checkpoint_slot_kb", 0) * 1024,
+            flash_sectors=tuple(k * 1024 for k in lay.get("flash_sectors_kb", ())),
+            flash_page_bytes=lay.get("flash_page_kb", 0) * 1024,
+            flash_end=lay.get("flash_end", 0),
             stack_bytes=lay.get("stack_kb", 0) * 1024, qemu=twin, flash=d.get("flash", {}))
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
         raise OptionError(f"board file {path} is invalid: {e}") from None

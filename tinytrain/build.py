@@ -29,13 +29,18 @@ MEMORY_JSON = "memory.json"
 def program_info(g: Graph, board: Board) -> dict[str, Any]:
     """What the runner and exporter need to know about the built program."""
     label = next(t for t in g.tensors.values() if t.kind == "label")
+    x = g.t(g.inputs[0])
     return {
         "board": board.name,
         "model_id": model_id(g),
         "profile_ops": profile_ops(g),
         **{k: v for k, v in g.meta.items() if k != "sgd"},
         "sgd": g.meta.get("sgd"),
-        "input_shape_ir": list(g.t(g.inputs[0]).shape),
+        "input_shape_ir": list(x.shape),
+        # the sample crosses the link in the input's own dtype: int8 codes for int8 models
+        "input_dtype": x.dtype,
+        "input_quant": None if x.dtype != "s8" or x.quant is None else
+        {"scale": float(x.quant.scale[0]), "zero_point": int(x.quant.zero_point[0])},
         "output_shape_ir": list(g.t(g.meta.get("infer_output") or g.outputs[0]).shape),
         "target_shape": list(label.shape),
         "target_dtype": label.dtype,
@@ -70,8 +75,11 @@ def _whole_shape(g: Graph, name: str) -> list[int]:
 def check_budget(model: Path, opts: Options, report: dict[str, Any], board: Board,
                  max_sram: int | None, max_flash: int | None) -> None:
     """Fail before any compiler runs if the plan does not fit, with what would fit."""
-    limits = {"SRAM": min((v for v in (board.sram_bytes, max_sram) if v), default=None),
-              "flash": min((v for v in (board.app_flash_bytes or board.flash_bytes, max_flash)
+    # A board's own limits are judged by its linker (code, newlib and alignment included; see
+    # toolchain.compile_project); the plan alone decides only the user's --max-sram/--max-flash.
+    limits = {"SRAM": min((v for v in (None if board.is_mcu else board.sram_bytes, max_sram)
+                           if v), default=None),
+              "flash": min((v for v in (None if board.is_mcu else board.flash_bytes, max_flash)
                             if v), default=None)}
     need = {"SRAM": report["sram_bytes"]["total"], "flash": report["flash_bytes"]["total"]}
     over = [k for k in need if limits[k] is not None and need[k] > limits[k]]
@@ -89,9 +97,7 @@ def check_budget(model: Path, opts: Options, report: dict[str, Any], board: Boar
            if "stack" in s else ""),
         f"  flash: frozen params {f['frozen_params'] / 1024:.1f} KB, trainable initial values "
         f"{f['trainable_init'] / 1024:.1f} KB (code comes on top)"
-        + (f"; the program may use {board.app_flash_bytes / 1024:.0f} KB of the "
-           f"{board.flash_bytes / 1024:.0f} KB, the rest holds checkpoints and the bootloader"
-           if board.app_flash_bytes and board.flash_bytes else "")]
+]
     tried = []
     for alt in ("bias", "last:1", "none"):
         if alt == opts.update:

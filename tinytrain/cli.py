@@ -284,12 +284,13 @@ def boards() -> None:
     """List the boards tinytrain can build for, with their memory limits."""
     from tinytrain.boards import available, load_board
 
-    t = Table("board", "cpu", "clock", "SRAM", "flash (program)", "QEMU twin", "flashing")
+    t = Table("board", "cpu", "clock", "SRAM", "flash (program, 10 KB trained)", "QEMU twin",
+              "flashing")
     notes = []
     for name in available():
         b = load_board(name)
-        fl = (f"{b.flash_bytes // 1024} KB ({(b.app_flash_bytes or b.flash_bytes) // 1024} KB)"
-              if b.flash_bytes else "unlimited")
+        fl = (f"{b.flash_bytes // 1024} KB ({b.flash_layout(10 << 10).program_bytes // 1024} KB)"
+              if b.is_mcu and b.flash_bytes else "unlimited")
         t.add_row(b.name, b.cpu, f"{b.clock_hz // 10**6} MHz" if b.clock_hz else "-",
                   f"{b.sram_bytes // 1024} KB" if b.sram_bytes else "unlimited",
                   fl, b.qemu.machine if b.qemu else "-", str(b.flash.get("protocol", "-")))

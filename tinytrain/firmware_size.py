@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tinytrain.boards import Board
 from tinytrain.errors import BuildError
 
 # newlib's memcpy/memset/expf/logf/tanhf are not compiled with our flags, so the call graph
@@ -33,8 +34,8 @@ def section_sizes(elf: Path, size_tool: str) -> dict[str, int]:
         parts = line.split()
         if len(parts) == 3 and parts[1].isdigit():
             sec[parts[0]] = int(parts[1])
-    text = sum(v for k, v in sec.items() if k in (".isr_vector", ".text") or
-               k.startswith(".ARM"))
+    text = sum(v for k, v in sec.items() if k == ".isr_vector" or  # .text, .text1, ...
+               k.startswith((".text", ".ARM")))
     data, bss, stack = sec.get(".data", 0), sec.get(".bss", 0), sec.get(".stack", 0)
     return {"text": text, "data": data, "bss": bss, "stack_reserved": stack,
             "flash_used": text + data, "sram_used": data + bss + stack}
@@ -72,3 +73,80 @@ def stack_depth(ci_dir: Path, root: str = "main") -> dict[str, Any]:
     depth, chain = deepest(root, frozenset())
     return {"bytes": depth + EXCEPTION_FRAME, "chain": chain,
             "dynamic_frames": sorted(dynamic)}
+
+
+MEASURE_BYTES = 64 << 20  # regions of a measuring link: big enough for anything we generate
+
+
+def measure_link(project: Path, board: Board) -> dict[str, int]:
+    """Link the board's objects once more with unlimited regions, to say where the bytes go
+    when the real link overflows: code, constants, and the SRAM buffers by name."""
+    ld = (project / "board" / "firmware.ld").read_text()
+    mem = (f"MEMORY\n{{\n    FLASH0 (rx) : ORIGIN = 0x00000000, LENGTH = {MEASURE_BYTES}\n"
+           f"    RAM (rwx) : ORIGIN = 0x20000000, LENGTH = {MEASURE_BYTES}\n}}")
+    ld = re.sub(r"MEMORY\s*\{.*?\n\}", mem, ld, flags=re.S)
+    ld = re.sub(r"\.text[1-9] : \{[^}]*\} > FLASH[1-9]\n", "", ld)
+    (project / "board" / "measure.ld").write_text(ld)
+    objs = sorted(str(p) for p in (project / "su" / "board").glob("*.o"))
+    elf = project / "su" / "measure.elf"
+    cc = board.cc
+    subprocess.run([cc, *board.cflags, "-T", str(project / "board" / "measure.ld"), "-o",
+                    str(elf), *objs, "-nostartfiles", "-Wl,--gc-sections",
+                    "-Wl,--no-warn-rwx-segments", "-lm"], capture_output=True, check=True)
+    sizes = section_sizes(elf, cc.replace("-gcc", "-size"))
+    nm = subprocess.run([cc.replace("-gcc", "-nm"), "-S", "--size-sort", str(elf)],
+                        capture_output=True, text=True, check=True).stdout
+    out = {"code": 0, "constants": 0, "arena": 0, "link_buffers": 0, "params_sram": 0}
+    for line in nm.splitlines():
+        parts = line.split()
+        if len(parts) != 4:
+            continue
+        n, kind, name = int(parts[1], 16), parts[2].lower(), parts[3]
+        if kind == "t":
+            out["code"] += n
+        elif kind == "r":
+            out["constants"] += n
+        elif name == "tt_arena":
+            out["arena"] += n
+        elif name in ("rx", "tx"):
+            out["link_buffers"] += n
+        elif kind in ("b", "d") and name.startswith(("tt_p_", "tt_g_", "tt_m_")):
+            out["params_sram"] += n
+    out.update(flash=sizes["flash_used"], sram=sizes["sram_used"], stack=sizes["stack_reserved"])
+    out["other_sram"] = out["sram"] - out["arena"] - out["link_buffers"] - out["params_sram"] \
+        - out["stack"]
+    return out
+
+
+def explain_overflow(project: Path, board: Board, over: list[tuple[str, str]]) -> str:
+    """The linker's verdict with the breakdown of both memories and advice that can work."""
+    from tinytrain.codegen.render import flash_layout_of_project
+
+    layout = flash_layout_of_project(project, board)
+    m = measure_link(project, board)
+    kb = lambda n: f"{n / 1024:.1f} KB"  # noqa: E731
+    ram = board.sram_bytes or 0
+    regions = " + ".join(kb(n) for _, n in layout.regions)
+    lines = [f"the program does not fit {board.name} (the linker's verdict: "
+             + ", ".join(f"region {r} overflowed by {kb(int(n))}" for r, n in over) + ")."]
+    lines.append(f"  SRAM {kb(m['sram'])} of {kb(ram)}: arena {kb(m['arena'])}, trainable "
+                 f"parameters and their state {kb(m['params_sram'])}, link buffers "
+                 f"{kb(m['link_buffers'])}, stack {kb(m['stack'])}, other statics "
+                 f"{kb(m['other_sram'])}" + (" -- does not fit" if m["sram"] > ram else ""))
+    lines.append(f"  flash {kb(m['flash'])} of the program's {kb(layout.program_bytes)} "
+                 f"({regions}; the rest of the {kb(board.flash_bytes or 0)} holds two "
+                 f"checkpoint slots of {kb(layout.slot_bytes)} sized for the trainable "
+                 f"parameters): code {kb(m['code'])}, constants (frozen parameters, initial "
+                 f"values, kernel tables) {kb(m['constants'])}"
+                 + (" -- does not fit" if m["flash"] > layout.program_bytes else ""))
+    advice = []
+    if m["sram"] > ram:
+        advice.append("for SRAM: a smaller --update plan (fewer trained layers or channels), "
+                      "--batch 1 and no momentum (no gradient buffers or optimizer state)")
+    if m["flash"] > layout.program_bytes:
+        advice.append("for flash: a smaller model (frozen parameters live in flash), an int8 "
+                      "model instead of fp32, or fewer trainable bytes (smaller checkpoint "
+                      "slots leave more flash to the program)")
+    if advice:
+        lines.append("  what would fit: " + "; ".join(advice))
+    return "\n".join(lines)

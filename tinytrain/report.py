@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain.boards import Board
+from tinytrain.boards import Board, checkpoint_bytes
 from tinytrain.codegen.memory import in_flash
 from tinytrain.compiler import macs
 from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph
@@ -28,6 +28,11 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
     # trainable parameters also keep their initial values in flash so tt_init() can reset them
     flash = {"frozen_params": frozen, "trainable_init": trainable}
     flash["total"] = sum(flash.values())
+    if board.is_mcu:  # the checkpoint slots sized for the trainable parameters; the rest
+        lay = board.flash_layout(checkpoint_bytes([t.nbytes for t in ts  # is the program's
+                                                   if t.kind == PARAM and t.trainable]))
+        flash["checkpoint_slot"] = lay.slot_bytes
+        flash["program_region"] = lay.program_bytes
     return {
         "board": board.name,
         "model": g.meta.get("model_name"),
@@ -49,11 +54,11 @@ LINK_CHUNK, LINK_PROFILE_CHUNK = 256, 64  # firmware/tt_link.{h,c}
 
 
 def link_buffer_bytes(g: Graph) -> int:
-    """The link's receive and reply buffers, sized as firmware/tt_link.c sizes them."""
-    n_in = int(np.prod(g.t(g.inputs[0]).shape))
+    """The link's receive and reply buffers, sized as firmware/tt_link.c sizes them. A sample
+    is not among them: its rows go from the frame straight into the model's input buffer."""
     n_out = int(np.prod(g.t(g.meta.get("infer_output") or g.outputs[0]).shape))
     label = next(t for t in g.tensors.values() if t.kind == "label")
-    rx = 4 + max(n_in * 4 + label.nbytes, 4 + LINK_CHUNK, 16) + 4
+    rx = 4 + max(label.nbytes, 4 + LINK_CHUNK, 16) + 4
     tx = 4 + 1 + max(n_out * 4, LINK_CHUNK, 4 + 4 * LINK_PROFILE_CHUNK, 64) + 4
     return -(-rx // 4) * 4 + -(-tx // 4) * 4
 

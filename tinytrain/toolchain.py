@@ -24,12 +24,11 @@ def compile_project(project: Path, board: Board) -> list[Path]:
     proc = subprocess.run(args, cwd=project, capture_output=True, text=True)
     if proc.returncode != 0:
         text = proc.stdout + proc.stderr
-        over = re.search(r"region `(\w+)' overflowed by (\d+) bytes", text)
-        if over:  # code is what the planner cannot see before compiling
-            raise BuildError(f"the program does not fit {board.name}: its {over[1]} region "
-                             f"overflowed by {int(over[2]) / 1024:.1f} KB at link time (code + "
-                             "constants + planned buffers). A smaller --update plan, "
-                             "--quantize int8 or a smaller model would fit.")
+        over = re.findall(r"region `(\w+)' overflowed by (\d+) bytes", text)
+        if over or "will not fit in region" in text:  # the linker's verdict, explained
+            from tinytrain.firmware_size import explain_overflow
+
+            raise BuildError(explain_overflow(project, board, over))
         tail = "\n".join(text.strip().splitlines()[-20:])
         raise BuildError(f"compiling the generated C for {board.name} failed:\n{tail}")
     from tinytrain.codegen.render import HOST_BINARY

@@ -12,8 +12,8 @@
  *   RX FIFO, so the link must not stream more than a few bytes while nobody calls tt_port_getc.
  * Ticks: DWT->CYCCNT (DDI 0403 §C1.8; no lock access register on the M4), 32 bits.
  * Flash map (NVMC §4.3, 4 KB pages, word writes): 0x00000-0x01000 MBR of the Nordic DFU bootloader,
- *   application 0x01000-0xC0000, checkpoint slot 0 = 0xC0000, slot 1 = 0xD0000 (64 KB = 16 pages
- *   each), bootloader 0xE0000-. Erase ~85 ms per page (~1.4 s per slot); the CPU stalls on flash
+ *   application from 0x01000, then the two checkpoint slots (whole pages sized for the trainable
+ *   parameters at build time), bootloader 0xE0000-. Erase ~85 ms per page (~1.4 s per slot); the CPU stalls on flash
  *   fetches while the NVMC is busy. No SoftDevice may be running (it owns the NVMC otherwise).
  * Untested without hardware: this is compile-checked only (tests/test_board_layers.py); the HFXO
  *   start, the UARTE on the wire (RX FIFO behaviour under re-arm) and NVMC erase/write need a DK.
@@ -77,17 +77,19 @@
 #define NVMC_CONFIG_WEN 1u /* write enabled */
 #define NVMC_CONFIG_EEN 2u /* erase enabled */
 #define FLASH_PAGE_SIZE 4096u
-#define SLOT_SIZE (64u * 1024u)
-#define SLOT0_ADDR 0x000C0000u
-#define SLOT1_ADDR 0x000D0000u
 #define FLASH_WRITE_UNIT 4u
 #define ERASED_WORD 0xFFFFFFFFu
-/* The slots are fixed by the silicon's erase units; a build that passes another layout fails here. */
-#if (defined(TT_CKPT_SLOT0) && TT_CKPT_SLOT0 != SLOT0_ADDR) || \
-    (defined(TT_CKPT_SLOT1) && TT_CKPT_SLOT1 != SLOT1_ADDR) || \
-    (defined(TT_CKPT_SLOT_SIZE) && TT_CKPT_SLOT_SIZE != SLOT_SIZE)
-#error "TT_CKPT_SLOT0/1/SIZE disagree with this board's flash map (see the comment at the top)"
+/* The slots are whole pages right below the bootloader, sized for the trainable parameters at
+ * build time (tinytrain.boards.flash_layout); the build passes their addresses and size. */
+#if !defined(TT_CKPT_SLOT0) || !defined(TT_CKPT_SLOT1) || !defined(TT_CKPT_SLOT_SIZE)
+#error "TT_CKPT_SLOT0, TT_CKPT_SLOT1 and TT_CKPT_SLOT_SIZE come from the build (board flash map)"
 #endif
+#if TT_CKPT_SLOT_SIZE % 4096u != 0 || TT_CKPT_SLOT0 % 4096u != 0 || TT_CKPT_SLOT1 % 4096u != 0
+#error "checkpoint slots must be whole 4 KB pages"
+#endif
+#define SLOT_SIZE TT_CKPT_SLOT_SIZE
+#define SLOT0_ADDR TT_CKPT_SLOT0
+#define SLOT1_ADDR TT_CKPT_SLOT1
 
 /* ---- Debug: DEMCR (DDI 0403 §C1.6.5), DWT (§C1.8) ---- */
 #define DEMCR REG32(0xE000EDFCu)

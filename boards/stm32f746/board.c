@@ -12,9 +12,9 @@
  *   115200 8N1, oversampling 16, polled.
  * Ticks: DWT->CYCCNT (DDI 0403 §C1.8; the M7 needs its DWT lock access register unlocked), 32 bits.
  * Flash map (ch. 3 organisation table, AXIM view): sectors 0-3 32 KB, 4 128 KB, 5-7 256 KB.
- *   Application 0x08000000..0x0807FFFF (sectors 0-5); checkpoint slot 0 = sector 6 @0x08080000,
- *   slot 1 = sector 7 @0x080C0000, 256 KB each (0x080C0000/0x080E0000 would be the F4's 128 KB
- *   sectors 10/11; they do not apply here). Program unit 4 bytes (PSIZE x32, VDD 2.7-3.6 V).
+ *   The two checkpoint slots are runs of whole sectors sized for the trainable parameters at
+ *   build time (never sector 0, which boots); the program lives in the other sectors.
+ *   Program unit 4 bytes (PSIZE x32, VDD 2.7-3.6 V).
  * Untested without hardware: this is compile-checked only (tests/test_board_layers.py); the clock
  *   tree, the baud rate on the wire, sector erase/program timing and error flags, and the
  *   read-after-program coherence all need a board run.
@@ -94,19 +94,23 @@
 #define FLASH_CR_STRT (1u << 16)
 #define FLASH_CR_LOCK (1u << 31)
 #define FLASH_CR_OP_MASK (FLASH_CR_PG | FLASH_CR_SER | FLASH_CR_SNB_MASK | FLASH_CR_PSIZE_MASK)
-#define SLOT_SIZE (256u * 1024u)
-#define SLOT0_SECTOR 6u
-#define SLOT0_ADDR 0x08080000u /* sector 6 (AXIM) */
-#define SLOT1_SECTOR 7u
-#define SLOT1_ADDR 0x080C0000u /* sector 7 (AXIM) */
 #define FLASH_WRITE_UNIT 4u
 #define ERASED_WORD 0xFFFFFFFFu
-/* The slots are fixed by the silicon's erase units; a build that passes another layout fails here. */
-#if (defined(TT_CKPT_SLOT0) && TT_CKPT_SLOT0 != SLOT0_ADDR) || \
-    (defined(TT_CKPT_SLOT1) && TT_CKPT_SLOT1 != SLOT1_ADDR) || \
-    (defined(TT_CKPT_SLOT_SIZE) && TT_CKPT_SLOT_SIZE != SLOT_SIZE)
-#error "TT_CKPT_SLOT0/1/SIZE disagree with this board's flash map (see the comment at the top)"
+#define FLASH_BASE_ADDR 0x08000000u /* AXIM */
+#define FLASH_SECTORS 8u
+/* The slots are runs of whole sectors chosen for the trainable parameters at build time
+ * (tinytrain.boards.flash_layout); the build passes their addresses and size. */
+#if !defined(TT_CKPT_SLOT0) || !defined(TT_CKPT_SLOT1) || !defined(TT_CKPT_SLOT_SIZE)
+#error "TT_CKPT_SLOT0, TT_CKPT_SLOT1 and TT_CKPT_SLOT_SIZE come from the build (board flash map)"
 #endif
+#define SLOT_SIZE TT_CKPT_SLOT_SIZE
+#define SLOT0_ADDR TT_CKPT_SLOT0
+#define SLOT1_ADDR TT_CKPT_SLOT1
+/* Sector start addresses (RM0385 §3.3, AXIM): 4 x 32 KB, 1 x 128 KB, 3 x 256 KB. */
+static const uint32_t sector_start[FLASH_SECTORS + 1] = {
+    0x08000000u, 0x08008000u, 0x08010000u, 0x08018000u, 0x08020000u,
+    0x08040000u, 0x08080000u, 0x080C0000u, 0x08100000u,
+};
 
 /* ---- GPIO registers, RM0385 ch. 6 (GPIOA 0x40020000, GPIOB 0x40020400) ---- */
 #define GPIOA_BASE 0x40020000u
@@ -266,7 +270,7 @@ uint32_t tt_port_tick_bits(void) { return DWT_CYCLE_BITS; }
 /* ---- checkpoint flash (RM0385 ch. 3: unlock, sector erase, programming sequences) ----
  * The F746 flash is single bank: while an erase or program runs, any fetch from flash (this
  * code included) stalls the bus until BSY clears. That is legal as long as the target sector is
- * not the one being executed from, which holds since code lives in sectors 0-5.
+ * not the one being executed from, which holds since code never lives in a slot's sectors.
  * Coherence: the slots are read through AXIM 0x08000000 (not the ITCM alias 0x00200000 that the
  * ART accelerator caches). AXIM reads go through the M7 L1 D-cache only if it is enabled; this
  * firmware does not enable it (if it ever does, invalidate the slot range after erase/program). */
@@ -301,12 +305,17 @@ static inline void flash_end(void) { FLASH_CR = (FLASH_CR & ~FLASH_CR_OP_MASK) |
 int tt_port_flash_erase(uint32_t slot)
 {
     if (slot > 1u || flash_begin()) return -1;
-    uint32_t sector = slot == 0u ? SLOT0_SECTOR : SLOT1_SECTOR;
-    FLASH_CR = (FLASH_CR & ~FLASH_CR_OP_MASK) | FLASH_CR_PSIZE_X32 | FLASH_CR_SER |
-               (sector << FLASH_CR_SNB_SHIFT);
-    FLASH_CR |= FLASH_CR_STRT;
-    DSB();
-    uint32_t err = flash_wait();
+    const uint32_t base = slot == 0u ? SLOT0_ADDR : SLOT1_ADDR;
+    uint32_t err = 0u;
+    /* every sector that starts inside the slot (the slot is a run of whole sectors) */
+    for (uint32_t k = 0; !err && k < FLASH_SECTORS; k++) {
+        if (sector_start[k] < base || sector_start[k] >= base + SLOT_SIZE) continue;
+        FLASH_CR = (FLASH_CR & ~FLASH_CR_OP_MASK) | FLASH_CR_PSIZE_X32 | FLASH_CR_SER |
+                   (k << FLASH_CR_SNB_SHIFT);
+        FLASH_CR |= FLASH_CR_STRT;
+        DSB();
+        err = flash_wait();
+    }
     flash_end();
     const volatile uint32_t *w = (const volatile uint32_t *)tt_port_flash_slot(slot);
     for (uint32_t i = 0; !err && i < SLOT_SIZE / FLASH_WRITE_UNIT; i++)

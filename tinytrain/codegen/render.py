@@ -10,7 +10,14 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from tinytrain import __version__
-from tinytrain.boards import BOARDS_DIR, QEMU_SOURCE, Board, load_board
+from tinytrain.boards import (
+    BOARDS_DIR,
+    QEMU_SOURCE,
+    Board,
+    FlashLayout,
+    checkpoint_bytes,
+    load_board,
+)
 from tinytrain.codegen.context import C_TYPES, CContext
 from tinytrain.codegen.memory import c_symbol, in_flash, persistent
 from tinytrain.ir import OPT_STATE, PARAM, PARAM_GRAD, Graph, Tensor
@@ -75,13 +82,20 @@ def _head(g: Graph, cg: CContext) -> str:
     return f"    memcpy(out, {cg.ptr(out)}, sizeof(float) * {n});"
 
 
-def _input_load(g: Graph, cg: CContext) -> str:
+def _input_context(g: Graph, cg: CContext) -> dict:
+    """How the sample enters: its C type, rows, and where they go (a whole arena buffer, or
+    fetched row by row into a row-streamed stem's ring)."""
     t = g.t(g.inputs[0])
-    if t.dtype == "s8":  # the caller passes real values; quantise as TFLite's QUANTIZE does
+    rows = t.shape[0] if len(t.shape) == 3 else 1
+    streamed = any(n.attrs.get("fetch") == t.name for n in g.nodes)
+    ctx = {"input_ctype": C_TYPES[t.dtype], "input_int8": t.dtype == "s8",
+           "input_rows": rows, "input_row_bytes": t.nbytes // rows, "input_bytes": t.nbytes,
+           "input_streamed": streamed, "input_ptr": "" if streamed else cg.ptr(t.name)}
+    if t.dtype == "s8":
         assert t.quant is not None
-        return (f"tt_quantize_input_s8({cg.ptr(t.name)}, x, TT_INPUT_SIZE, "
-                f"{c_float(t.quant.scale[0])}, {t.quant.zero_point[0]});")
-    return f"memcpy({cg.ptr(t.name)}, x, sizeof(float) * TT_INPUT_SIZE);"
+        ctx["input_scale"] = c_float(t.quant.scale[0])
+        ctx["input_zero_point"] = int(t.quant.zero_point[0])
+    return ctx
 
 
 def model_id(g: Graph) -> int:
@@ -128,7 +142,7 @@ def render(g: Graph, plan: Plan, board: Board | str) -> dict[str, str]:
         "model_id": model_id(g),
         "profile_ops": len(g.nodes),
         "update": calls["update"],
-        "input_load": _input_load(g, cg),
+        **_input_context(g, cg),
         "step_counter": c_symbol(g.t("rng_step")) if "rng_step" in g.tensors else "",
         "target_ptr": cg.ptr(label.name),
         "pred_ptr": cg.ptr("pred"),
@@ -141,9 +155,12 @@ def render(g: Graph, plan: Plan, board: Board | str) -> dict[str, str]:
         "board": board.name,
         "cc": board.cc,
         "cflags": board.cflags,
-        "twin_slots": board.qemu.checkpoint_slots if board.qemu else (0, 0),
-        "slot_bytes": board.checkpoint_slot_bytes,
     }
+    if board.is_mcu:
+        layout = flash_layout(g, board)
+        ctx.update(slots=layout.slots, slot_bytes=layout.slot_bytes,
+                   twin_slots=twin_layout(board, layout).slots,
+                   split_flash=len(layout.regions) > 1)
     ctx["decls"] = cg.decls  # filled while the calls above were generated
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
@@ -156,25 +173,50 @@ def render(g: Graph, plan: Plan, board: Board | str) -> dict[str, str]:
             continue
         files[f"firmware/{p.name}"] = p.read_text()
     if board.is_mcu:
-        files.update(_board_files(board, env, banner))
+        files.update(_board_files(board, env, banner, flash_layout(g, board)))
     return files
 
 
-def _board_files(board: Board, env: Environment, banner: str) -> dict[str, str]:
+def flash_layout(g: Graph, board: Board) -> FlashLayout:
+    """The board's checkpoint slots sized for this program's trainable parameters."""
+    return board.flash_layout(checkpoint_bytes([t.nbytes for t in g.params(trainable=True)]))
+
+
+def flash_layout_of_project(project: Path, board: Board) -> FlashLayout:
+    """The flash layout a generated project was built with (from its program.json)."""
+    info = json.loads((project / "program.json").read_text())
+    return board.flash_layout(checkpoint_bytes(
+        [int(np.prod(p.get("packed", {}).get("stored_shape") or p["shape"]))
+         * {"f32": 4, "s32": 4, "s8": 1, "u8": 1}[p["dtype"]] for p in info["trainable"]]))
+
+
+def twin_layout(board: Board, layout: FlashLayout) -> FlashLayout:
+    """The same layout in the QEMU twin, whose code memory starts at the twin's flash_origin."""
+    assert board.qemu is not None
+    base = board.flash_origin if board.flash_sectors else 0  # the chip's flash base address
+    return layout.shifted(board.qemu.flash_origin - base)
+
+
+def _board_files(board: Board, env: Environment, banner: str,
+                 layout: FlashLayout) -> dict[str, str]:
     """The board layer, the QEMU twin's layer, startup code and the two linker scripts."""
-    assert board.qemu is not None and board.app_flash_bytes and board.sram_bytes
+    assert board.qemu is not None and board.sram_bytes
     ld = env.get_template("firmware.ld.j2")
+    twin = twin_layout(board, layout)
     common = {"banner": banner, "ram_origin": board.ram_origin, "ram_bytes": board.sram_bytes,
-              "flash_bytes": board.app_flash_bytes, "stack_bytes": board.stack_bytes}
+              "stack_bytes": board.stack_bytes}
+
+    def slots(lay: FlashLayout) -> str:
+        return " and ".join(f"0x{a:08X}" for a in lay.slots) + f", {lay.slot_bytes} bytes each"
     return {
         "board/board.c": (BOARDS_DIR / board.source).read_text(),
         "board/qemu_twin.c": (BOARDS_DIR / QEMU_SOURCE).read_text(),
         "board/startup.c": (BOARDS_DIR / "cortexm" / "startup.c").read_text(),
-        "board/firmware.ld": ld.render(what=f"{board.name}", flash_origin=board.flash_origin,
-                                       **common),
+        "board/firmware.ld": ld.render(what=f"{board.name}", regions=layout.regions,
+                                       slots=slots(layout), **common),
         "board/firmware_qemu.ld": ld.render(what=f"{board.name}'s QEMU twin "
-                                            f"({board.qemu.machine})",
-                                            flash_origin=board.qemu.flash_origin, **common),
+                                            f"({board.qemu.machine})", regions=twin.regions,
+                                            slots=slots(twin), **common),
     }
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from tinytrain.link.frames import NAK, VERSION, FrameReader, encode
 from tinytrain.link.transport import LinkError, Transport
+from tinytrain.quant.fixedpoint import quantize
 
 CHUNK = 256  # TT_LINK_CHUNK: parameter bytes per get/set request
 PROFILE_CHUNK = 64  # op counters per profile reply
@@ -172,7 +173,7 @@ class Device:
     def train_full(self, x: np.ndarray, target: np.ndarray) -> TrainResult:
         t = np.asarray(target, np.int32 if self.info["target_dtype"] == "s32"
                        else np.float32)
-        data = self.request("T", _f32(x, self.device.input_size) + t.tobytes())
+        data = self.request("T", t.tobytes() + self.encode_input(x))
         loss, pred, upd, skipped, _, ticks = struct.unpack("<fiBBHI", data)
         return TrainResult(loss, pred, bool(upd), bool(skipped), ticks)
 
@@ -180,7 +181,21 @@ class Device:
         self.request("U")
 
     def infer(self, x: np.ndarray) -> np.ndarray:
-        return np.frombuffer(self.request("I", _f32(x, self.device.input_size)), np.float32)
+        return np.frombuffer(self.request("I", self.encode_input(x)), np.float32)
+
+    def encode_input(self, x: np.ndarray) -> bytes:
+        """The sample as it crosses the link: in the model input's own dtype. An int8 model
+        takes int8 codes as they are, and real values (any float array) quantised with the
+        input's scale and zero point exactly as TFLite's QUANTIZE does."""
+        a = np.asarray(x)
+        if a.size != self.device.input_size:
+            raise LinkError(f"sample has {a.size} values, the program expects "
+                            f"{self.device.input_size}")
+        if self.info.get("input_dtype", "f32") != "s8":
+            return np.ascontiguousarray(a, np.float32).reshape(-1).tobytes()
+        if a.dtype == np.int8:
+            return a.reshape(-1).tobytes()
+        return quantize_input(a, self.info["input_quant"]).tobytes()
 
     def reset(self) -> None:
         self.request("R")
@@ -265,8 +280,12 @@ class Device:
         self.close()
 
 
-def _f32(x: np.ndarray, n: int) -> bytes:
-    a = np.ascontiguousarray(x, np.float32).reshape(-1)
-    if a.size != n:
-        raise LinkError(f"sample has {a.size} values, the program expects {n}")
-    return a.tobytes()
+def quantize_input(x: np.ndarray, quant: dict[str, Any]) -> np.ndarray:
+    """Real values -> the int8 input's codes (TFLite AffineQuantize); NaN/Inf are refused."""
+    a = np.asarray(x, np.float32).reshape(-1)
+    bad = ~np.isfinite(a)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise LinkError(f"sample value {k} is {a[k]}: an int8 model's input must be finite "
+                        "real values (or int8 codes)")
+    return quantize(a, quant["scale"], quant["zero_point"])

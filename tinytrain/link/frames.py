@@ -10,7 +10,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-VERSION = 3  # firmware/tt_link.h TT_LINK_VERSION
+VERSION = 4  # firmware/tt_link.h TT_LINK_VERSION
 FLAG, ESC = 0x7E, 0x7D
 NAK = 0x15
 HEADER = struct.Struct("<BHB")

@@ -4,7 +4,9 @@ The stage's intermediate tensors never exist whole: each lives in a ring of a fe
 one scratch buffer, and a static schedule says which layer computes which row next. Its
 inputs (the sample, the parameters) and its one output are ordinary whole tensors.
 
-attrs: _nodes (the original nodes), _schedule ((node index, row) pairs), _rings ({tensor:
+attrs: fetch (the sample, when its rows are fetched into a ring from the input source as the
+schedule's step (len(_nodes), row) rather than read from a whole buffer), _nodes (the original
+nodes), _schedule ((node index, row) pairs), _rings ({tensor:
 (offset in the scratch, rows kept, bytes per row)}), _shapes (every stage tensor's shape),
 scratch (bytes), steps (schedule length). Each row kernel is the one the whole-tensor kernel
 loops over, so a streamed stage is bit-identical to running its layers one after another.
@@ -61,6 +63,10 @@ class RowStream(OpDef):
             call = op.row_call(n, cg, [f"r[{idx[n.inputs[i]]}]" for i in ins],
                                f"r[{idx[n.outputs[0]]}]", "row")
             cases.append(f"        case {k}: {call} break;")
+        if a.get("fetch"):  # the sample's next row, from the caller's input source
+            ring = f"r[{idx[a['fetch']]}]"
+            cases.append(f"        case {len(a['_nodes'])}: tt_fetch_input(tt_row(&{ring}, row), "
+                         "row); break;")
         sched = a["_schedule"]
         which = cg.static(f"static const uint8_t {{name}}[{len(sched)}] = "
                           f"{{{{{', '.join(str(k) for k, _ in sched)}}}}};")

@@ -87,12 +87,13 @@ def lifetimes(g: Graph) -> tuple[list[Buffer], dict[str, str]]:
     first: dict[str, int] = {}
     last: dict[str, int] = {}
     views: dict[str, str] = {}
+    fetched = {n.attrs["fetch"] for n in nodes if n.attrs.get("fetch")}
     for name, t in g.tensors.items():
         if t.kind in ARENA_KINDS:
             r = root(name)
             if r != name:
                 views[name] = r
-            if t.kind in (INPUT, LABEL):
+            if t.kind in (INPUT, LABEL) and name not in fetched:
                 first[r] = -1
     for k, n in enumerate(nodes):
         for o in n.outputs:
@@ -101,6 +102,8 @@ def lifetimes(g: Graph) -> tuple[list[Buffer], dict[str, str]]:
                 first.setdefault(r, k)
                 last[r] = max(last.get(r, k), k)
         for i in n.inputs:
+            if i in fetched:  # a row-streamed sample: its rows live in the stage's ring
+                continue
             if g.tensors[i].kind in ARENA_KINDS:
                 r = root(i)
                 last[r] = max(last.get(r, k), k)

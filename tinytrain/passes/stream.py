@@ -7,6 +7,10 @@ output rows can be produced on demand: to compute row y of a layer, first comput
 its inputs under y's window. Each intermediate tensor then only needs the rows still to be
 read (a ring of about kernel-height rows), and the expansion never exists whole.
 
+When the stage is the only reader of the sample, the sample streams too: its rows are fetched
+from the caller's input source (a pointer, or the serial link as the frame arrives) into a
+ring as the stage first needs them, so the input image never exists whole in SRAM either.
+
 The stage is a prefix of the forward pass whose ops can stream (an op says so through
 row_inputs/row_window/row_call), whose parameters are frozen and whose intermediates nothing
 outside reads; it ends at a tensor that is the only one crossing the cut. Every possible end is
@@ -59,13 +63,32 @@ def _exits(g: Graph, prefix: list[Node]) -> list[tuple[int, str]]:
     return out
 
 
-def _schedule(g: Graph, stage: list[Node], exit_: str) -> list[tuple[int, int]]:
-    """Pull the exit's rows in order; each row first pulls the input rows under its window."""
+def _fetched_input(g: Graph, stage: list[Node]) -> str | None:
+    """The sample, when only the stage reads it and its rows can be fetched into a ring."""
+    x = g.inputs[0]
+    t = g.t(x)
+    inside = {id(n) for n in stage}
+    readers = [n for n in g.nodes if x in n.inputs]
+    if (t.dtype != "s8" or len(t.shape) != 3 or x in g.outputs or not readers
+            or any(id(n) not in inside for n in readers)):
+        return None
+    return x
+
+
+def _schedule(g: Graph, stage: list[Node], exit_: str,
+              fetched: str | None = None) -> list[tuple[int, int]]:
+    """Pull the exit's rows in order; each row first pulls the input rows under its window.
+    Rows of `fetched` (the sample) are fetched in order as step (len(stage), row)."""
     producer = {n.outputs[0]: (k, n) for k, n in enumerate(stage)}
     done: dict[str, int] = {}  # tensor -> rows produced so far
     sched: list[tuple[int, int]] = []
 
     def pull(t: str, last: int) -> None:
+        if t == fetched:
+            while done.get(t, 0) <= last:
+                sched.append((len(stage), done.get(t, 0)))
+                done[t] = done.get(t, 0) + 1
+            return
         if t not in producer:
             return  # a whole tensor from outside the stage
         k, n = producer[t]
@@ -84,12 +107,16 @@ def _schedule(g: Graph, stage: list[Node], exit_: str) -> list[tuple[int, int]]:
     return sched
 
 
-def _ring_rows(g: Graph, stage: list[Node], sched: list[tuple[int, int]]) -> dict[str, int]:
+def _ring_rows(g: Graph, stage: list[Node], sched: list[tuple[int, int]],
+               fetched: str | None = None) -> dict[str, int]:
     """Rows each intermediate must keep so that writing row r (slot r % rows) never
     overwrites a row that is still to be read."""
     made: dict[str, dict[int, int]] = {}  # tensor -> row -> step that writes it
     last_read: dict[str, dict[int, int]] = {}
     for s, (k, row) in enumerate(sched):
+        if k == len(stage):  # a fetched row of the sample
+            made.setdefault(str(fetched), {})[row] = s
+            continue
         n = stage[k]
         made.setdefault(n.outputs[0], {})[row] = s
         op = get_op(n.op)
@@ -113,16 +140,18 @@ def _ring_rows(g: Graph, stage: list[Node], sched: list[tuple[int, int]]) -> dic
 def stream_stage(g: Graph, cut: int, exit_: str) -> Graph:
     """The graph with its first `cut` nodes replaced by one row_stream node ending at exit_."""
     stage = list(g.nodes[:cut])
-    sched = _schedule(g, stage, exit_)
-    inner = [n.outputs[0] for n in stage if n.outputs[0] != exit_]
-    rows = _ring_rows(g, stage, sched)
+    fetched = _fetched_input(g, stage)
+    sched = _schedule(g, stage, exit_, fetched)
+    inner = ([fetched] if fetched else []) + [n.outputs[0] for n in stage
+                                                if n.outputs[0] != exit_]
+    rows = _ring_rows(g, stage, sched, fetched)
     rings: dict[str, tuple[int, int, int]] = {}
     offset = 0
     for t in inner:
         h, w, c = g.t(t).shape
         rings[t] = (offset, rows.get(t, 1), w * c)
         offset = align(offset + rows.get(t, 1) * w * c)
-    inputs: list[str] = []
+    inputs: list[str] = [fetched] if fetched else []  # the sample: for the numpy reference
     for n in stage:
         for i in n.inputs:
             if i not in inputs and i not in rings and i != exit_:
@@ -132,7 +161,7 @@ def stream_stage(g: Graph, cut: int, exit_: str) -> Graph:
     node = Node(f"{exit_}_stream", "row_stream", tuple(inputs), (exit_, scratch),
                 {"_nodes": tuple(stage), "_schedule": tuple(sched), "_rings": rings,
                  "_shapes": shapes, "scratch": max(offset, 1), "steps": len(sched),
-                 "layers": len(stage)})
+                 "layers": len(stage), "fetch": fetched})
     tensors = dict(g.tensors)  # the intermediates stay described (shapes, quantisation) but,
     # produced by no node, get no buffer of their own
     tensors[scratch] = Tensor(scratch, (max(offset, 1),), ACTIVATION, dtype="u8")

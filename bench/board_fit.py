@@ -1,0 +1,95 @@
+"""TTE's three networks with all fifteen of TTE's shipped sparse-update schemes, built for a
+board: planned memory, the firmware's total, what the linked ELF really occupies, and whether
+it fits (the linker's verdict, with the reason when it does not).
+
+    python bench/board_fit.py --board stm32f746    # Markdown table; --json FILE keeps numbers
+    python bench/board_fit.py --board nrf52840
+
+int8 models (tinytrain's quantiser, calibrated on two random images: memory does not depend
+on the scales), 128x128, batch 1, plain SGD, stochastic rounding, every memory pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.torch_models import export  # noqa: E402
+from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES, TTE_PEAK_KB  # noqa: E402
+from tinytrain.build import build  # noqa: E402
+from tinytrain.compiler import Options  # noqa: E402
+from tinytrain.errors import TinyTrainError  # noqa: E402
+
+
+def kb(n: float) -> str:
+    return f"{n / 1024:,.1f}"
+
+
+def measure(model: Path, calib: Path, plan: str, board: str, out: Path) -> dict:
+    opts = Options(update=plan, quantize="int8", calib=calib, board=board)
+    try:
+        r = build(model, out, opts)
+    except TinyTrainError as e:
+        return {"fits": False, "reason": str(e)}
+    s, fw = r["sram_bytes"], r["firmware"]
+    return {"fits": True, "arena": s["arena"], "trainable": s["trainable_params"],
+            "planned_total": s["total"], "link_buffers": s["link_buffers"], "stack": s["stack"],
+            "slot": r["flash_bytes"]["checkpoint_slot"],
+            "program_region": r["flash_bytes"]["program_region"],
+            "elf_flash": fw["flash_used"], "elf_sram": fw["sram_used"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--board", default="stm32f746")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        calib = t / "calib.npz"
+        np.savez(calib, x=np.random.default_rng(0).uniform(0, 1, (2, 3, 128, 128))
+                 .astype(np.float32))
+        for name, make in NETWORKS.items():
+            torch.manual_seed(0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model = export(make(), t / f"{name}.onnx")
+            for (net, budget), plan in SCHEMES.items():
+                if net == name:
+                    r = measure(model, calib, plan, args.board, t / "out")
+                    rows.append({"model": name, "budget_kb": budget, "plan": plan, **r})
+                    print(f"{name} {budget} KB: "
+                          + (f"fits, ELF SRAM {kb(r['elf_sram'])} KB" if r["fits"] else
+                             "does not fit: " + r["reason"].splitlines()[0]), file=sys.stderr)
+    print(f"\n### TTE's schemes on {args.board} (int8, 128x128)\n")
+    print("| model | scheme | arena + trainable KB | TTE peak KB | firmware total KB (plan + "
+          "link buffers + stack) | checkpoint slot KB | program flash KB | ELF flash KB | "
+          "ELF static SRAM KB | fits |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        main_ = MAIN_SCHEME[r["model"]] == r["budget_kb"]
+        tte = str(TTE_PEAK_KB[r["model"]]) if main_ else ""
+        if r["fits"]:
+            print(f"| {r['model']} | {r['budget_kb']} KB | {kb(r['arena'] + r['trainable'])} | "
+                  f"{tte} | {kb(r['planned_total'])} | {kb(r['slot'])} | "
+                  f"{kb(r['program_region'])} | {kb(r['elf_flash'])} | {kb(r['elf_sram'])} | yes |")
+        else:
+            reason = r["reason"].splitlines()
+            why = "; ".join(x.strip() for x in reason[1:3]) or reason[0]
+            print(f"| {r['model']} | {r['budget_kb']} KB | | {tte} | | | | | | no: {why} |")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
