@@ -137,6 +137,10 @@ void tt_concat_part_f32(float *y, const float *x, int32_t outer, int32_t inner_x
 void tt_slice_part_f32(float *dx, const float *dy, int32_t outer, int32_t inner_x,
                        int32_t inner_y, int32_t offset);
 
+/* ---- math (tt_math_f32.c): the same bits on the host and every Cortex-M, unlike libm ---- */
+float tt_expf(float x);
+float tt_logf(float x);
+
 /* ---- losses and heads ---- */
 void tt_softmax_f32(float *y, const float *x, int32_t n);
 void tt_log_softmax_f32(float *y, const float *x, int32_t n);
@@ -274,6 +278,123 @@ void tt_sgd_s8(int8_t *p, float *g, uint8_t *shadow, int32_t rows, int32_t c,
                float grad_scale, const tt_q8_update *u);
 void tt_sgd_s32(int32_t *p, float *g, int32_t n, const float *step, float grad_scale,
                 const tt_q8_update *u);
+
+/* one int8 weight element's update by a real-valued step delta (LSBs); idx: its index in the
+ * whole weight (the stochastic-rounding seed); shadow: its fraction byte, or NULL */
+int8_t tt_q8_step_s8(int8_t w, uint8_t *shadow, float delta, const tt_q8_update *u,
+                     uint32_t idx);
+/* the same for one int32 bias element (idx: its channel) */
+int32_t tt_q8_step_s32(int32_t b, float delta, const tt_q8_update *u, uint32_t idx);
+
+/* ---- channel streaming (tt_channel_stream.c, tinytrain/passes/channel_stream.py) ----
+ * Channel c's share of a backward sub-op. A plane is one channel of an HWC tensor stored
+ * contiguously (n = H * W floats); whole tensors are HWC with `ch` channels. */
+/* plane = channel c of a 1x1 conv's input gradient: sum over o of dy[:, o] * w[o, c] */
+void tt_cs_pw_input_s8(float *plane, const float *dy, const int8_t *w, const float *w_scale,
+                       int32_t n, int32_t cout, int32_t cin, int32_t c);
+void tt_cs_pw_input_f32(float *plane, const float *dy, const float *w, int32_t n, int32_t cout,
+                        int32_t cin, int32_t c);
+/* out = in where channel c of the mask / int8 y (lo < y < hi) / x (lo < x < hi) passes */
+void tt_cs_mask(float *out, const float *in, const uint8_t *mask, int32_t n, int32_t ch,
+                int32_t c);
+void tt_cs_q8_clamp(float *out, const float *in, const int8_t *y, int32_t n, int32_t ch,
+                    int32_t c, int32_t lo, int32_t hi);
+void tt_cs_clip_f32(float *out, const float *in, const float *x, int32_t n, int32_t ch,
+                    int32_t c, float lo, float hi);
+/* depthwise conv: dx plane (h x w) of channel c from its dy plane (oh x ow) */
+void tt_cs_dw_input_s8(float *dx, const float *dy, const int8_t *w, const float *w_scale,
+                       const tt_conv_geom *g, int32_t c);
+void tt_cs_dw_input_f32(float *dx, const float *dy, const float *w, const tt_conv_geom *g,
+                        int32_t c);
+/* depthwise weight row c from its dy plane and channel c of x (h, w, g->cin), updated */
+void tt_cs_dw_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,
+                            float x_scale, int32_t x_zp, const tt_conv_geom *g, int32_t c,
+                            const float *step, const tt_q8_update *u);
+void tt_cs_dw_weight_sgd_f32(float *w, float *m, const float *dy, const float *x,
+                             const tt_conv_geom *g, int32_t c, float lr, float momentum,
+                             float wd);
+/* bias c from its dy plane, updated */
+void tt_cs_bias_sgd_s32(int32_t *b, const float *dy, int32_t n, int32_t c, const float *step,
+                        const tt_q8_update *u);
+void tt_cs_bias_sgd_f32(float *b, float *m, const float *dy, int32_t n, int32_t c, float lr,
+                        float momentum, float wd);
+/* 1x1 conv with dy plane = its output channel c: dx[:, idx[j]] += dy * w[c, j], j < k (w has
+ * k input channels per row; idx NULL: j) */
+void tt_cs_pw_input_add_s8(float *dx, const float *dy, const int8_t *w, const float *w_scale,
+                           int32_t n, int32_t dx_c, const int32_t *idx, int32_t k, int32_t c);
+void tt_cs_pw_input_add_f32(float *dx, const float *dy, const float *w, int32_t n,
+                            int32_t dx_c, const int32_t *idx, int32_t k, int32_t c);
+/* its weight row c from the dy plane and x (n x k: the trained input channels), updated as
+ * tt_conv2d_weight_sgd_s8 / tt_conv2d_backward_weight_sgd_f32 do (w_cin, idx, packed) */
+void tt_cs_pw_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,
+                            float x_scale, int32_t x_zp, int32_t n, int32_t k, int32_t w_cin,
+                            const int32_t *idx, int32_t c, const float *step,
+                            const tt_q8_update *u);
+void tt_cs_pw_weight_sgd_f32(float *w, float *m, const float *dy, const float *x, int32_t n,
+                             int32_t k, int32_t w_cin, const int32_t *idx, int32_t c, float lr,
+                             float momentum, float wd);
+
+/* ---- partial updates of a depthwise conv (tt_dw_partial.c) ----
+ * Weight rows idx[0..k-1] (NULL: 0..k-1) of a (C, kh, kw, 1) depthwise weight learn. g is the
+ * conv over the k trained channels (cin = cout = groups = k; x holds them); dy is the whole
+ * output gradient, dy_c channels, channel idx[j] read. Gradients/state are (k, kh, kw). */
+void tt_dw_backward_weight_partial_f32(float *dw, const float *dy, const float *x,
+                                       const tt_conv_geom *g, int32_t dy_c,
+                                       const int32_t *idx);
+void tt_dw_weight_sgd_partial_f32(float *w, float *m, const float *dy, const float *x,
+                                  const tt_conv_geom *g, int32_t dy_c, const int32_t *idx,
+                                  float lr, float momentum, float wd);
+/* SGD on rows idx[j] (n elements each) of p from g, m (k x n); then zeroes g */
+void tt_sgd_rows_f32(float *p, float *g, float *m, int32_t n, const int32_t *idx, int32_t k,
+                     float lr, float momentum, float wd, float grad_scale);
+void tt_dw_backward_weight_partial_s8(float *dw, const float *dy, const int8_t *x,
+                                      float x_scale, int32_t x_zp, const tt_conv_geom *g,
+                                      int32_t dy_c, const int32_t *idx);
+/* step[c] per channel of the whole weight; shadow (or NULL) is (k, kh, kw) */
+void tt_dw_weight_sgd_partial_s8(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,
+                                 float x_scale, int32_t x_zp, const tt_conv_geom *g,
+                                 int32_t dy_c, const int32_t *idx, const float *step,
+                                 const tt_q8_update *u);
+void tt_sgd_rows_s8(int8_t *p, float *g, uint8_t *shadow, int32_t n, const int32_t *idx,
+                    int32_t k, const float *step, float grad_scale, const tt_q8_update *u);
+
+/* ---- gradients read from a global average pool's per-channel gradient (tt_pooled_grad.c,
+ * tinytrain/passes/pool_grad.py): dy (h, w, c) is never stored; element i of channel ch is
+ * v[ch] where the gate lets the gradient through, else 0. Each kernel adds the same floats in
+ * the same order as its plain counterpart reading a materialised dy. ---- */
+enum { TT_POOLED_ALL = 0, TT_POOLED_MASK = 1, TT_POOLED_S8 = 2, TT_POOLED_F32 = 3 };
+
+typedef struct {
+    const float *v;   /* c floats: dL/d(pool output) / (h * w) */
+    const void *on;   /* the gate: NULL, a 1-bit mask, the saved int8 or float activation */
+    int32_t gate;     /* TT_POOLED_*: ALL passes everything; MASK where the bit is set */
+    int32_t lo8, hi8; /* S8: passes where lo8 < y < hi8 */
+    float lo, hi;     /* F32: passes where lo < y < hi */
+} tt_pooled;
+
+/* v[ch] = dy[ch] / rows: the pool's gradient per channel (may run in place) */
+void tt_global_avg_pool_share_f32(float *v, const float *dy, int32_t rows, int32_t c);
+void tt_conv2d_backward_input_pooled_f32(float *dx, const tt_pooled *dy, const float *w,
+                                         const tt_conv_geom *g);
+void tt_conv2d_backward_weight_pooled_f32(float *dw, const tt_pooled *dy, const float *x,
+                                          const tt_conv_geom *g);
+void tt_conv2d_backward_weight_sgd_pooled_f32(float *w, float *m, const tt_pooled *dy,
+                                              const float *x, const tt_conv_geom *g,
+                                              int32_t w_cin, const int32_t *idx, float lr,
+                                              float momentum, float wd);
+void tt_bias_backward_pooled_f32(float *db, const tt_pooled *dy, int32_t rows, int32_t c);
+void tt_bias_backward_sgd_pooled_f32(float *b, float *m, const tt_pooled *dy, int32_t rows,
+                                     int32_t c, float lr, float momentum, float wd);
+void tt_conv2d_backward_input_pooled_s8(float *dx, const tt_pooled *dy, const int8_t *w,
+                                        const float *w_scale, const tt_conv_geom *g);
+void tt_conv2d_backward_weight_pooled_s8(float *dw, const tt_pooled *dy, const int8_t *x,
+                                         float x_scale, int32_t x_zp, const tt_conv_geom *g);
+void tt_conv2d_weight_sgd_pooled_s8(int8_t *w, uint8_t *shadow, const tt_pooled *dy,
+                                    const int8_t *x, float x_scale, int32_t x_zp,
+                                    const tt_conv_geom *g, int32_t w_cin, const int32_t *idx,
+                                    const float *step, const tt_q8_update *u);
+void tt_bias_sgd_pooled_s32(int32_t *b, const tt_pooled *dy, int32_t rows, int32_t c,
+                            const float *step, const tt_q8_update *u);
 
 #include "tt_q8_ops.h" /* int8 softmax, add, pools, ... */
 

@@ -403,17 +403,6 @@ static int32_t update_s32(int32_t b, float delta, const tt_q8_update *u, uint32_
     return (int32_t)v;
 }
 
-int8_t tt_q8_apply_s8(int8_t w, uint8_t *shadow, float delta, const tt_q8_update *u,
-                      uint32_t idx)
-{
-    return update_s8(w, shadow, delta, u, idx);
-}
-
-int32_t tt_q8_apply_s32(int32_t b, float delta, const tt_q8_update *u, uint32_t idx)
-{
-    return update_s32(b, delta, u, idx);
-}
-
 void tt_conv2d_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,
                              float x_scale, int32_t x_zp, const tt_conv_geom *g,
                              int32_t w_cin, const int32_t *idx, const float *step,

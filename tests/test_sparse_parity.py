@@ -2,7 +2,9 @@
 
 The reference is plain torch.optim.SGD with every frozen parameter's requires_grad=False and,
 for a partial-channel weight, the gradient of the untrained input channels zeroed after
-backward() and before step(): their momentum buffers then stay 0 and they never move. Per-step
+backward() and before step(): their momentum buffers then stay 0 and they never move. A
+depthwise conv's channels are its weight's axis 0 (PyTorch's (C, 1, kh, kw)); their gradient
+is zeroed by a hook. Per-step
 losses and the trained weights must match; the untrained channel slices of partially trained
 weights must be bit-identical to their initial values, and frozen parameters must not be
 trainable state of the program at all (they live in flash).
@@ -59,6 +61,26 @@ weight = [6, 1]
 [[layer]]
 index = 4                # classifier: the first half of its 16 inputs (+ its bias)
 weight = 0.5
+"""
+
+
+# Depthwise partial updates on TinyMobileNet: layer 7 (depthwise 24, stride 2, a quarter: 6
+# channels), layer 12 (depthwise 24, stride 1, half: 12 channels), layer 13 (project 24 -> 12,
+# a quarter: 6 input channels); biases of the last 4 layers (12..15) and of the weight-trained
+# layer 7; the classifier in full.
+TTE_DW = "tte:n_bias=4,idx=7-12-13,ratio=0.25-0.5-0.25"
+TTE_DW_WEIGHTS = {7: list(range(6)), 12: list(range(12)), 13: list(range(6)), 15: None}
+TTE_DW_BIASES = {7, 12, 13, 14, 15}
+
+# DigitsCNN's depthwise conv with scattered channels (batch: the unfused gradient + row SGD).
+DW_TOML_PLAN = """
+[[layer]]
+name = "/dw/Conv"        # depthwise 8 channels: channels 1, 4 and 6 (+ its bias)
+weight = [6, 1, 4]
+
+[[layer]]
+index = 4                # classifier
+weight = true
 """
 
 
@@ -131,6 +153,13 @@ CASES = {
     # needs its own gather of the saved input
     "branch_toml_b1": Case(Branch, "@toml", 1, 0.1, 0.9, 0.0,
                            {1: [0, 2, 5], 2: [1, 3, 4], 3: [0, 1, 6]}, set(), BRANCH_PLAN),
+    # depthwise partial updates (first k channels), batch 1 with momentum: fused kernels that
+    # read the first k channels of the whole output gradient
+    "mobilenet_dw_tte_b1": Case(TinyMobileNet, TTE_DW, 1, 0.02, 0.9, 0.0, TTE_DW_WEIGHTS,
+                                TTE_DW_BIASES),
+    # depthwise channel list, batch 4 with momentum: accumulated gradient, then row updates
+    "cnn_dw_toml_b4": Case(DigitsCNN, "@toml", 4, 0.1, 0.9, 0.0, {1: [1, 4, 6], 4: None},
+                           {1, 4}, DW_TOML_PLAN),
 }
 
 
@@ -138,6 +167,18 @@ def digits(model_cls, n):
     d = load_digits()
     x = (d.images[:n] / 16.0).astype(np.float32)
     return x.reshape((n, *model_cls.input_shape)), d.target[:n].astype(np.int64)
+
+
+def depthwise_weights(onnx_model) -> set[str]:
+    """Weights of the depthwise Convs (group = channels, multiplier 1): their trained channels
+    are axis 0 of the weight, not axis 1."""
+    dims = {t.name: tuple(t.dims) for t in onnx_model.graph.initializer}
+    out = set()
+    for n in onnx_model.graph.node:
+        group = next((a.i for a in n.attribute if a.name == "group"), 1)
+        if n.op_type == "Conv" and group > 1 and dims[n.input[1]][:2] == (group, 1):
+            out.add(n.input[1])
+    return out
 
 
 def onnx_layers(onnx_model):
@@ -152,9 +193,19 @@ def to_torch_layout(a):
 
 
 def reference(model, case, masks, x, y):
-    """Frozen params have requires_grad=False (set by the caller); `masks` maps a partially
-    trained parameter to its untrained input channels, whose gradients are zeroed."""
-    return torch_train(model, x, y, case.batch, case.lr, case.momentum, case.wd, masks)
+    """Frozen params have requires_grad=False (set by the caller); `masks` lists (partially
+    trained parameter, its untrained channels, their axis), whose gradients are zeroed."""
+    hooks = []
+    for p, untrained, axis in masks:
+        if axis == 0:  # depthwise: zero the untrained channels' rows as the gradient arrives
+            rows = torch.tensor(untrained, dtype=torch.long)
+            hooks.append(p.register_hook(lambda gr, rows=rows: gr.index_fill(0, rows, 0.0)))
+    try:
+        return torch_train(model, x, y, case.batch, case.lr, case.momentum, case.wd,
+                           [(p, u) for p, u, axis in masks if axis == 1])
+    finally:
+        for h in hooks:
+            h.remove()
 
 
 def build_and_run(cli, tmp_path, case, *extra):
@@ -186,6 +237,7 @@ def test_sparse_update_matches_pytorch(name, tmp_path, cli):
     case = CASES[name]
     model, onnx_path, build, ours, (x, y) = build_and_run(cli, tmp_path, case)
     lys = onnx_layers(onnx.load(str(onnx_path)))
+    dw = depthwise_weights(onnx.load(str(onnx_path)))
     params = dict(model.named_parameters())
     initial = {k: v.detach().numpy().copy() for k, v in params.items()}
 
@@ -197,10 +249,11 @@ def test_sparse_update_matches_pytorch(name, tmp_path, cli):
     for k, p in params.items():
         p.requires_grad_(k in trained)
     masks = []
+    axis = {k: 0 if k in dw else 1 for k in trained}  # the axis of a weight's channels
     for k, channels in trained.items():
         if channels is not None:
-            untrained = sorted(set(range(params[k].shape[1])) - set(channels))
-            masks.append((params[k], untrained))
+            untrained = sorted(set(range(params[k].shape[axis[k]])) - set(channels))
+            masks.append((params[k], untrained, axis[k]))
     model.train()
     ref = reference(model, case, masks, x, y)
 
@@ -227,13 +280,13 @@ def test_sparse_update_matches_pytorch(name, tmp_path, cli):
         np.testing.assert_allclose(mine, theirs, atol=WEIGHT_ATOL, rtol=0, err_msg=torch_name)
         channels = trained[torch_name]
         if channels is not None:
-            untrained = sorted(set(range(mine.shape[1])) - set(channels))
-            np.testing.assert_array_equal(mine[:, untrained], initial[torch_name][:, untrained],
+            ax, first = axis[torch_name], initial[torch_name]
+            untrained = sorted(set(range(mine.shape[ax])) - set(channels))
+            np.testing.assert_array_equal(mine.take(untrained, ax), first.take(untrained, ax),
                                           err_msg=f"{torch_name}: untrained channels moved")
-            np.testing.assert_array_equal(theirs[:, untrained],
-                                          initial[torch_name][:, untrained])
-            moved = max(moved, float(np.abs(mine[:, channels]
-                                            - initial[torch_name][:, channels]).max()))
+            np.testing.assert_array_equal(theirs.take(untrained, ax), first.take(untrained, ax))
+            moved = max(moved, float(np.abs(mine.take(channels, ax)
+                                            - first.take(channels, ax)).max()))
         else:
             moved = max(moved, float(np.abs(mine - initial[torch_name]).max()))
     for k, p in params.items():  # the reference really froze what the plan freezes
@@ -242,7 +295,7 @@ def test_sparse_update_matches_pytorch(name, tmp_path, cli):
     assert moved > 100 * WEIGHT_ATOL  # training really changed the trained weights
 
 
-@pytest.mark.parametrize("name", ["mobilenet_tte_b1", "branch_toml_b1"])
+@pytest.mark.parametrize("name", ["mobilenet_tte_b1", "branch_toml_b1", "mobilenet_dw_tte_b1"])
 def test_memory_passes_do_not_change_numerics(name, tmp_path, cli):
     """Batch-1 sparse plans, where the updates fuse into the backward pass: the default build
     (fuse, masks, schedule, in-place) and --no-memory-passes give identical numbers."""

@@ -13,10 +13,12 @@ from tinytrain.ops import get_op
 from tinytrain.passes.activation_masks import use_activation_masks
 from tinytrain.passes.add_loss import add_loss
 from tinytrain.passes.autodiff import autodiff
+from tinytrain.passes.channel_stream import stream_channels
 from tinytrain.passes.fuse import fuse_updates
 from tinytrain.passes.inplace import run_in_place
 from tinytrain.passes.memory_plan import Plan, plan_memory
 from tinytrain.passes.optimizer import SGDConfig, add_optimizer
+from tinytrain.passes.pool_grad import keep_pool_gradient_per_channel
 from tinytrain.passes.prune import apply_update_plan
 from tinytrain.passes.schedule import schedule_backward
 from tinytrain.passes.split_weights import split_partial_weights
@@ -68,6 +70,8 @@ def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
             ("fuse", fuse_updates),
             ("masks", use_activation_masks),
             ("split", split_partial_weights),
+            ("pool_grad", lambda g: keep_pool_gradient_per_channel(g, later=stream_channels)),
+            ("channels", stream_channels),
             ("stream", stream_rows),
             ("schedule", schedule_backward),
             ("inplace", run_in_place),

@@ -96,15 +96,21 @@ def measure_link(project: Path, board: Board) -> dict[str, int]:
     sizes = section_sizes(elf, cc.replace("-gcc", "-size"))
     nm = subprocess.run([cc.replace("-gcc", "-nm"), "-S", "--size-sort", str(elf)],
                         capture_output=True, text=True, check=True).stdout
-    out = {"code": 0, "constants": 0, "arena": 0, "link_buffers": 0, "params_sram": 0}
+    out = {"code": 0, "constants": 0, "arena": 0, "link_buffers": 0, "params_sram": 0,
+           "largest": 0}
     for line in nm.splitlines():
         parts = line.split()
         if len(parts) != 4:
             continue
         n, kind, name = int(parts[1], 16), parts[2].lower(), parts[3]
-        if kind == "t":
+        # .rodata is linked into the executable .text regions, so nm types constants "t" too:
+        # the model's own tables are known by name (codegen/memory.py, codegen/context.py)
+        const = kind == "r" or name.startswith(("tt_c_", "tt_k")) or name.endswith("_init")
+        if kind in ("t", "r"):  # any one object must fit one region whole
+            out["largest"] = max(out["largest"], n)
+        if kind == "t" and not const:
             out["code"] += n
-        elif kind == "r":
+        elif const:
             out["constants"] += n
         elif name == "tt_arena":
             out["arena"] += n
@@ -127,8 +133,11 @@ def explain_overflow(project: Path, board: Board, over: list[tuple[str, str]]) -
     kb = lambda n: f"{n / 1024:.1f} KB"  # noqa: E731
     ram = board.sram_bytes or 0
     regions = " + ".join(kb(n) for _, n in layout.regions)
-    lines = [f"the program does not fit {board.name} (the linker's verdict: "
-             + ", ".join(f"region {r} overflowed by {kb(int(n))}" for r, n in over) + ")."]
+    verdict = ", ".join(f"region {r} overflowed by {kb(int(n))}" for r, n in over) or \
+        "no flash region holds every section"
+    lines = [f"the program does not fit {board.name} (the linker's verdict: {verdict})."]
+    biggest = max(n for _, n in layout.regions)
+    flash_over = m["flash"] > layout.program_bytes or m["largest"] > biggest
     lines.append(f"  SRAM {kb(m['sram'])} of {kb(ram)}: arena {kb(m['arena'])}, trainable "
                  f"parameters and their state {kb(m['params_sram'])}, link buffers "
                  f"{kb(m['link_buffers'])}, stack {kb(m['stack'])}, other statics "
@@ -137,13 +146,14 @@ def explain_overflow(project: Path, board: Board, over: list[tuple[str, str]]) -
                  f"({regions}; the rest of the {kb(board.flash_bytes or 0)} holds two "
                  f"checkpoint slots of {kb(layout.slot_bytes)} sized for the trainable "
                  f"parameters): code {kb(m['code'])}, constants (frozen parameters, initial "
-                 f"values, kernel tables) {kb(m['constants'])}"
-                 + (" -- does not fit" if m["flash"] > layout.program_bytes else ""))
+                 f"values, kernel tables) {kb(m['constants'])}, the largest single object "
+                 f"{kb(m['largest'])} (the largest region {kb(biggest)})"
+                 + (" -- does not fit" if flash_over else ""))
     advice = []
     if m["sram"] > ram:
         advice.append("for SRAM: a smaller --update plan (fewer trained layers or channels), "
                       "--batch 1 and no momentum (no gradient buffers or optimizer state)")
-    if m["flash"] > layout.program_bytes:
+    if flash_over:
         advice.append("for flash: a smaller model (frozen parameters live in flash), an int8 "
                       "model instead of fp32, or fewer trainable bytes (smaller checkpoint "
                       "slots leave more flash to the program)")

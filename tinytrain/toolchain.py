@@ -25,7 +25,11 @@ def compile_project(project: Path, board: Board) -> list[Path]:
     if proc.returncode != 0:
         text = proc.stdout + proc.stderr
         over = re.findall(r"region `(\w+)' overflowed by (\d+) bytes", text)
-        if over or "will not fit in region" in text:  # the linker's verdict, explained
+        # ld 2.40 with --enable-non-contiguous-regions crashes instead of reporting a section
+        # that fits none of the regions: that is its verdict too
+        crashed = "ld terminated with signal" in text and "non-contiguous" in \
+            (project / "Makefile").read_text()
+        if over or crashed or "will not fit in region" in text:  # the linker's verdict
             from tinytrain.firmware_size import explain_overflow
 
             raise BuildError(explain_overflow(project, board, over))

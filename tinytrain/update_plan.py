@@ -7,7 +7,10 @@ config), or a TOML file with either TTE's keys or a per-layer list.
 Layers are the conv2d/dense nodes in forward order, indexed from the input (0-based, as TTE's
 `manual_weight_idx`). A partial weight update trains the FIRST k input channels: contiguous
 channels need no index map and no gather of scattered channels; explicit channel lists are
-accepted in TOML for users who pick channels themselves (e.g. by magnitude).
+accepted in TOML for users who pick channels themselves (e.g. by magnitude). For a depthwise
+conv (groups = input channels = output channels) the channels are its channels: weight
+channel c sees only input channel c and feeds only output channel c. Other grouped convs
+(and depthwise ones with a channel multiplier) train their whole weight or none of it.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ class Layer:
     node: Node
     weight: str
     bias: str | None
-    in_channels: int  # per group: the axis a partial update slices
+    in_channels: int  # the channels a partial update slices: per group, or a depthwise conv's
     source: str  # node name in the source model
+    depthwise: bool = False  # groups = input channels = output channels (multiplier 1)
 
     @property
     def names(self) -> set[str]:
@@ -50,15 +54,34 @@ class UpdatePlan:
     layers: tuple[LayerUpdate, ...]  # one per Layer, same order
 
 
+def is_depthwise(g: Graph, n: Node) -> bool:
+    """A conv whose every group is one input and one output channel."""
+    groups = n.attr("groups", 1)
+    return (n.op in ("conv2d", "conv2d_q8") and groups > 1
+            and groups == g.t(n.inputs[0]).shape[-1] == g.t(n.inputs[1]).shape[0])
+
+
 def layers(g: Graph) -> list[Layer]:
     out = []
     for n in g.nodes:
         if n.phase == "forward" and n.op in LAYER_OPS:
             w = g.t(n.inputs[1])
             src = w.source.node if w.source else n.name
+            dw = is_depthwise(g, n)
             out.append(Layer(len(out), n, w.name, n.inputs[2] if len(n.inputs) > 2 else None,
-                             w.shape[-1], src))
+                             w.shape[0] if dw else w.shape[-1], src, dw))
     return out
+
+
+def _channels_text(g: Graph, ly: Layer) -> str:
+    groups = ly.node.attr("groups", 1)
+    if ly.depthwise:
+        return f"{ly.in_channels} channels, depthwise"
+    if groups != 1 and groups == g.t(ly.node.inputs[0]).shape[-1]:
+        return f"depthwise, channel multiplier {g.t(ly.weight).shape[0] // groups}"
+    if groups != 1:
+        return f"{ly.in_channels} input channels per group, {groups} groups"
+    return f"{ly.in_channels} input channels"
 
 
 def describe_layers(g: Graph) -> str:
@@ -67,7 +90,7 @@ def describe_layers(g: Graph) -> str:
         w = g.t(ly.weight)
         nb = g.t(ly.bias).size if ly.bias else 0
         rows.append(f"  {ly.index:3d}  {ly.source}  ({ly.node.op}, weight {list(w.shape)} = "
-                    f"{w.size} values, bias {nb}, {ly.in_channels} input channels)")
+                    f"{w.size} values, bias {nb}, {_channels_text(g, ly)})")
     return "trainable layers (index from the input, name, shape):\n" + "\n".join(rows)
 
 
@@ -75,15 +98,23 @@ def _fail(g: Graph, msg: str) -> OptionError:
     return OptionError(f"invalid update plan: {msg}\n{describe_layers(g)}")
 
 
+def _check_partial(g: Graph, ly: Layer) -> None:
+    groups = ly.node.attr("groups", 1)
+    if groups != 1 and not ly.depthwise:
+        kind = ("a depthwise conv with a channel multiplier" if groups == g.t(ly.node.inputs[0])
+                .shape[-1] else f"a grouped conv ({groups} groups)")
+        raise _fail(g, f"layer {ly.index} ({ly.source}) is {kind}; a partial channel update "
+                       "needs a regular, pointwise or depthwise (multiplier 1) conv or a dense "
+                       "layer: train its whole weight (ratio 1, weight = true) or none of it "
+                       "(ratio 0)")
+
+
 def _ratio_channels(g: Graph, ly: Layer, ratio: float) -> tuple[int, ...] | None:
     if not 0 < ratio <= 1:
         raise _fail(g, f"ratio {ratio} for layer {ly.index} is outside (0, 1]")
     if ratio == 1:
         return None
-    groups = ly.node.attr("groups", 1)
-    if groups != 1:
-        raise _fail(g, f"layer {ly.index} ({ly.source}) is a grouped/depthwise conv; a partial "
-                       "channel update needs a regular or pointwise conv or a dense layer")
+    _check_partial(g, ly)
     k = max(1, math.ceil(ratio * ly.in_channels))
     return tuple(range(k))
 
@@ -136,11 +167,10 @@ def _from_toml(g: Graph, lys: list[Layer], path: Path) -> UpdatePlan:
         w = entry.get("weight", False)
         channels = None
         if isinstance(w, list):  # explicit input channels
+            _check_partial(g, ly)
             if not w or any(not isinstance(c, int) or not 0 <= c < ly.in_channels for c in w):
                 raise _fail(g, f"channels {w} of layer {ly.index} must be in "
                                f"0..{ly.in_channels - 1}")
-            if ly.node.attr("groups", 1) != 1:
-                raise _fail(g, f"layer {ly.index} is grouped; partial updates need groups=1")
             channels = tuple(sorted(set(w)))
             channels = None if len(channels) == ly.in_channels else channels
             w = True

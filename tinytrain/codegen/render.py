@@ -194,7 +194,10 @@ def twin_layout(board: Board, layout: FlashLayout) -> FlashLayout:
     """The same layout in the QEMU twin, whose code memory starts at the twin's flash_origin."""
     assert board.qemu is not None
     base = board.flash_origin if board.flash_sectors else 0  # the chip's flash base address
-    return layout.shifted(board.qemu.flash_origin - base)
+    twin = layout.shifted(board.qemu.flash_origin - base)
+    (o, n), rest = twin.regions[0], twin.regions[1:]  # the twin boots from its origin (the
+    start = board.qemu.flash_origin  # board's first bytes may belong to a bootloader's MBR)
+    return FlashLayout(twin.slots, twin.slot_bytes, ((start, n + o - start), *rest))
 
 
 def _board_files(board: Board, env: Environment, banner: str,

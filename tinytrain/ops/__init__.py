@@ -8,6 +8,7 @@ from tinytrain.ops import (
     add_q8,
     avg_pool2d,
     avg_pool2d_q8,
+    channel_stream,
     clip,
     clip_mask,
     concat,
@@ -17,9 +18,11 @@ from tinytrain.ops import (
     dense,
     dense_q8,
     dequantize_q8,
+    dw_partial,
     fused_update,
     gather_channels,
     global_avg_pool,
+    global_avg_pool_share,
     grad_q8,
     hard_sigmoid,
     hard_sigmoid_q8,
@@ -35,6 +38,7 @@ from tinytrain.ops import (
     mul_q8,
     pad,
     pad_q8,
+    pooled_grad,
     q8_clamp_backward,
     q8_update,
     quantize_q8,
@@ -57,6 +61,9 @@ _MODULES += (conv2d_q8, dense_q8, dequantize_q8, q8_clamp_backward, q8_update, h
 _MODULES += (softmax_q8, logistic_q8, hard_swish_q8, add_q8, mul_q8, avg_pool2d_q8,
              max_pool2d_q8, mean_q8, pad_q8, concat_q8, quantize_q8, grad_q8)
 _MODULES += (row_stream, merge_channels)  # frozen stem run row by row (passes/stream.py)
+_MODULES += (channel_stream,)  # a backward region run channel by channel
+_MODULES += (global_avg_pool_share, pooled_grad)  # per-channel pool gradient (passes/pool_grad.py)
+_MODULES += (dw_partial,)  # partial depthwise weight updates (passes/prune.py)
 
 REGISTRY: dict[str, OpDef] = {op.name: op for m in _MODULES for op in m.OPS}
 

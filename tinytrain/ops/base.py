@@ -121,3 +121,13 @@ def c_float(v: float) -> str:
     if np.isinf(f):
         return "INFINITY" if f > 0 else "(-INFINITY)"
     return f"{f!r}f" if "e" in repr(f) or "." in repr(f) else f"{f!r}.0f"
+
+
+def trained_index(a: dict) -> tuple:
+    """numpy index of the trained slice of a parameter from an update node's attrs: its
+    `channels` on the last (input-channel) axis, or on axis 0 for a depthwise weight
+    (`channel_axis` 0); all of it when `channels` is None."""
+    ch = a.get("channels")
+    if ch is None:
+        return (Ellipsis,)
+    return (list(ch),) if a.get("channel_axis") == 0 else (Ellipsis, list(ch))

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef, c_float, size
+from tinytrain.ops.base import OpDef, c_float, size, trained_index
 from tinytrain.ops.conv2d import conv_backward_weight, geom, geom_decl
 
 
 def sgd_apply(p: np.ndarray, grad: np.ndarray, m: np.ndarray | None, a: dict) -> np.ndarray:
     """numpy reference of tt_sgd_elem over the (possibly partial) slice of p."""
     p = p.astype(np.float32).copy()
-    ch = list(a["channels"]) if a.get("channels") is not None else slice(None)
-    g = grad.astype(np.float32) + np.float32(a["wd"]) * p[..., ch]
+    ix = trained_index(a)
+    g = grad.astype(np.float32) + np.float32(a["wd"]) * p[ix]
     if m is not None:
         m[...] = np.float32(a["momentum"]) * m + g
         g = m
-    p[..., ch] = p[..., ch] - np.float32(a["lr"]) * g
+    p[ix] = p[ix] - np.float32(a["lr"]) * g
     return p
 
 

@@ -4,14 +4,15 @@ forms fused with the weight-gradient kernel (the gradient tensor never exists).
 inputs: sgd_q8 (param, grad, rng_step[, shadow]); conv2d/dense_weight_sgd_q8
 (dy, x, w, rng_step[, shadow]); bias_sgd_q8 (dy, b, rng_step). attrs: `step` (per output
 channel: lr / scale with quantisation-aware scaling, lr * scale without), `mode`
-(stochastic | shadow | truncate), `salt`, `channels` (partial update) and the layer attrs.
+(stochastic | shadow | truncate), `salt`, `channels` (partial update; `channel_axis` 0: the
+rows of a depthwise weight) and the layer attrs.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef, c_float, size
+from tinytrain.ops.base import OpDef, c_float, size, trained_index
 from tinytrain.ops.conv2d import conv_backward_weight, geom, geom_decl
 from tinytrain.ops.conv2d_q8 import dequant_x, floats
 from tinytrain.quant.update import MODES, update_s8, update_s32
@@ -25,14 +26,17 @@ def _channel_steps(a: dict, shape: tuple[int, ...]) -> np.ndarray:
 def _apply_s8(w: np.ndarray, grad: np.ndarray, a: dict, step: int,
               shadow: np.ndarray | None) -> np.ndarray:
     w = w.copy()
-    ch = list(a["channels"]) if a.get("channels") is not None else slice(None)
-    delta = (grad.astype(np.float32) * _channel_steps(a, grad.shape)).astype(np.float32)
+    ix = trained_index(a)
+    steps = _channel_steps(a, w.shape)
+    if a.get("channel_axis") == 0:  # a depthwise weight's trained rows: their channels' steps
+        steps = steps[ix]
+    delta = (grad.astype(np.float32) * steps).astype(np.float32)
     if a.get("packed_cin"):  # w holds just the trained channels; rounding seeds stay whole-w
         full = w.shape[:-1] + (a["packed_cin"],)
-        idx = np.arange(int(np.prod(full))).reshape(full)[..., ch]
+        idx = np.arange(int(np.prod(full))).reshape(full)[ix]
         return update_s8(w, delta, a["mode"], a["salt"], step, idx, shadow)
-    idx = np.arange(w.size).reshape(w.shape)[..., ch]
-    w[..., ch] = update_s8(w[..., ch], delta, a["mode"], a["salt"], step, idx, shadow)
+    idx = np.arange(w.size).reshape(w.shape)[ix]
+    w[ix] = update_s8(w[ix], delta, a["mode"], a["salt"], step, idx, shadow)
     return w
 
 
@@ -81,6 +85,9 @@ class SGDQ8(OpDef):
                     f"{_update(cg, node, 2)});")
         shape = cg.shape(node.inputs[0])
         ch = a.get("channels")
+        if ch is not None and a.get("channel_axis") == 0:  # a depthwise weight's rows
+            return (f"tt_sgd_rows_s8({p}, {g}, {_shadow(cg, node, 3)}, {size(shape[1:])}, "
+                    f"{_idx(cg, a)}, {len(ch)}, {step}, {scale}, {_update(cg, node, 2)});")
         k = len(ch) if ch is not None else shape[-1]
         rows = size(shape[:-1])
         return (f"tt_sgd_s8({p}, {g}, {_shadow(cg, node, 3)}, {rows}, "

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef, c_float, size
+from tinytrain.ops.base import OpDef, c_float, size, trained_index
 
 # inputs: (param, grad[, momentum_buf]); outputs: (param,). attrs: lr, momentum, wd, scale,
-# and for a partial update `channels`: the trained input channels (grad holds only those).
+# and for a partial update `channels`: the trained input channels (grad holds only those), or
+# with `channel_axis` 0 the trained channels (rows) of a depthwise weight.
 # The C call multiplies by `scale`, a local of tt_apply_update() (batch / samples accumulated),
 # so a partial final batch is averaged over the samples it really has.
 
@@ -21,14 +22,14 @@ class SGD(OpDef):
     def forward(self, node, xs):
         a = node.attrs
         p = xs[0].astype(np.float32).copy()
-        ch = list(a["channels"]) if a.get("channels") is not None else slice(None)
-        g = xs[1].astype(np.float32) * np.float32(a["scale"]) + np.float32(a["wd"]) * p[..., ch]
+        ix = trained_index(a)
+        g = xs[1].astype(np.float32) * np.float32(a["scale"]) + np.float32(a["wd"]) * p[ix]
         if len(xs) > 2:
             m = np.float32(a["momentum"]) * xs[2] + g
             xs[2][...] = m
             g = m
         xs[1][...] = 0.0
-        p[..., ch] = p[..., ch] - np.float32(a["lr"]) * g
+        p[ix] = p[ix] - np.float32(a["lr"]) * g
         return [p]
 
     def c_call(self, node, cg):
@@ -36,6 +37,11 @@ class SGD(OpDef):
         m = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
         hyper = (f"{c_float(a['lr'])}, {c_float(a['momentum'])}, {c_float(a['wd'])}, "
                  f"{c_float(a['scale'])} * scale")
+        if a.get("channels") is not None and a.get("channel_axis") == 0:  # depthwise rows
+            p, ch = cg.shape(node.inputs[0]), a["channels"]
+            idx = "NULL" if tuple(ch) == tuple(range(len(ch))) else cg.ints(ch)
+            return (f"tt_sgd_rows_f32({cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {m}, "
+                    f"{size(p[1:])}, {idx}, {len(ch)}, {hyper});")
         if a.get("channels") is not None:
             p = cg.shape(node.inputs[0])
             ch = a["channels"]

@@ -16,8 +16,11 @@ FUSED = {("conv2d_backward_weight", "sgd"): "conv2d_weight_sgd",
          ("bias_backward", "sgd"): "bias_sgd",
          ("conv2d_backward_weight_q8", "sgd_q8"): "conv2d_weight_sgd_q8",
          ("dense_backward_weight_q8", "sgd_q8"): "dense_weight_sgd_q8",
-         ("bias_backward", "sgd_q8"): "bias_sgd_q8"}
-UPDATE_ATTRS = ("lr", "momentum", "wd", "channels", "step", "mode", "salt", "packed_cin")
+         ("bias_backward", "sgd_q8"): "bias_sgd_q8",
+         ("dw_backward_weight_partial", "sgd"): "dw_weight_sgd_partial",
+         ("dw_backward_weight_partial_q8", "sgd_q8"): "dw_weight_sgd_partial_q8"}
+UPDATE_ATTRS = ("lr", "momentum", "wd", "channels", "step", "mode", "salt", "packed_cin",
+                "channel_axis")
 
 
 def fuse_updates(g: Graph) -> Graph:

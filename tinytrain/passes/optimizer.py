@@ -61,6 +61,15 @@ def q8_steps(p: Tensor, cfg: SGDConfig) -> tuple[float, ...]:
     return tuple(float(v) for v in s32)
 
 
+def _partial(g: Graph, name: str) -> dict:
+    """`channels` of a partial update (None: all) and, for a depthwise weight, the axis they
+    index (`channel_axis` 0; absent: the last, input-channel axis)."""
+    out = {"channels": g.meta.get("partial_channels", {}).get(name)}
+    if name in g.meta.get("partial_axis", {}):
+        out["channel_axis"] = g.meta["partial_axis"][name]
+    return out
+
+
 def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
     cfg.check()
     tensors, nodes = [], []
@@ -81,8 +90,7 @@ def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
                 tensors.append(sh)
                 inputs.append(sh.name)
             attrs = {"step": q8_steps(p, cfg), "mode": cfg.rounding, "scale": 1.0 / cfg.batch,
-                     "salt": zlib.crc32(f"{cfg.seed}:{p.name}".encode()),
-                     "channels": g.meta.get("partial_channels", {}).get(p.name)}
+                     "salt": zlib.crc32(f"{cfg.seed}:{p.name}".encode()), **_partial(g, p.name)}
             nodes.append(Node(f"{p.name}_sgd", "sgd_q8", tuple(inputs), (p.name,), attrs,
                               phase="update"))
             continue
@@ -92,8 +100,7 @@ def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
             tensors.append(m)
             inputs.append(m.name)
         attrs = {"lr": cfg.lr, "momentum": cfg.momentum, "wd": cfg.weight_decay,
-                 "scale": 1.0 / cfg.batch,
-                 "channels": g.meta.get("partial_channels", {}).get(p.name)}
+                 "scale": 1.0 / cfg.batch, **_partial(g, p.name)}
         nodes.append(Node(f"{p.name}_sgd", "sgd", tuple(inputs), (p.name,), attrs, phase="update"))
     meta = {**g.meta, "sgd": {"lr": cfg.lr, "momentum": cfg.momentum,
                               "weight_decay": cfg.weight_decay, "batch": cfg.batch,

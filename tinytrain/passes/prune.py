@@ -4,7 +4,9 @@ Frozen layers lose their weight-gradient nodes, and with them the saved activati
 nodes read; layers before the first trained one lose their input-gradient chain (nothing
 reads it). Frozen layers between trained ones still back-propagate input gradients. A
 partial-channel weight update gathers just the needed input channels at forward time, so the
-full saved activation is not kept for it.
+full saved activation is not kept for it. For a depthwise conv those are its trained channels;
+its weight gradient (ops/dw_partial.py) reads them from the gathered input and from the whole
+output gradient, and has just the trained channels' rows of the weight.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from tinytrain.update_plan import UpdatePlan, layers
 
 PARTIAL_OPS = ("conv2d_backward_weight", "dense_backward_weight", "conv2d_backward_weight_q8",
                "dense_backward_weight_q8")
+DEPTHWISE_PARTIAL = {"conv2d_backward_weight": "dw_backward_weight_partial",
+                     "conv2d_backward_weight_q8": "dw_backward_weight_partial_q8"}
 
 
 def trained_params(g: Graph, plan: UpdatePlan) -> dict[str, tuple[int, ...] | None]:
@@ -40,6 +44,8 @@ def apply_update_plan(g: Graph, plan: UpdatePlan) -> Graph:
     gathers: dict[tuple[str, tuple[int, ...]], Node] = {}  # (saved activation, channels)
     backward: list[Node] = []
     partial: dict[str, list[int]] = {}
+    depthwise = {ly.weight for ly in layers(g) if ly.depthwise}
+    axis: dict[str, int] = {}  # partial weights whose channels index axis 0 (depthwise)
     for n in g.nodes:
         if n.phase != "backward":
             continue
@@ -60,10 +66,16 @@ def apply_update_plan(g: Graph, plan: UpdatePlan) -> Graph:
                 gathers[(x, channels)] = Node(f"{x}_gather{tag}", "gather_channels", (x,),
                                               (xs,), {"channels": channels})
             xs = gathers[(x, channels)].outputs[0]
-            out_shape = tensors[p].shape[:-1] + (len(channels),)
+            op, attrs = n.op, {**n.attrs}
+            if p in depthwise:  # the trained channels' rows of the (C, kh, kw, 1) weight
+                out_shape = (len(channels),) + tensors[p].shape[1:]
+                op, attrs["channels"] = DEPTHWISE_PARTIAL[n.op], channels
+                axis[p] = 0
+            else:
+                out_shape = tensors[p].shape[:-1] + (len(channels),)
             tensors[n.outputs[0]] = tensors[n.outputs[0]].replace(shape=out_shape)
-            n = Node(n.name, n.op, (n.inputs[0], xs), n.outputs,
-                     {**n.attrs, "out_shape": out_shape}, n.phase)
+            n = Node(n.name, op, (n.inputs[0], xs), n.outputs, {**attrs, "out_shape": out_shape},
+                     n.phase)
             partial[p] = list(channels)
         backward.append(n)
 
@@ -96,4 +108,6 @@ def apply_update_plan(g: Graph, plan: UpdatePlan) -> Graph:
     tensors = {k: t for k, t in tensors.items()
                if k in used or t.kind in (PARAM, "const", "input", "label")}
     meta = {**g.meta, "update": plan.spec, "partial_channels": partial}
+    if axis:
+        meta["partial_axis"] = axis
     return g.replace(tensors=tensors, nodes=nodes, meta=meta)

@@ -94,6 +94,7 @@ def _sram(g: Graph) -> int:
 def split_partial_weights(g: Graph) -> Graph:
     out = g
     for w, channels in sorted(g.meta.get("partial_channels", {}).items()):
-        if channels is not None and w in g.tensors and _splittable(g, w):
+        if (channels is not None and w in g.tensors and _splittable(g, w)
+                and w not in g.meta.get("partial_axis", {})):  # depthwise rows: kept whole
             out = split_weight(out, w, list(channels))
     return out if out is not g and _sram(out) < _sram(g) else g

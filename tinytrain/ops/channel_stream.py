@@ -1,0 +1,144 @@
+"""A backward region run one channel at a time (built by passes/channel_stream.py).
+
+The region starts at a 1x1 conv's input gradient (channel c of it reads every channel of its
+dy and column c of the weight) and continues through ops that act on each channel alone:
+ReLU/ReLU6 masks, depthwise input gradients, bias and weight updates fused with their
+gradients, and 1x1 input gradients into which channel c adds its share. The loop over c keeps
+one plane (H x W floats) per live per-channel tensor in a scratch buffer; the region's inputs
+and its outputs (the input gradient it ends in, the parameters it updates) are whole tensors.
+
+attrs: channels (C), plane (floats per slot), scratch (the slots' tensor), out_shapes,
+_nodes (the original nodes, in order), _slots ({per-channel tensor: slot}), _shapes (every
+region tensor's shape). Each sub-op's per-channel kernel adds its floats in the order the
+whole-tensor kernel does, so the region gives bit-identical results.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinytrain.ops.base import OpDef, c_float
+from tinytrain.ops.conv2d import geom_decl
+from tinytrain.ops.conv2d_q8 import floats
+from tinytrain.ops.fused_update import _hyper, _m
+from tinytrain.ops.q8_update import _idx, _shadow, _update
+
+
+def get_op(name: str) -> OpDef:
+    from tinytrain.ops import get_op as lookup  # the registry imports this module
+
+    return lookup(name)
+
+
+def _hw(shape) -> int:
+    return int(shape[0]) * int(shape[1])
+
+
+class ChannelStream(OpDef):
+    name = "channel_stream"
+    has_gradient = False
+
+    def infer(self, node, shapes):
+        return [tuple(s) for s in node.attrs["out_shapes"]]
+
+    def forward(self, node, xs):
+        env = dict(zip(node.inputs, xs))
+        for n in node.attrs["_nodes"]:
+            outs = get_op(n.op).forward(n, [env[i] for i in n.inputs])
+            env.update(zip(n.outputs, outs))
+        return [np.zeros(s, np.float32) if o == node.attrs["scratch"] else env[o]
+                for o, s in zip(node.outputs, node.attrs["out_shapes"])]
+
+    def c_call(self, node, cg):
+        a = node.attrs
+        slots, shapes, plane = a["_slots"], a["_shapes"], a["plane"]
+        subs = a["_nodes"]
+        merged = {i: m for m in subs if m.op == "merge_channels" for i in m.inputs}
+
+        def p(t: str) -> str:
+            return f"(pl + {slots[t] * plane})" if t in slots else cg.ptr(t)
+
+        zero, body = [], []
+        for n in subs:
+            call = self._sub_call(n, cg, p, slots, shapes, merged, zero)
+            if call:
+                body.append("        " + call)
+        return "\n".join([
+            "{",
+            f"    float *const pl = {cg.ptr(a['scratch'])};",
+            "    int32_t c;",
+            *(f"    memset({cg.ptr(t)}, 0, sizeof(float) * {n});" for t, n in zero),
+            f"    for (c = 0; c < {a['channels']}; ++c) {{",
+            *body,
+            "    }",
+            "}",
+        ])
+
+    @staticmethod
+    def _sub_call(n, cg, p, slots, shapes, merged, zero) -> str:
+        """Channel c's share of sub-op n, as one C statement."""
+        a = n.attrs
+        q8 = n.op.endswith("_q8")
+        ins = n.inputs
+        if n.op == "merge_channels":
+            return ""
+        if n.op in ("mask_backward", "q8_clamp_backward", "clip_backward"):
+            dy = shapes[ins[0]]
+            args = f"{p(n.outputs[0])}, {p(ins[0])}, {p(ins[1])}, {_hw(dy)}, {dy[-1]}, c"
+            if n.op == "mask_backward":
+                return f"tt_cs_mask({args});"
+            if n.op == "q8_clamp_backward":
+                return f"tt_cs_q8_clamp({args}, {a['lo']}, {a['hi']});"
+            return f"tt_cs_clip_f32({args}, {c_float(a['lo'])}, {c_float(a['hi'])});"
+        if n.op in ("bias_sgd", "bias_sgd_q8"):
+            hw = _hw(shapes[ins[0]])
+            if q8:
+                return (f"tt_cs_bias_sgd_s32({p(ins[1])}, {p(ins[0])}, {hw}, c, "
+                        f"{floats(cg, a['step'])}, {_update(cg, n, 2)});")
+            return (f"tt_cs_bias_sgd_f32({p(ins[1])}, {_m(cg, n, 2)}, {p(ins[0])}, {hw}, c, "
+                    f"{_hyper(a)});")
+        dw = a.get("groups", 1) > 1
+        if n.op in ("conv2d_backward_input", "conv2d_backward_input_q8"):
+            dy, dx = shapes[ins[0]], shapes[n.outputs[0]]
+            ws = f", {floats(cg, a['w_scale'])}" if q8 else ""
+            sfx = "s8" if q8 else "f32"
+            if dw:
+                return (f"tt_cs_dw_input_{sfx}({p(n.outputs[0])}, {p(ins[0])}, {p(ins[1])}{ws}, "
+                        f"&{geom_decl(cg, n, dx, dy)}, c);")
+            if ins[0] not in slots:  # the region's source: reads the whole dy
+                return (f"tt_cs_pw_input_{sfx}({p(n.outputs[0])}, {p(ins[0])}, {p(ins[1])}{ws}, "
+                        f"{_hw(dy)}, {dy[-1]}, {dx[-1]}, c);")
+            out, idx, k = n.outputs[0], "NULL", dx[-1]
+            if out in merged:  # one part of a split weight: its channels of the merged dx
+                m = merged[out]
+                ch = m.attrs["channels"] if m.inputs[0] == out else m.attrs["rest"]
+                out, idx, k = m.outputs[0], cg.ints(ch), len(ch)
+            full = shapes[out]
+            if (out, full[0] * full[1] * full[2]) not in zero:
+                zero.append((out, full[0] * full[1] * full[2]))
+            return (f"tt_cs_pw_input_add_{sfx}({p(out)}, {p(ins[0])}, {p(ins[1])}{ws}, "
+                    f"{_hw(dy)}, {full[-1]}, {idx}, {k}, c);")
+        if n.op in ("conv2d_weight_sgd", "conv2d_weight_sgd_q8"):
+            dy, x, w = shapes[ins[0]], shapes[ins[1]], shapes[ins[2]]
+            if q8:
+                head = (f"{p(ins[2])}, {_shadow(cg, n, 4)}, {p(ins[0])}, {p(ins[1])}, "
+                        f"{c_float(a['x_scale'])}, {a['x_zp']}")
+                tail = f"c, {floats(cg, a['step'])}, {_update(cg, n, 3)}"
+            else:
+                head = f"{p(ins[2])}, {_m(cg, n, 3)}, {p(ins[0])}, {p(ins[1])}"
+                tail = f"c, {_hyper(a)}"
+            sfx = "s8" if q8 else "f32"
+            if dw:
+                return f"tt_cs_dw_weight_sgd_{sfx}({head}, &{geom_decl(cg, n, x, dy)}, {tail});"
+            w_cin = a.get("packed_cin") or w[-1]
+            return (f"tt_cs_pw_weight_sgd_{sfx}({head}, {_hw(dy)}, {x[-1]}, {w_cin}, "
+                    f"{_idx(cg, a)}, {tail});")
+        raise AssertionError(f"channel_stream: no per-channel kernel for {n.op}")
+
+    def macs(self, node, shapes, out_shapes):
+        sh = node.attrs["_shapes"]
+        return sum(get_op(n.op).macs(n, [sh[i] for i in n.inputs], [sh[o] for o in n.outputs])
+                   for n in node.attrs["_nodes"])
+
+
+OPS = (ChannelStream(),)
