@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain.boards import Board, checkpoint_bytes
+from tinytrain.boards import Board
 from tinytrain.codegen.memory import in_flash
 from tinytrain.compiler import macs
 from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph
@@ -28,9 +28,10 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
     # trainable parameters also keep their initial values in flash so tt_init() can reset them
     flash = {"frozen_params": frozen, "trainable_init": trainable}
     flash["total"] = sum(flash.values())
-    if board.is_mcu:  # the checkpoint slots sized for the trainable parameters; the rest
-        lay = board.flash_layout(checkpoint_bytes([t.nbytes for t in ts  # is the program's
-                                                   if t.kind == PARAM and t.trainable]))
+    if board.is_mcu:  # checkpoint slots sized for the trainable parameters, the program the rest
+        from tinytrain.codegen.render import flash_layout  # the layout the build links with
+
+        lay = flash_layout(g, board)
         flash["checkpoint_slot"] = lay.slot_bytes
         flash["program_region"] = lay.program_bytes
     return {

@@ -173,7 +173,7 @@ def render(g: Graph, plan: Plan, board: Board | str) -> dict[str, str]:
             continue
         files[f"firmware/{p.name}"] = p.read_text()
     if board.is_mcu:
-        files.update(_board_files(board, env, banner, flash_layout(g, board)))
+        files.update(_board_files(board, env, banner, layout))
     return files
 
 
