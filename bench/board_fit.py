@@ -48,11 +48,11 @@ def measure(model: Path, calib: Path, plan: str, board: str, out: Path) -> dict:
             "elf_flash": fw["flash_used"], "elf_sram": fw["sram_used"]}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--board", default="stm32f746")
     ap.add_argument("--json", type=Path)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)

@@ -2,6 +2,8 @@
 
     python bench/memory.py          # fp32; Markdown tables; add --json FILE to keep the numbers
     python bench/memory.py --int8   # the same models quantised (--quantize int8), next to TTE
+    python bench/memory.py --int8 --board stm32f746   # all fifteen TTE schemes built and linked
+                                                      # for a board (bench/board_fit.py)
 
 With --int8 each model is quantised by tinytrain's post-training quantiser, calibrated on two
 random images (memory does not depend on the scales), and the full-update fp32 figure is
@@ -28,25 +30,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.torch_models import MCUNet5FPS, MobileNetV2, ProxylessNAS, export  # noqa: E402
+from tests.torch_models import export  # noqa: E402
+from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES, TTE_PEAK_KB  # noqa: E402
 from tinytrain.boards import load_board  # noqa: E402
 from tinytrain.compiler import Options, compile_model  # noqa: E402
 from tinytrain.report import memory_report  # noqa: E402
 
-# TTE's published sparse-update schemes (n_bias_update, manual_weight_idx, weight_update_ratio).
-# MobileNetV2-w0.35: the 99 KB scheme named in our issue; MCUNet-5FPS: the 100 KB scheme from
-# TTE's training scripts. No ProxylessNAS-w0.3 scheme is available offline, so its scheme is
-# ours, built the same way (biases of the last 24 layers; the first pointwise convs of the
-# last six blocks, with partial channels on the deepest ones).
-MODELS = {
-    "MobileNetV2-w0.35": (lambda: MobileNetV2(0.35, 128, 10),
-                          "tte:n_bias=25,idx=27-30-33-36-39-42-45-48,"
-                          "ratio=1-1-1-1-1-0.125-0.5-1", 141),
-    "ProxylessNAS-w0.3": (lambda: ProxylessNAS(0.3, 128, 10),
-                          "tte:n_bias=24,idx=39-42-45-48-51-54,ratio=1-1-1-0.5-0.25-0.125", 135),
-    "MCUNet-5FPS-like": (lambda: MCUNet5FPS(128, 10),
-                         "tte:n_bias=22,idx=21-24-27-30-36-39,ratio=1-1-1-1-0.125-0.25", 173),
-}
+# TTE's three networks, each with its 99 KB-class shipped scheme and TTE's published peak.
+MODELS = {name: (make, SCHEMES[name, MAIN_SCHEME[name]], TTE_PEAK_KB[name])
+          for name, make in NETWORKS.items()}
 PLANS = ("full", "last:8", "last:4", "last:2", "bias", "TTE scheme", "none")
 
 
@@ -67,7 +59,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="also write the raw numbers here")
     ap.add_argument("--int8", action="store_true", help="quantise the models to int8 first")
+    ap.add_argument("--board", help="build and link all fifteen TTE schemes for this board "
+                    "instead (int8; the table of bench/board_fit.py)")
     args = ap.parse_args()
+    if args.board:
+        import board_fit
+
+        board_fit.main(["--board", args.board] + (["--json", str(args.json)] if args.json
+                                                    else []))
+        return
     dtype = "int8" if args.int8 else "fp32"
     results: dict = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -42,8 +42,18 @@ typedef struct {
 static tt_link_stats stats;
 uint32_t tt_link_boot_checkpoint = 0xFFFFFFFFu;
 
+/* Ticks spent waiting for and reading sample bytes inside a training step. The step's time and
+ * the op profile run on a clock that stops while the link is read, so they count computation
+ * only: how fast the host sends is not the model's cost. */
+static uint32_t io_ticks;
+static uint32_t tick_mask(void) {
+    uint32_t bits = tt_port_tick_bits();
+    return bits < 32 ? (1u << bits) - 1u : 0xFFFFFFFFu;
+}
+static uint32_t compute_now(void) { return tt_port_ticks() - io_ticks; }
+
 #ifdef TT_PROFILE
-uint32_t tt_profile_now(void) { return tt_port_ticks(); }
+uint32_t tt_profile_now(void) { return compute_now(); }
 #endif
 
 static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
@@ -170,8 +180,16 @@ static int sample_error;
 
 /* The model's input source (model.h): row r of the sample from the frame; at the end
  * (r == -1) the rest of the frame is read and checked. Nothing is trained unless it passes. */
+static int32_t link_rows_io(void *row, int32_t r);
 static int32_t link_rows(void *ctx, void *row, int32_t r) {
     (void)ctx;
+    uint32_t t0 = tt_port_ticks();
+    int32_t rc = link_rows_io(row, r);
+    io_ticks += (tt_port_ticks() - t0) & tick_mask();
+    return rc;
+}
+
+static int32_t link_rows_io(void *row, int32_t r) {
     if (r >= 0) {
         uint8_t *dst = (uint8_t *)row;
         for (uint32_t i = 0; i < TT_INPUT_ROW_BYTES; i++) {
@@ -191,34 +209,34 @@ static int32_t link_rows(void *ctx, void *row, int32_t r) {
     return sample_error != 0;
 }
 
-/* A train or infer request whose header (and target) are in rx: run it on the frame's rows. */
-static uint8_t sample(uint8_t cmd, uint32_t *len) {
+/* A train or infer request whose header (and target) are in rx: run it on the frame's rows.
+ * The response goes to `out`, not to the kept reply: a frame that fails its CRC at the end must
+ * not overwrite the reply a retransmitted earlier request is answered from. */
+static uint8_t sample(uint8_t cmd, uint8_t *out, uint32_t *len) {
     int32_t pred = 0, updated = 0, rc;
     sample_error = 0;
     if (cmd == 'I') {
-        float out[TT_OUTPUT_SIZE];
-        rc = tt_infer_from(link_rows, NULL, out);
-        if (rc == 0) memcpy(reply, out, sizeof(out));
-        *len = sizeof(out);
+        float y[TT_OUTPUT_SIZE];
+        rc = tt_infer_from(link_rows, NULL, y);
+        if (rc == 0) memcpy(out, y, sizeof(y));
+        *len = sizeof(y);
     } else {
         float loss = 0.0f;
         uint32_t skipped_before = tt_skipped_steps();
-        uint32_t t0 = tt_port_ticks();
+        uint32_t t0 = compute_now();
         rc = tt_train_step_from(link_rows, NULL, rx + TT_HDR, &loss, &pred, &updated);
-        uint32_t ticks = tt_port_ticks() - t0;
-        uint32_t bits = tt_port_tick_bits();
-        if (bits < 32) ticks &= (1u << bits) - 1u;
+        uint32_t ticks = (compute_now() - t0) & tick_mask();
         uint8_t skipped = tt_skipped_steps() != skipped_before;
         if (rc == 0) {
             stats.steps++;
             stats.skipped_nonfinite += skipped;
         }
-        memcpy(reply, &loss, 4);
-        memcpy(reply + 4, &pred, 4);
-        reply[8] = (uint8_t)updated;
-        reply[9] = skipped;
-        reply[10] = reply[11] = 0;
-        put_u32(reply + 12, ticks);
+        memcpy(out, &loss, 4);
+        memcpy(out + 4, &pred, 4);
+        out[8] = (uint8_t)updated;
+        out[9] = skipped;
+        out[10] = out[11] = 0;
+        put_u32(out + 12, ticks);
         *len = 16;
     }
     if (rc != 0 && sample_error == 0) sample_error = TT_SAMPLE_BAD;
@@ -361,9 +379,11 @@ void tt_link_serve(void) {
             uint32_t want = cmd == 'T' ? TT_TARGET_BYTES : 0;
             while (k < TT_HDR + want && (c = frame_byte()) >= 0) rx[k++] = (uint8_t)c;
             if (k == TT_HDR + want) {
+                static uint8_t out[TT_MAX2(TT_OUTPUT_SIZE * 4, 16)];
                 uint32_t len = 0;
-                uint8_t st = sample(cmd, &len);
+                uint8_t st = sample(cmd, out, &len);
                 if (sample_error == TT_SAMPLE_BAD) { reject(); continue; }
+                memcpy(reply, out, len);
                 stats.frames_ok++;
                 respond(cmd, st, len);
                 continue;

@@ -204,6 +204,56 @@ def test_too_big_for_the_board_is_the_linkers_verdict_explained(tmp_path, cli):
     assert not (tmp_path / "o").exists()  # nothing written
 
 
+class WideInput(torch.nn.Module):
+    """Activations that grow by a fixed number of bytes per input row, weights that do not:
+    moves the firmware's static SRAM to any point near the board's limit."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__()
+        self.input_shape = (1, rows, 64)
+        self.body = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Conv2d(1, 2, 1),
+                                        torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                                        torch.nn.Flatten(), torch.nn.Linear(2, 10))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+# How close to the 320 KB limit the two near-edge builds land (rows of 512 B of activations).
+EDGE_BYTES = 2048
+
+
+def test_fit_verdict_near_the_sram_edge_each_way(tmp_path, cli):
+    """Two builds either side of the STM32F746's 320 KB, a few KB from the edge: the one under
+    links and reports static SRAM within the board; the one over is refused for SRAM, with the
+    breakdown and SRAM advice. The build's verdict is the linker's, so no planner estimate can
+    pass a build that overflows or refuse one that fits."""
+    from tinytrain.build import build
+    from tinytrain.compiler import Options
+
+    def sram(rows: int) -> int:
+        model = export(WideInput(rows), tmp_path / f"w{rows}.onnx")
+        return build(model, tmp_path / f"w{rows}", Options(board="stm32f746", update="bias"))[
+            "firmware"]["sram_used"]
+
+    limit = 320 * 1024
+    a, b = sram(64), sram(128)
+    per_row = (b - a) / 64
+    assert per_row > 0
+    under = 64 + int((limit - EDGE_BYTES - a) // per_row)
+    over = 64 + int((limit + EDGE_BYTES - a) // per_row) + 1
+    used = sram(under)
+    assert limit - 2 * EDGE_BYTES <= used <= limit, (under, used)
+    model = export(WideInput(over), tmp_path / "over.onnx")
+    p = cli("build", model, "--board", "stm32f746", "--out", tmp_path / "o", "--update", "bias",
+            check=False)
+    assert p.returncode == 2, p.stdout + p.stderr
+    err = " ".join(p.stderr.split())
+    assert "does not fit stm32f746" in err and "RAM" in err and "for SRAM:" in err, err
+    assert "for flash:" not in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize("board,sim_cls", [("stm32f746", Stm32RomBootloader),
                                            ("nrf52840", NrfDfuBootloader)])
 def test_flash_cli_round_trip(board, sim_cls, models, tmp_path, cli):

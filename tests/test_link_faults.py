@@ -218,16 +218,22 @@ def test_device_naks_a_damaged_frame_and_answers_a_repeat_from_its_copy(
                     return got[0]
             raise AssertionError("no reply")
 
-        sample = encode(41, ord("T"), x[0].tobytes() + y[:1].tobytes())
+        sample = encode(41, ord("T"), y[:1].tobytes() + x[0].tobytes())
         damaged = bytearray(sample)
         damaged[10] ^= 0x40 if damaged[10] ^ 0x40 not in (FLAG, ESC) else 0x01
         assert exchange(b"line noise" + bytes(damaged)).cmd == NAK
         first = exchange(sample)
         assert (first.seq, first.cmd, first.payload[0]) == (41, ord("T") | 0x80, 0)
         assert exchange(sample) == first  # the repeat: same reply, not trained again
+        # A damaged sample whose header still reads (here another sequence number) runs its
+        # forward pass before the CRC fails; the kept reply must survive it.
+        other = bytearray(encode(77, ord("T"), y[1:2].tobytes() + x[1].tobytes()))
+        other[-3] ^= 0x40 if other[-3] ^ 0x40 not in (FLAG, ESC) else 0x01
+        assert exchange(bytes(other)).cmd == NAK
+        assert exchange(sample) == first
         stats = exchange(encode(42, ord("K")))
         steps, _, crc_errors, _, duplicates = struct.unpack_from("<5I", stats.payload, 1)
-        assert (steps, crc_errors, duplicates) == (1, 1, 1)
+        assert (steps, crc_errors, duplicates) == (1, 2, 2)
         no_opening_flag = encode(43, ord("K"))[1:]
         assert exchange(no_opening_flag).seq == 43
     finally:
