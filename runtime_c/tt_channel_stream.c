@@ -290,6 +290,35 @@ void tt_cs_pw_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const i
     }
 }
 
+void tt_cs_x_float_s8(float *xf, const int8_t *x, int32_t n, int32_t x_zp)
+{
+    int32_t i;
+
+    for (i = 0; i < n; ++i) {
+        xf[i] = (float)((int32_t)x[i] - x_zp);
+    }
+}
+
+void tt_cs_pw_weight_sgd_s8f(int8_t *w, uint8_t *shadow, const float *dy, const float *xf,
+                             float x_scale, int32_t n, int32_t k, int32_t w_cin,
+                             const int32_t *idx, int32_t c, const float *step,
+                             const tt_q8_update *u)
+{
+    int32_t j, p;
+
+    for (j = 0; j < k; ++j) {
+        const int32_t si = c * k + j;
+        const int32_t wi = c * w_cin + channel(idx, j);
+        const int32_t at = u->packed ? si : wi;
+        float acc = 0.0f;
+        for (p = 0; p < n; ++p) {
+            acc += dy[p] * xf[p * k + j];
+        }
+        w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL,
+                              acc * x_scale * step[c], u, (uint32_t)wi);
+    }
+}
+
 void tt_cs_pw_weight_sgd_f32(float *w, float *m, const float *dy, const float *x, int32_t n,
                              int32_t k, int32_t w_cin, const int32_t *idx, int32_t c, float lr,
                              float momentum, float wd)

@@ -333,6 +333,13 @@ void tt_cs_pw_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const i
 void tt_cs_pw_weight_sgd_f32(float *w, float *m, const float *dy, const float *x, int32_t n,
                              int32_t k, int32_t w_cin, const int32_t *idx, int32_t c, float lr,
                              float momentum, float wd);
+/* the same from xf = (float)(x - x_zp), converted once per region by tt_cs_x_float_s8 when
+ * the planner finds the bytes free (bit-identical: the reference converts each use alike) */
+void tt_cs_x_float_s8(float *xf, const int8_t *x, int32_t n, int32_t x_zp);
+void tt_cs_pw_weight_sgd_s8f(int8_t *w, uint8_t *shadow, const float *dy, const float *xf,
+                             float x_scale, int32_t n, int32_t k, int32_t w_cin,
+                             const int32_t *idx, int32_t c, const float *step,
+                             const tt_q8_update *u);
 
 /* ---- partial updates of a depthwise conv (tt_dw_partial.c) ----
  * Weight rows idx[0..k-1] (NULL: 0..k-1) of a (C, kh, kw, 1) depthwise weight learn. g is the
@@ -397,5 +404,6 @@ void tt_bias_sgd_pooled_s32(int32_t *b, const tt_pooled *dy, int32_t rows, int32
                             const float *step, const tt_q8_update *u);
 
 #include "tt_q8_ops.h" /* int8 softmax, add, pools, ... */
+#include "tt_kernels_opt.h" /* optimised kernels, bit-exact (int8) with the ones above */
 
 #endif /* TT_KERNELS_H */

@@ -9,6 +9,7 @@
  *     q -= round_mode(step[oc] * gradient).
  */
 #include "tt_kernels.h"
+#include "tt_q8_round.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -335,28 +336,16 @@ void tt_dense_backward_weight_s8(float *dw, const float *dy, const int8_t *x, fl
 
 /* ---- updates ---- */
 
-/* Counter-based uniform in [0, 1): murmur3's finaliser over (salt, step, element). Being a
- * pure function of its key, it gives the same stream whatever order elements are updated. */
+/* Counter-based uniform in [0, 1) and the delta clamp: tt_q8_round.h, shared with the
+ * optimised kernels so both draw the same bits. */
 static float uniform(uint32_t salt, uint32_t step, uint32_t idx)
 {
-    uint32_t h = salt ^ (step * 0x9E3779B9u);
-    h ^= idx * 0x85EBCA6Bu;
-    h ^= h >> 16;
-    h *= 0x85EBCA6Bu;
-    h ^= h >> 13;
-    h *= 0xC2B2AE35u;
-    h ^= h >> 16;
-    return (float)(h >> 8) * (1.0f / 16777216.0f);
+    return tt_sr_uniform(tt_sr_key(salt, step), idx);
 }
 
-/* delta (in LSBs) clamped so every conversion below stays inside int32 */
 static float clamp_delta(float d)
 {
-    const float lim = 16777216.0f;
-    if (!(d == d)) {
-        return 0.0f; /* NaN: skip this element */
-    }
-    return d > lim ? lim : (d < -lim ? -lim : d);
+    return tt_sr_clamp(d);
 }
 
 static int8_t update_s8(int8_t w, uint8_t *shadow, float delta, const tt_q8_update *u,

@@ -20,7 +20,8 @@ torch = pytest.importorskip("torch")
 
 from tests.torch_models import TinyMobileNet, export  # noqa: E402
 
-ALLOWED_INCLUDES = {"stdint.h", "stddef.h", "string.h", "math.h", "model.h", "tt_kernels.h"}
+ALLOWED_INCLUDES = {"stdint.h", "stddef.h", "string.h", "math.h", "model.h", "tt_kernels.h",
+                    "arm_acle.h"}  # GCC's DSP intrinsics, only under __ARM_FEATURE_DSP
 
 
 @pytest.fixture(scope="module")

@@ -173,6 +173,7 @@ class _CG(CContext):
     """Buffers of one unit are the entries of its `void **b` argument (each name once)."""
 
     def __init__(self, dtypes: dict[str, str], shapes: dict[str, tuple[int, ...]]) -> None:
+        self.optimized = True  # the kernels a default build calls
         self.decls: list[str] = []
         self._declared: dict[str, str] = {}
         self.dtypes, self.shapes = dtypes, shapes

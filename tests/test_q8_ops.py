@@ -634,6 +634,7 @@ class FakeCG(CContext):
     argument (outputs first, then inputs); static tables are shared by all units."""
 
     def __init__(self) -> None:  # no graph or memory plan
+        self.optimized = True  # the kernels a build uses by default, checked against LiteRT
         self.decls: list[str] = []
         self._declared: dict[str, str] = {}
         self.unit: CUnit | None = None

@@ -118,6 +118,22 @@ def test_ring_sizes_follow_the_kernel_windows():
     assert streamed.nodes[0].op == "row_stream"
 
 
+def test_update_inputs_are_converted_once_where_the_arena_allows(mbv2):
+    """x_float gives channel-streamed 1x1 weight updates a float copy of their int8 input in
+    the region's scratch only where the planner's arena does not grow."""
+    path, d = mbv2
+    g = _compile(path, d)
+    plain = _compile(path, d, skip=("x_float",))
+    assert plan_memory(g).arena_size == plan_memory(plain).arena_size
+    before = {n.name: n for n in plain.nodes if n.op == "channel_stream"}
+    converted = [n for n in g.nodes if n.op == "channel_stream" and n.attrs.get("x_float")]
+    assert converted
+    for n in converted:
+        grown = g.t(n.attrs["scratch"]).size - plain.t(before[n.name].attrs["scratch"]).size
+        assert grown == sum(g.t(x).size for x in n.attrs["x_float"])
+        assert all(g.t(x).dtype == "s8" for x in n.attrs["x_float"])
+
+
 def _train(cli, path, d, out, *extra):
     cli("build", path, "--out", out, "--update", SCHEME, "--quantize", "int8", "--calib",
         d / "calib.npz", *extra)
@@ -130,10 +146,13 @@ def _train(cli, path, d, out, *extra):
 
 def test_streamed_build_trains_bit_identically(mbv2, tmp_path, cli):
     path, d = mbv2
-    fast, fast_p = _train(cli, path, d, tmp_path / "a")
-    plain, plain_p = _train(cli, path, d, tmp_path / "b", "--no-memory-passes")
+    # the reference kernels on both sides: the memory passes, not the kernels, are compared
+    fast, fast_p = _train(cli, path, d, tmp_path / "a", "--kernels", "reference")
+    plain, plain_p = _train(cli, path, d, tmp_path / "b", "--no-memory-passes", "--kernels",
+                            "reference")
     c = (tmp_path / "a" / "model.c").read_text()
     assert "tt_conv2d_s8_row" in c and "tt_cs_dw_input_s8" in c  # blocks channel by channel
+    assert "tt_cs_pw_weight_sgd_s8f" in c  # 1x1 updates read x converted once (x_float)
     assert "tt_conv2d_s8_row" not in (tmp_path / "b" / "model.c").read_text()
     packed = [p for p in json.loads((tmp_path / "a" / "program.json").read_text())["trainable"]
               if "packed" in p]  # partial weights keep only their trained channels in SRAM

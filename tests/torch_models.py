@@ -22,6 +22,22 @@ class MLP(nn.Module):
         return self.net(x)
 
 
+class AifesCNN(nn.Module):
+    """AIfES's CNN example shape: 1x16x16 -> conv3x3 8 -> ReLU -> maxpool 2 -> conv3x3 16 ->
+    ReLU -> maxpool 2 -> dense 10 (fp32; the MLP 64-32-10 above is AIfES's MLP)."""
+
+    input_shape = (1, 16, 16)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                 nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                 nn.Flatten(), nn.Linear(256, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+
 class DigitsCNN(nn.Module):
     """Conv, depthwise, pointwise, ReLU6, a residual add, global pool and a linear head."""
 

@@ -116,7 +116,7 @@ def _result(build_dir: Path, info: dict[str, Any], board: str, machine: str, clo
     ipt = INSTRUCTIONS_PER_TICK
     step_mean = ipt * float(np.mean(step_ticks))
     op_rows = [{"index": k, "name": o["name"], "op": o["op"], "phase": o["phase"],
-                "instructions": ipt * float(per_op[k]) / steps,
+                "macs": o.get("macs", 0), "instructions": ipt * float(per_op[k]) / steps,
                 "share": 100.0 * ipt * float(per_op[k]) / steps / step_mean}
                for k, o in enumerate(ops)]
     phases = {p: sum(r["instructions"] for r in op_rows if r["phase"] == p) for p in PHASES}
@@ -190,10 +190,12 @@ def format_table(result: dict[str, Any], top: int = 10) -> str:
     ops = sorted(r["ops"], key=lambda o: -o["instructions"])[:top]
     width = max([len(o["name"]) for o in ops] + [4])
     lines += ["", f"top {len(ops)} ops per training step",
-              f"{'name':<{width}}  {'op':<24}{'phase':<10}{'instructions':>14}{'share':>8}"]
+              f"{'name':<{width}}  {'op':<24}{'phase':<10}{'instructions':>14}{'share':>8}"
+              f"{'per MAC':>9}"]
     for o in ops:
+        per_mac = f"{o['instructions'] / o['macs']:>9.2f}" if o.get("macs") else f"{'':>9}"
         lines.append(f"{o['name']:<{width}}  {o['op']:<24}{o['phase']:<10}"
-                     f"{_n(o['instructions']):>14}{o['share']:>7.1f}%")
+                     f"{_n(o['instructions']):>14}{o['share']:>7.1f}%{per_mac}")
     c, rep = r["profile_check"], r["repeat"]
     verdict = "agree" if c["agrees"] else f"DISAGREE by more than {100 * c['tolerance']:.0f}%"
     lines += ["", f"per-op sum {_n(c['ops_sum'])} vs whole step {_n(c['step'])} instructions: "

@@ -13,8 +13,8 @@ import numpy as np
 
 from tinytrain.boards import Board, load_board
 from tinytrain.codegen.render import model_id, profile_ops, render, write_files
-from tinytrain.compiler import Options, compile_model
-from tinytrain.errors import BuildError, TinyTrainError
+from tinytrain.compiler import KERNELS, Options, compile_model
+from tinytrain.errors import BuildError, OptionError, TinyTrainError
 from tinytrain.firmware_size import section_sizes, stack_depth
 from tinytrain.ir import Graph
 from tinytrain.memory_report import buffer_table
@@ -141,6 +141,8 @@ def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | N
           max_flash: int | None = None) -> dict[str, Any]:
     board = load_board(opts.board)
     opts.sgd.check()
+    if opts.kernels not in KERNELS:
+        raise OptionError(f"--kernels must be one of {', '.join(KERNELS)}, got {opts.kernels!r}")
     check_out_dir(Path(out))
     g, plan = compile_model(model, opts, on_pass)
     memory = buffer_table(g, plan)
@@ -148,7 +150,7 @@ def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | N
     report["memory"] = {k: memory[k] for k in ("peak_live_bytes", "peak_step", "peak_op",
                                                "peak_by_kind", "totals_by_kind")}
     check_budget(Path(model), opts, report, board, max_sram, max_flash)
-    files = render(g, plan, board)
+    files = render(g, plan, board, kernels=opts.kernels)
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tt-tmp-{os.getpid()}")
     if tmp.exists():

@@ -86,6 +86,10 @@ def build(
     max_flash: Optional[float] = typer.Option(None, "--max-flash", help="Same for flash, KB."),
     dump_ir: Optional[str] = typer.Option(None, "--dump-ir", help="Print the IR after this pass "
                                           "(import, add_loss, autodiff, optimizer)."),
+    kernels: str = typer.Option("optimized", help="optimized: Cortex-M kernels specialised "
+                                "per layer shape (DSP extension intrinsics on M4F/M7; the "
+                                "same loops in portable C elsewhere); reference: only the "
+                                "portable reference kernels. int8 results are identical."),
 ) -> None:
     """Compile MODEL into a C training program in OUT, build it and report its memory."""
     from tinytrain.build import build as do_build
@@ -103,7 +107,7 @@ def build(
         opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, weight_decay, batch,
                                                               qas, rounding, seed),
                        update=update, memory_passes=memory_passes, quantize=quantize,
-                       calib=calib)
+                       calib=calib, kernels=kernels)
         with err.status("compiling and building", spinner="dots") if err.is_terminal else _null():
             report = do_build(model, out, opts, on_pass,
                               max_sram=int(max_sram * 1024) if max_sram else None,

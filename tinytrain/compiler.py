@@ -23,7 +23,10 @@ from tinytrain.passes.prune import apply_update_plan
 from tinytrain.passes.schedule import schedule_backward
 from tinytrain.passes.split_weights import split_partial_weights
 from tinytrain.passes.stream import stream_rows
+from tinytrain.passes.x_float import convert_update_inputs
 from tinytrain.update_plan import parse_plan
+
+KERNELS = ("optimized", "reference")
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,9 @@ class Options:
     quantize: str | None = None  # "int8": post-training quantisation of an fp32 model
     calib: Path | None = None  # .npz with x: calibration samples for --quantize
     check_ir: bool = True  # run ir.verify after every pass
+    # "optimized": the Cortex-M kernels of runtime_c/tt_kernels_opt.h where a geometry
+    # qualifies; "reference": only the portable reference kernels (the specification).
+    kernels: str = "optimized"
 
 
 def load_model(path: Path) -> Graph:
@@ -75,6 +81,7 @@ def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
             ("stream", stream_rows),
             ("schedule", schedule_backward),
             ("inplace", run_in_place),
+            ("x_float", convert_update_inputs),
         ]
     return passes
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -105,15 +106,20 @@ def model_id(g: Graph) -> int:
     return zlib.crc32(json.dumps(layout).encode())
 
 
-def profile_ops(g: Graph) -> list[dict[str, str]]:
-    """The op call sites counted by TT_PROFILE builds, in counter order."""
-    return [{"name": n.name, "op": n.op, "phase": n.phase} for n in g.nodes]
+def profile_ops(g: Graph) -> list[dict[str, Any]]:
+    """The op call sites counted by TT_PROFILE builds, in counter order, with their MACs."""
+    def macs(n) -> int:
+        return get_op(n.op).macs(n, [g.t(i).shape for i in n.inputs],
+                                 [g.t(o).shape for o in n.outputs])
+
+    return [{"name": n.name, "op": n.op, "phase": n.phase, "macs": macs(n)} for n in g.nodes]
 
 
-def render(g: Graph, plan: Plan, board: Board | str) -> dict[str, str]:
+def render(g: Graph, plan: Plan, board: Board | str,
+           kernels: str = "optimized") -> dict[str, str]:
     """Return {relative path: file text} for the whole generated project."""
     board = load_board(board) if isinstance(board, str) else board
-    cg = CContext(g, plan)
+    cg = CContext(g, plan, optimized=kernels == "optimized")
     calls = {ph: [] for ph in ("forward", "loss", "backward", "update")}
     for k, n in enumerate(g.nodes):
         call = get_op(n.op).c_call(n, cg)

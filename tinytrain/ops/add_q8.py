@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.ir import QuantParams
-from tinytrain.ops.base import broadcast_strides, pad4
+from tinytrain.ops.base import broadcast_strides, pad4, size
 from tinytrain.ops.binary import Binary, reduced
 from tinytrain.ops.grad_q8 import mask_range, masked
 from tinytrain.quant import fixedpoint as fp
@@ -56,6 +56,11 @@ def add(a: np.ndarray, b: np.ndarray, p: dict) -> np.ndarray:
     return np.clip(y, p["act_min"], p["act_max"]).astype(np.int8)
 
 
+def _params(node, cg) -> str:
+    body = ", ".join(str(int(node.attrs[k])) for k in _PARAMS)
+    return cg.static(f"static const tt_q8_add {{name}} = {{{{{body}}}}};")
+
+
 def binary_call(kernel: str, params_type: str, keys: tuple[str, ...], node, cg) -> str:
     """`kernel(y, a, b, shape, astr, bstr, &params)` over rank-4 broadcast views."""
     y = cg.shape(node.outputs[0])
@@ -84,6 +89,11 @@ class AddQ8(Binary):
                 gb.contribute(x, reduced(gb, dy, gb.shape(x)))
 
     def c_call(self, node, cg):
+        shapes = {tuple(cg.shape(n)) for n in (*node.inputs, node.outputs[0])}
+        if cg.optimized and len(shapes) == 1:  # no broadcast: one flat loop
+            y = node.outputs[0]
+            return (f"tt_add_s8_opt({cg.ptr(y)}, {cg.ptr(node.inputs[0])}, "
+                    f"{cg.ptr(node.inputs[1])}, {size(cg.shape(y))}, &{_params(node, cg)});")
         return binary_call("tt_add_s8", "tt_q8_add", _PARAMS, node, cg)
 
     def macs(self, node, shapes, out_shapes):
@@ -97,9 +107,8 @@ class AddQ8(Binary):
         return [(row, row), (row, row)]
 
     def row_call(self, node, cg, rings, out, row):
-        body = ", ".join(str(int(node.attrs[k])) for k in _PARAMS)
-        params = cg.static(f"static const tt_q8_add {{name}} = {{{{{body}}}}};")
-        return f"tt_add_s8_row(&{out}, &{rings[0]}, &{rings[1]}, {row}, &{params});"
+        k = "tt_add_s8_row_opt" if cg.optimized else "tt_add_s8_row"
+        return f"{k}(&{out}, &{rings[0]}, &{rings[1]}, {row}, &{_params(node, cg)});"
 
 
 OPS = (AddQ8(),)

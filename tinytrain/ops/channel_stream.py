@@ -9,8 +9,10 @@ and its outputs (the input gradient it ends in, the parameters it updates) are w
 
 attrs: channels (C), plane (floats per slot), scratch (the slots' tensor), out_shapes,
 _nodes (the original nodes, in order), _slots ({per-channel tensor: slot}), _shapes (every
-region tensor's shape). Each sub-op's per-channel kernel adds its floats in the order the
-whole-tensor kernel does, so the region gives bit-identical results.
+region tensor's shape), x_float (optional, passes/x_float.py: {int8 update input: (float
+offset in the scratch, zero point)}, converted to float once before the loop). Each sub-op's
+per-channel kernel adds its floats in the order the whole-tensor kernel does, so the region
+gives bit-identical results.
 """
 
 from __future__ import annotations
@@ -59,15 +61,19 @@ class ChannelStream(OpDef):
             return f"(pl + {slots[t] * plane})" if t in slots else cg.ptr(t)
 
         zero, body = [], []
+        xf = a.get("x_float", {})  # int8 update inputs converted once (passes/x_float.py)
         for n in subs:
-            call = self._sub_call(n, cg, p, slots, shapes, merged, zero)
-            if call:
-                body.append("        " + call)
+            call = self._sub_call(n, cg, p, slots, shapes, merged, zero, xf)
+            if call:  # the reference kernel, or its optimised twin when the build uses them
+                kernel = call.split("(", 1)[0]
+                body.append("        " + cg.kernel(kernel) + call[len(kernel):])
         return "\n".join([
             "{",
             f"    float *const pl = {cg.ptr(a['scratch'])};",
             "    int32_t c;",
             *(f"    memset({cg.ptr(t)}, 0, sizeof(float) * {n});" for t, n in zero),
+            *(f"    {cg.kernel('tt_cs_x_float_s8')}((pl + {off}), {cg.ptr(x)}, "
+              f"{cg.g.t(x).size}, {zp});" for x, (off, zp) in xf.items()),
             f"    for (c = 0; c < {a['channels']}; ++c) {{",
             *body,
             "    }",
@@ -75,7 +81,7 @@ class ChannelStream(OpDef):
         ])
 
     @staticmethod
-    def _sub_call(n, cg, p, slots, shapes, merged, zero) -> str:
+    def _sub_call(n, cg, p, slots, shapes, merged, zero, xf) -> str:
         """Channel c's share of sub-op n, as one C statement."""
         a = n.attrs
         q8 = n.op.endswith("_q8")
@@ -108,15 +114,20 @@ class ChannelStream(OpDef):
             if ins[0] not in slots:  # the region's source: reads the whole dy
                 return (f"tt_cs_pw_input_{sfx}({p(n.outputs[0])}, {p(ins[0])}, {p(ins[1])}{ws}, "
                         f"{_hw(dy)}, {dy[-1]}, {dx[-1]}, c);")
-            out, idx, k = n.outputs[0], "NULL", dx[-1]
+            out, idx, k, first = n.outputs[0], "NULL", dx[-1], 0
             if out in merged:  # one part of a split weight: its channels of the merged dx
                 m = merged[out]
-                ch = m.attrs["channels"] if m.inputs[0] == out else m.attrs["rest"]
-                out, idx, k = m.outputs[0], cg.ints(ch), len(ch)
+                ch = tuple(m.attrs["channels"] if m.inputs[0] == out else m.attrs["rest"])
+                out, k = m.outputs[0], len(ch)
+                if ch == tuple(range(ch[0], ch[0] + k)):  # a run (TTE's first-k): an offset
+                    first = ch[0]
+                else:
+                    idx = cg.ints(ch)
             full = shapes[out]
             if (out, full[0] * full[1] * full[2]) not in zero:
                 zero.append((out, full[0] * full[1] * full[2]))
-            return (f"tt_cs_pw_input_add_{sfx}({p(out)}, {p(ins[0])}, {p(ins[1])}{ws}, "
+            dst = f"({p(out)} + {first})" if first else p(out)
+            return (f"tt_cs_pw_input_add_{sfx}({dst}, {p(ins[0])}, {p(ins[1])}{ws}, "
                     f"{_hw(dy)}, {full[-1]}, {idx}, {k}, c);")
         if n.op in ("conv2d_weight_sgd", "conv2d_weight_sgd_q8"):
             dy, x, w = shapes[ins[0]], shapes[ins[1]], shapes[ins[2]]
@@ -131,6 +142,10 @@ class ChannelStream(OpDef):
             if dw:
                 return f"tt_cs_dw_weight_sgd_{sfx}({head}, &{geom_decl(cg, n, x, dy)}, {tail});"
             w_cin = a.get("packed_cin") or w[-1]
+            if ins[1] in xf:  # x already float: (w, shadow, dy, xf, x_scale, ...)
+                head = (f"{p(ins[2])}, {_shadow(cg, n, 4)}, {p(ins[0])}, "
+                        f"(pl + {xf[ins[1]][0]}), {c_float(a['x_scale'])}")
+                sfx = "s8f"
             return (f"tt_cs_pw_weight_sgd_{sfx}({head}, {_hw(dy)}, {x[-1]}, {w_cin}, "
                     f"{_idx(cg, a)}, {tail});")
         raise AssertionError(f"channel_stream: no per-channel kernel for {n.op}")

@@ -92,7 +92,7 @@ def geom_decl(cg, node: Node, x: Shape, y: Shape) -> str:
 
 def backward_call(kernel: str, node: Node, cg, x: Shape, y: Shape) -> str:
     """`kernel(out, in0, in1, &geometry)`, the shape of both conv backward calls."""
-    return (f"{kernel}({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
+    return (f"{cg.kernel(kernel)}({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
             f"{cg.ptr(node.inputs[1])}, &{geom_decl(cg, node, x, y)});")
 
 
@@ -127,8 +127,9 @@ class Conv2d(OpDef):
     def c_call(self, node, cg):
         x, y = cg.shape(node.inputs[0]), cg.shape(node.outputs[0])
         b = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
-        return (f"tt_conv2d_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
-                f"{cg.ptr(node.inputs[1])}, {b}, &{geom_decl(cg, node, x, y)});")
+        return (f"{cg.kernel('tt_conv2d_f32')}({cg.ptr(node.outputs[0])}, "
+                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {b}, "
+                f"&{geom_decl(cg, node, x, y)});")
 
     def macs(self, node, shapes, out_shapes):
         w = shapes[1]

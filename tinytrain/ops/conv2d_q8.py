@@ -80,6 +80,21 @@ DW_LINE = 256  # TT_DW_LINE in tt_kernels.h: floats of the in-place depthwise ba
 MAX_KH = 64  # TT_MAX_KH in tt_kernels.h: the row kernel keeps one pointer per kernel row
 
 
+def kernel_variant(cg, g: dict[str, int]) -> str:
+    """Suffix of the int8 forward kernel for this geometry: an optimised kernel of
+    runtime_c/tt_kernels_opt.h when the build uses them and the geometry is one it handles
+    (pointwise, depthwise, or any groups == 1 conv), else the reference kernel."""
+    if not cg.optimized:
+        return ""
+    pointwise = (g["kh"] == g["kw"] == g["sh"] == g["sw"] == g["dh"] == g["dw"] == 1
+                 and g["pt"] == g["pl"] == 0 and (g["oh"], g["ow"]) == (g["h"], g["w"]))
+    if g["groups"] == 1:
+        return "_pw" if pointwise else "_reg"
+    if g["groups"] == g["cin"] == g["cout"] and g["dh"] == g["dw"] == 1:
+        return "_dw"
+    return ""
+
+
 def _check_kernel_height(node) -> None:
     if node.attrs["kernel"][0] > MAX_KH:
         raise CompileError(f"node {node.name}: int8 conv kernels up to {MAX_KH} rows tall are "
@@ -121,7 +136,8 @@ class Conv2dQ8(OpDef):
         x, y = cg.shape(node.inputs[0]), cg.shape(node.outputs[0])
         b = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
         _check_kernel_height(node)
-        return (f"tt_conv2d_s8({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
+        k = kernel_variant(cg, geom(node, x, y))
+        return (f"tt_conv2d_s8{k}({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
                 f"{cg.ptr(node.inputs[1])}, {b}, &{geom_decl(cg, node, x, y)}, "
                 f"&{requant_decl(cg, node.attrs)});")
 
@@ -138,7 +154,8 @@ class Conv2dQ8(OpDef):
         x, y = cg.shape(node.inputs[0]), cg.shape(node.outputs[0])
         b = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
         _check_kernel_height(node)
-        return (f"tt_conv2d_s8_row(&{out}, &{rings[0]}, {row}, {cg.ptr(node.inputs[1])}, {b}, "
+        k = kernel_variant(cg, geom(node, x, y))
+        return (f"tt_conv2d_s8{k}_row(&{out}, &{rings[0]}, {row}, {cg.ptr(node.inputs[1])}, {b}, "
                 f"&{geom_decl(cg, node, x, y)}, &{requant_decl(cg, node.attrs)});")
 
     def macs(self, node, shapes, out_shapes):

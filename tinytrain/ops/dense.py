@@ -39,7 +39,7 @@ class Dense(OpDef):
     def c_call(self, node, cg):
         out, inp = cg.shape(node.inputs[1])
         b = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
-        return (f"tt_dense_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
+        return (f"{cg.kernel('tt_dense_f32')}({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
                 f"{cg.ptr(node.inputs[1])}, {b}, {inp}, {out});")
 
     def macs(self, node, shapes, out_shapes):
@@ -59,7 +59,7 @@ class DenseBackwardInput(OpDef):
 
     def c_call(self, node, cg):
         out, inp = cg.shape(node.inputs[1])
-        return (f"tt_dense_backward_input_f32({cg.ptr(node.outputs[0])}, "
+        return (f"{cg.kernel('tt_dense_backward_input_f32')}({cg.ptr(node.outputs[0])}, "
                 f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {inp}, {out});")
 
     def macs(self, node, shapes, out_shapes):
@@ -78,7 +78,7 @@ class DenseBackwardWeight(OpDef):
 
     def c_call(self, node, cg):
         out, inp = cg.shape(node.outputs[0])
-        return (f"tt_dense_backward_weight_f32({cg.ptr(node.outputs[0])}, "
+        return (f"{cg.kernel('tt_dense_backward_weight_f32')}({cg.ptr(node.outputs[0])}, "
                 f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {inp}, {out});")
 
     def macs(self, node, shapes, out_shapes):

@@ -53,7 +53,7 @@ class DenseQ8(OpDef):
     def c_call(self, node, cg):
         out, inp = cg.shape(node.inputs[1])
         b = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
-        return (f"tt_dense_s8({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
+        return (f"{cg.kernel('tt_dense_s8')}({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
                 f"{cg.ptr(node.inputs[1])}, {b}, {inp}, {out}, &{requant_decl(cg, node.attrs)});")
 
     def macs(self, node, shapes, out_shapes):

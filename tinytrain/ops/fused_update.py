@@ -54,8 +54,8 @@ class Conv2dWeightSGD(OpDef):
 
     def c_call(self, node, cg):
         x, dy, w = (cg.shape(node.inputs[k]) for k in (1, 0, 2))
-        return (f"tt_conv2d_backward_weight_sgd_f32({cg.ptr(node.inputs[2])}, {_m(cg, node, 3)}, "
-                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
+        return (f"{cg.kernel('tt_conv2d_backward_weight_sgd_f32')}({cg.ptr(node.inputs[2])}, "
+                f"{_m(cg, node, 3)}, {cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
                 f"&{geom_decl(cg, node, x, dy)}, {w[-1]}, {_idx(cg, node.attrs)}, "
                 f"{_hyper(node.attrs)});")
 
@@ -79,8 +79,9 @@ class DenseWeightSGD(OpDef):
     def c_call(self, node, cg):
         out, w_in = cg.shape(node.inputs[2])
         k = size(cg.shape(node.inputs[1]))
-        return (f"tt_dense_backward_weight_sgd_f32({cg.ptr(node.inputs[2])}, {_m(cg, node, 3)}, "
-                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {k}, {out}, {w_in}, "
+        return (f"{cg.kernel('tt_dense_backward_weight_sgd_f32')}({cg.ptr(node.inputs[2])}, "
+                f"{_m(cg, node, 3)}, {cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {k}, "
+                f"{out}, {w_in}, "
                 f"{_idx(cg, node.attrs)}, {_hyper(node.attrs)});")
 
     def macs(self, node, shapes, out_shapes):
@@ -100,8 +101,9 @@ class BiasSGD(OpDef):
 
     def c_call(self, node, cg):
         s = cg.shape(node.inputs[0])
-        return (f"tt_bias_backward_sgd_f32({cg.ptr(node.inputs[1])}, {_m(cg, node, 2)}, "
-                f"{cg.ptr(node.inputs[0])}, {size(s[:-1])}, {s[-1]}, {_hyper(node.attrs)});")
+        return (f"{cg.kernel('tt_bias_backward_sgd_f32')}({cg.ptr(node.inputs[1])}, "
+                f"{_m(cg, node, 2)}, {cg.ptr(node.inputs[0])}, {size(s[:-1])}, {s[-1]}, "
+                f"{_hyper(node.attrs)});")
 
 
 OPS = (Conv2dWeightSGD(), DenseWeightSGD(), BiasSGD())

@@ -38,8 +38,8 @@ class MaxPool2d(OpDef):
 
     def c_call(self, node, cg):
         x = cg.shape(node.inputs[0])
-        return (f"tt_max_pool2d_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
-                f"&{pool_geom(cg, node, x)});")
+        return (f"{cg.kernel('tt_max_pool2d_f32')}({cg.ptr(node.outputs[0])}, "
+                f"{cg.ptr(node.inputs[0])}, &{pool_geom(cg, node, x)});")
 
     def macs(self, node, shapes, out_shapes):
         kh, kw = node.attrs["kernel"]
@@ -63,7 +63,7 @@ class MaxPool2dBackward(OpDef):
 
     def c_call(self, node, cg):
         x = cg.shape(node.inputs[1])
-        return (f"tt_max_pool2d_backward_f32({cg.ptr(node.outputs[0])}, "
+        return (f"{cg.kernel('tt_max_pool2d_backward_f32')}({cg.ptr(node.outputs[0])}, "
                 f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
                 f"&{pool_geom(cg, node, x)});")
 

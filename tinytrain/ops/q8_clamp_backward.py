@@ -48,8 +48,8 @@ class Q8ClampMask(OpDef):
 
     def c_call(self, node, cg):
         n = size(cg.shape(node.inputs[0]))
-        return (f"tt_q8_clamp_mask({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, {n}, "
-                f"{node.attrs['lo']}, {node.attrs['hi']});")
+        return (f"{cg.kernel('tt_q8_clamp_mask')}({cg.ptr(node.outputs[0])}, "
+                f"{cg.ptr(node.inputs[0])}, {n}, {node.attrs['lo']}, {node.attrs['hi']});")
 
 
 OPS = (Q8ClampBackward(), Q8ClampMask())

@@ -1,0 +1,1297 @@
+/*
+ * Optimised channel-streamed backward kernels: the tt_cs_* sub-ops of tt_channel_stream.c
+ * (read its header), same signatures and preconditions, faster on Cortex-M4F/M7.
+ *
+ * Where the reference spends its ~14 instructions per MAC: every MAC reloads its weight,
+ * converts it from int8 (sxtb + vmov + vcvt), recomputes an index and, in the sinks, loads and
+ * stores its output. Here each weight is converted once per call and kept in a register,
+ * pixels or channels are blocked so a loaded value feeds several MACs, and on the FPU a MAC is
+ * one VMLA, with VLDM / VSTM moving 8 floats per instruction. GCC never emits VMLA under
+ * -ffp-contract=off, so it comes from inline asm: it is not fused (product and sum each
+ * rounded, as `acc + a * b`), so it is the reference's arithmetic. The host path (#else) runs
+ * the same loops with `acc + a * b`: host and twins agree bit for bit.
+ *
+ * Every kernel adds each float in the reference's order and is bit-identical to it, except
+ * tt_cs_pw_input_s8_opt: dy * (w_scale[o] * w[o, c]) instead of (dy * w_scale[o]) * w[o, c],
+ * same summation order, so its results differ by rounding only. The depthwise kernels pad with
+ * zeros (see there) and run the reference for shapes beyond their stack buffers. The 1x1
+ * weight gradient from int8 x stays near 4 instructions per MAC: each x element is used once
+ * per call, so its conversion to float (sxtab + vmov + vcvt) cannot be shared.
+ */
+#include "tt_kernels.h"
+#include "tt_q8_round.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__arm__) && defined(__ARM_FP) && (__ARM_FP & 4)
+#define CS_VFP 1 /* single-precision VFP: VMLA / VLDM / VSTM through inline asm */
+#else
+#define CS_VFP 0
+#endif
+
+#define CS_INLINE static inline __attribute__((always_inline))
+
+#define CS_OB 64    /* weight column chunk of the 1x1 source (floats on the stack) */
+
+static int32_t channel(const int32_t *idx, int32_t j)
+{
+    return idx != NULL ? idx[j] : j;
+}
+
+/* acc + a * b, rounded twice (VMLA on the FPU) */
+CS_INLINE float cs_mla(float acc, float a, float b)
+{
+#if CS_VFP
+    __asm__("vmla.f32 %0, %1, %2" : "+t"(acc) : "t"(a), "t"(b));
+    return acc;
+#else
+    return acc + a * b;
+#endif
+}
+
+typedef struct {
+    float v[8];
+} cs_w8;
+
+CS_INLINE cs_w8 cs_load8(const float *p)
+{
+    cs_w8 w;
+    w.v[0] = p[0], w.v[1] = p[1], w.v[2] = p[2], w.v[3] = p[3];
+    w.v[4] = p[4], w.v[5] = p[5], w.v[6] = p[6], w.v[7] = p[7];
+    return w;
+}
+
+CS_INLINE cs_w8 cs_load8_s8(const int8_t *p)
+{
+    cs_w8 w;
+    w.v[0] = (float)p[0], w.v[1] = (float)p[1], w.v[2] = (float)p[2], w.v[3] = (float)p[3];
+    w.v[4] = (float)p[4], w.v[5] = (float)p[5], w.v[6] = (float)p[6], w.v[7] = (float)p[7];
+    return w;
+}
+
+#if CS_VFP
+#define CS_MLA8(a, r0, r1, r2, r3, r4, r5, r6, r7)                                            \
+    "vmla.f32 " a ", " r0 "\n\tvmla.f32 " a ", " r1 "\n\tvmla.f32 " a ", " r2                   \
+    "\n\tvmla.f32 " a ", " r3 "\n\tvmla.f32 " a ", " r4 "\n\tvmla.f32 " a ", " r5               \
+    "\n\tvmla.f32 " a ", " r6 "\n\tvmla.f32 " a ", " r7 "\n\t"
+#define CS_W8IN(w)                                                                            \
+    [w0] "t"(w.v[0]), [w1] "t"(w.v[1]), [w2] "t"(w.v[2]), [w3] "t"(w.v[3]), [w4] "t"(w.v[4]), \
+        [w5] "t"(w.v[5]), [w6] "t"(w.v[6]), [w7] "t"(w.v[7])
+#endif
+
+/* two dot products of 8 in order, interleaved: a0 += x0[.] * w, a1 += x1[.] * w */
+CS_INLINE void cs_dot8x2(float *a0, float *a1, const float *x0, const float *x1, cs_w8 w)
+{
+#if CS_VFP
+    float b0 = *a0, b1 = *a1;
+    __asm__("vldmia %[x0], {s0-s7}\n\t"
+            "vldmia %[x1], {s8-s15}\n\t"
+            "vmla.f32 %[b0], s0, %[w0]\n\tvmla.f32 %[b1], s8, %[w0]\n\t"
+            "vmla.f32 %[b0], s1, %[w1]\n\tvmla.f32 %[b1], s9, %[w1]\n\t"
+            "vmla.f32 %[b0], s2, %[w2]\n\tvmla.f32 %[b1], s10, %[w2]\n\t"
+            "vmla.f32 %[b0], s3, %[w3]\n\tvmla.f32 %[b1], s11, %[w3]\n\t"
+            "vmla.f32 %[b0], s4, %[w4]\n\tvmla.f32 %[b1], s12, %[w4]\n\t"
+            "vmla.f32 %[b0], s5, %[w5]\n\tvmla.f32 %[b1], s13, %[w5]\n\t"
+            "vmla.f32 %[b0], s6, %[w6]\n\tvmla.f32 %[b1], s14, %[w6]\n\t"
+            "vmla.f32 %[b0], s7, %[w7]\n\tvmla.f32 %[b1], s15, %[w7]"
+            : [b0] "+t"(b0), [b1] "+t"(b1)
+            : [x0] "r"(x0), [x1] "r"(x1), "m"(*(const float(*)[8])x0),
+              "m"(*(const float(*)[8])x1), CS_W8IN(w)
+            : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12",
+              "s13", "s14", "s15");
+    *a0 = b0, *a1 = b1;
+#else
+    int32_t i;
+    float b0 = *a0, b1 = *a1;
+    for (i = 0; i < 8; ++i) {
+        b0 = b0 + x0[i] * w.v[i];
+        b1 = b1 + x1[i] * w.v[i];
+    }
+    *a0 = b0, *a1 = b1;
+#endif
+}
+
+/* a += x[.] * w in order */
+CS_INLINE float cs_dot8(float a, const float *x, cs_w8 w)
+{
+#if CS_VFP
+    __asm__("vldmia %[x], {s0-s7}\n\t" CS_MLA8("%[a]", "s0, %[w0]", "s1, %[w1]", "s2, %[w2]",
+                                               "s3, %[w3]", "s4, %[w4]", "s5, %[w5]",
+                                               "s6, %[w6]", "s7, %[w7]")
+            : [a] "+t"(a)
+            : [x] "r"(x), "m"(*(const float(*)[8])x), CS_W8IN(w)
+            : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7");
+    return a;
+#else
+    int32_t i;
+    for (i = 0; i < 8; ++i) {
+        a = a + x[i] * w.v[i];
+    }
+    return a;
+#endif
+}
+
+/* o[i] += d * w[i], i < 8 */
+CS_INLINE void cs_axpy8(float *o, float d, cs_w8 w)
+{
+#if CS_VFP
+    __asm__("vldmia %[o], {s0-s7}\n\t"
+            "vmla.f32 s0, %[d], %[w0]\n\tvmla.f32 s1, %[d], %[w1]\n\t"
+            "vmla.f32 s2, %[d], %[w2]\n\tvmla.f32 s3, %[d], %[w3]\n\t"
+            "vmla.f32 s4, %[d], %[w4]\n\tvmla.f32 s5, %[d], %[w5]\n\t"
+            "vmla.f32 s6, %[d], %[w6]\n\tvmla.f32 s7, %[d], %[w7]\n\t"
+            "vstmia %[o], {s0-s7}"
+            : "+m"(*(float(*)[8])o)
+            : [o] "r"(o), [d] "t"(d), CS_W8IN(w)
+            : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7");
+#else
+    int32_t i;
+    for (i = 0; i < 8; ++i) {
+        o[i] = o[i] + d * w.v[i];
+    }
+#endif
+}
+
+/* a[i] += d * x[i], i < 8 (a: 8 accumulators kept in registers by the caller) */
+CS_INLINE void cs_acc8(cs_w8 *a, float d, const float *x)
+{
+#if CS_VFP
+    __asm__("vldmia %[x], {s0-s7}\n\t"
+            "vmla.f32 %[a0], %[d], s0\n\tvmla.f32 %[a1], %[d], s1\n\t"
+            "vmla.f32 %[a2], %[d], s2\n\tvmla.f32 %[a3], %[d], s3\n\t"
+            "vmla.f32 %[a4], %[d], s4\n\tvmla.f32 %[a5], %[d], s5\n\t"
+            "vmla.f32 %[a6], %[d], s6\n\tvmla.f32 %[a7], %[d], s7"
+            : [a0] "+t"(a->v[0]), [a1] "+t"(a->v[1]), [a2] "+t"(a->v[2]), [a3] "+t"(a->v[3]),
+              [a4] "+t"(a->v[4]), [a5] "+t"(a->v[5]), [a6] "+t"(a->v[6]), [a7] "+t"(a->v[7])
+            : [x] "r"(x), "m"(*(const float(*)[8])x), [d] "t"(d)
+            : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7");
+#else
+    int32_t i;
+    for (i = 0; i < 8; ++i) {
+        a->v[i] = a->v[i] + d * x[i];
+    }
+#endif
+}
+
+/* a[i] += d * (float)(x[i] - zp), i < 4 (nz = -zp; the difference is exact in int32) */
+CS_INLINE void cs_acc4_s8(float *a0, float *a1, float *a2, float *a3, float d, const int8_t *x,
+                          int32_t nz)
+{
+#if CS_VFP
+    uint32_t v, t0, t1, t2, t3;
+    float b0 = *a0, b1 = *a1, b2 = *a2, b3 = *a3;
+    memcpy(&v, x, 4); /* one LDR: unaligned loads are fine on the M4/M7 */
+    /* SXTAB sign-extends a byte and adds -zp; VMOV moves two core registers at once */
+    __asm__("sxtab %[t0], %[nz], %[v]\n\t"
+            "sxtab %[t1], %[nz], %[v], ror #8\n\t"
+            "sxtab %[t2], %[nz], %[v], ror #16\n\t"
+            "sxtab %[t3], %[nz], %[v], ror #24\n\t"
+            "vmov s0, s1, %[t0], %[t1]\n\t"
+            "vmov s2, s3, %[t2], %[t3]\n\t"
+            "vcvt.f32.s32 s0, s0\n\tvcvt.f32.s32 s1, s1\n\t"
+            "vcvt.f32.s32 s2, s2\n\tvcvt.f32.s32 s3, s3\n\t"
+            "vmla.f32 %[b0], %[d], s0\n\tvmla.f32 %[b1], %[d], s1\n\t"
+            "vmla.f32 %[b2], %[d], s2\n\tvmla.f32 %[b3], %[d], s3"
+            : [b0] "+t"(b0), [b1] "+t"(b1), [b2] "+t"(b2), [b3] "+t"(b3), [t0] "=&r"(t0),
+              [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3)
+            : [v] "r"(v), [nz] "r"(nz), [d] "t"(d)
+            : "s0", "s1", "s2", "s3");
+    *a0 = b0, *a1 = b1, *a2 = b2, *a3 = b3;
+#else
+    *a0 = *a0 + d * (float)(nz + (int32_t)x[0]);
+    *a1 = *a1 + d * (float)(nz + (int32_t)x[1]);
+    *a2 = *a2 + d * (float)(nz + (int32_t)x[2]);
+    *a3 = *a3 + d * (float)(nz + (int32_t)x[3]);
+#endif
+}
+
+/* sum of v[0..n) in order, starting from 0.0f */
+static float cs_sum(const float *v, int32_t n)
+{
+    float a = 0.0f;
+    int32_t p = 0;
+
+#if CS_VFP
+    for (; p + 8 <= n; p += 8) {
+        __asm__("vldmia %[x], {s0-s7}\n\t"
+                "vadd.f32 %[a], %[a], s0\n\tvadd.f32 %[a], %[a], s1\n\t"
+                "vadd.f32 %[a], %[a], s2\n\tvadd.f32 %[a], %[a], s3\n\t"
+                "vadd.f32 %[a], %[a], s4\n\tvadd.f32 %[a], %[a], s5\n\t"
+                "vadd.f32 %[a], %[a], s6\n\tvadd.f32 %[a], %[a], s7"
+                : [a] "+t"(a)
+                : [x] "r"(&v[p]), "m"(*(const float(*)[8]) & v[p])
+                : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7");
+    }
+#else
+    for (; p + 4 <= n; p += 4) {
+        a += v[p];
+        a += v[p + 1];
+        a += v[p + 2];
+        a += v[p + 3];
+    }
+#endif
+    for (; p < n; ++p) {
+        a += v[p];
+    }
+    return a;
+}
+
+/* ---- the source: channel c of a 1x1 conv's input gradient ----
+ * plane[p] += sum over o < nb of dy[p * cout + o] * wc[o], o ascending (dy offset to the
+ * chunk); 8 weights in registers, two pixels at a time */
+static void pw_src(float *plane, const float *dy, const float *wc, int32_t n, int32_t cout,
+                   int32_t nb)
+{
+    int32_t o = 0, p;
+
+    for (; o + 8 <= nb; o += 8) {
+        const cs_w8 w = cs_load8(&wc[o]);
+        for (p = 0; p + 2 <= n; p += 2) {
+            float a0 = plane[p], a1 = plane[p + 1];
+            cs_dot8x2(&a0, &a1, &dy[p * cout + o], &dy[(p + 1) * cout + o], w);
+            plane[p] = a0, plane[p + 1] = a1;
+        }
+        if (p < n) {
+            plane[p] = cs_dot8(plane[p], &dy[p * cout + o], w);
+        }
+    }
+    for (; o < nb; ++o) {
+        const float w = wc[o];
+        for (p = 0; p < n; ++p) {
+            plane[p] = cs_mla(plane[p], dy[p * cout + o], w);
+        }
+    }
+}
+
+void tt_cs_pw_input_s8_opt(float *plane, const float *dy, const int8_t *w, const float *w_scale,
+                           int32_t n, int32_t cout, int32_t cin, int32_t c)
+{
+    float wc[CS_OB];
+    int32_t o0, o;
+
+    memset(plane, 0, sizeof(float) * (size_t)n);
+    for (o0 = 0; o0 < cout; o0 += CS_OB) {
+        const int32_t nb = cout - o0 < CS_OB ? cout - o0 : CS_OB;
+        for (o = 0; o < nb; ++o) {
+            wc[o] = w_scale[o0 + o] * (float)w[(o0 + o) * cin + c];
+        }
+        pw_src(plane, &dy[o0], wc, n, cout, nb);
+    }
+}
+
+void tt_cs_pw_input_f32_opt(float *plane, const float *dy, const float *w, int32_t n,
+                            int32_t cout, int32_t cin, int32_t c)
+{
+    float wc[CS_OB];
+    int32_t o0, o;
+
+    memset(plane, 0, sizeof(float) * (size_t)n);
+    for (o0 = 0; o0 < cout; o0 += CS_OB) {
+        const int32_t nb = cout - o0 < CS_OB ? cout - o0 : CS_OB;
+        for (o = 0; o < nb; ++o) {
+            wc[o] = w[(o0 + o) * cin + c];
+        }
+        pw_src(plane, &dy[o0], wc, n, cout, nb);
+    }
+}
+
+/* ---- the sinks: dx[p, idx[j]] += d(p) * w[j]; d = dy * scale when `scaled` ---- */
+CS_INLINE float sink_d(const float *dy, int32_t p, float sc, int scaled)
+{
+    return scaled ? dy[p] * sc : dy[p];
+}
+
+CS_INLINE void pw_sink(float *dx, const float *dy, const float *wf, const int8_t *wq, float sc,
+                       int scaled, int32_t n, int32_t dx_c, const int32_t *idx, int32_t k)
+{
+    int32_t j = 0, p;
+
+    if (idx == NULL) {
+        /* 16 (then 8) contiguous outputs per pixel, weights in registers */
+        for (; j + 16 <= k; j += 16) {
+            const cs_w8 w0 = wq != NULL ? cs_load8_s8(&wq[j]) : cs_load8(&wf[j]);
+            const cs_w8 w1 = wq != NULL ? cs_load8_s8(&wq[j + 8]) : cs_load8(&wf[j + 8]);
+            for (p = 0; p < n; ++p) {
+                const float d = sink_d(dy, p, sc, scaled);
+                cs_axpy8(&dx[p * dx_c + j], d, w0);
+                cs_axpy8(&dx[p * dx_c + j + 8], d, w1);
+            }
+        }
+        for (; j + 8 <= k; j += 8) {
+            const cs_w8 w0 = wq != NULL ? cs_load8_s8(&wq[j]) : cs_load8(&wf[j]);
+            for (p = 0; p < n; ++p) {
+                cs_axpy8(&dx[p * dx_c + j], sink_d(dy, p, sc, scaled), w0);
+            }
+        }
+    } else {
+        /* scattered outputs: 4 channels per pass, their offsets in registers */
+        for (; j + 4 <= k; j += 4) {
+            const int32_t i0 = idx[j], i1 = idx[j + 1], i2 = idx[j + 2], i3 = idx[j + 3];
+            const float w0 = wq != NULL ? (float)wq[j] : wf[j];
+            const float w1 = wq != NULL ? (float)wq[j + 1] : wf[j + 1];
+            const float w2 = wq != NULL ? (float)wq[j + 2] : wf[j + 2];
+            const float w3 = wq != NULL ? (float)wq[j + 3] : wf[j + 3];
+            for (p = 0; p < n; ++p) {
+                float *o = &dx[p * dx_c];
+                const float d = sink_d(dy, p, sc, scaled);
+                o[i0] = cs_mla(o[i0], d, w0);
+                o[i1] = cs_mla(o[i1], d, w1);
+                o[i2] = cs_mla(o[i2], d, w2);
+                o[i3] = cs_mla(o[i3], d, w3);
+            }
+        }
+    }
+    for (; j < k; ++j) {
+        const int32_t i = channel(idx, j);
+        const float w = wq != NULL ? (float)wq[j] : wf[j];
+        for (p = 0; p < n; ++p) {
+            float *o = &dx[p * dx_c + i];
+            *o = cs_mla(*o, sink_d(dy, p, sc, scaled), w);
+        }
+    }
+}
+
+void tt_cs_pw_input_add_s8_opt(float *dx, const float *dy, const int8_t *w,
+                               const float *w_scale, int32_t n, int32_t dx_c,
+                               const int32_t *idx, int32_t k, int32_t c)
+{
+    pw_sink(dx, dy, NULL, &w[c * k], w_scale[c], 1, n, dx_c, idx, k);
+}
+
+void tt_cs_pw_input_add_f32_opt(float *dx, const float *dy, const float *w, int32_t n,
+                                int32_t dx_c, const int32_t *idx, int32_t k, int32_t c)
+{
+    pw_sink(dx, dy, &w[c * k], NULL, 1.0f, 0, n, dx_c, idx, k);
+}
+
+/* ---- 1x1 weight row c: acc[j] = sum over p of dy[p] * x[p, j], p ascending per j ----
+ * (the reference's order for each element: p is the outer loop here, j blocks inner) */
+static void pw_wgrad_s8(float *acc, const float *dy, const int8_t *x, int32_t x_zp, int32_t n,
+                        int32_t k, int32_t nb)
+{
+    const int32_t nz = -x_zp;
+    int32_t p, j = 0;
+
+    for (; j + 16 <= nb; j += 16) {
+        cs_w8 a = {{0.0f}}, b = {{0.0f}};
+        for (p = 0; p < n; ++p) {
+            const int8_t *xp = &x[p * k + j];
+            const float d = dy[p];
+            cs_acc4_s8(&a.v[0], &a.v[1], &a.v[2], &a.v[3], d, xp, nz);
+            cs_acc4_s8(&a.v[4], &a.v[5], &a.v[6], &a.v[7], d, xp + 4, nz);
+            cs_acc4_s8(&b.v[0], &b.v[1], &b.v[2], &b.v[3], d, xp + 8, nz);
+            cs_acc4_s8(&b.v[4], &b.v[5], &b.v[6], &b.v[7], d, xp + 12, nz);
+        }
+        memcpy(&acc[j], a.v, sizeof a.v);
+        memcpy(&acc[j + 8], b.v, sizeof b.v);
+    }
+    for (; j + 8 <= nb; j += 8) {
+        cs_w8 a = {{0.0f}};
+        for (p = 0; p < n; ++p) {
+            const int8_t *xp = &x[p * k + j];
+            const float d = dy[p];
+            cs_acc4_s8(&a.v[0], &a.v[1], &a.v[2], &a.v[3], d, xp, nz);
+            cs_acc4_s8(&a.v[4], &a.v[5], &a.v[6], &a.v[7], d, xp + 4, nz);
+        }
+        memcpy(&acc[j], a.v, sizeof a.v);
+    }
+    for (; j + 4 <= nb; j += 4) {
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        for (p = 0; p < n; ++p) {
+            cs_acc4_s8(&a0, &a1, &a2, &a3, dy[p], &x[p * k + j], nz);
+        }
+        acc[j] = a0, acc[j + 1] = a1, acc[j + 2] = a2, acc[j + 3] = a3;
+    }
+    for (; j < nb; ++j) {
+        float a = 0.0f;
+        for (p = 0; p < n; ++p) {
+            a = cs_mla(a, dy[p], (float)((int32_t)x[p * k + j] - x_zp));
+        }
+        acc[j] = a;
+    }
+}
+
+#define CS_JB 32 /* weight-row elements per gradient pass (accumulators on the stack) */
+
+/* row c's elements j0 .. j0 + nb - 1 updated from their gradients acc (x's real scale not yet
+ * applied), as tt_cs_pw_weight_sgd_s8 does */
+static void pw_update_s8(int8_t *w, uint8_t *shadow, const float *acc, float x_scale,
+                         int32_t j0, int32_t nb, int32_t k, int32_t w_cin, const int32_t *idx,
+                         int32_t c, const float *step, const tt_q8_update *u)
+{
+    int32_t j;
+
+    if (u->mode == TT_Q8_STOCHASTIC) { /* the rounding inline, its key hoisted */
+        const uint32_t key = tt_sr_key(u->salt, u->step);
+        const float s = step[c];
+        if (idx == NULL) { /* the row's elements j0.. in order (packed or whole) */
+            int8_t *const row = &w[(u->packed ? c * k : c * w_cin) + j0];
+            const uint32_t seed = (uint32_t)(c * w_cin + j0);
+            for (j = 0; j < nb; ++j) {
+                row[j] = tt_sr_s8(row[j], acc[j] * x_scale * s, key, seed + (uint32_t)j);
+            }
+            return;
+        }
+        for (j = 0; j < nb; ++j) {
+            const int32_t ci = channel(idx, j0 + j);
+            int8_t *const p = &w[u->packed ? c * k + j0 + j : c * w_cin + ci];
+            *p = tt_sr_s8(*p, acc[j] * x_scale * s, key, (uint32_t)(c * w_cin + ci));
+        }
+        return;
+    }
+    for (j = 0; j < nb; ++j) {
+        const int32_t si = c * k + j0 + j;
+        const int32_t wi = c * w_cin + channel(idx, j0 + j);
+        const int32_t at = u->packed ? si : wi;
+        w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL,
+                              acc[j] * x_scale * step[c], u, (uint32_t)wi);
+    }
+}
+
+void tt_cs_pw_weight_sgd_s8_opt(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,
+                                float x_scale, int32_t x_zp, int32_t n, int32_t k, int32_t w_cin,
+                                const int32_t *idx, int32_t c, const float *step,
+                                const tt_q8_update *u)
+{
+    float acc[CS_JB];
+    int32_t j0;
+
+    for (j0 = 0; j0 < k; j0 += CS_JB) {
+        const int32_t nb = k - j0 < CS_JB ? k - j0 : CS_JB;
+        pw_wgrad_s8(acc, dy, &x[j0], x_zp, n, k, nb);
+        pw_update_s8(w, shadow, acc, x_scale, j0, nb, k, w_cin, idx, c, step, u);
+    }
+}
+
+static void pw_wgrad_f32(float *acc, const float *dy, const float *x, int32_t n, int32_t k,
+                         int32_t nb)
+{
+    int32_t p, j = 0;
+
+    for (; j + 16 <= nb; j += 16) {
+        cs_w8 a = {{0.0f}}, b = {{0.0f}};
+        for (p = 0; p < n; ++p) {
+            const float d = dy[p];
+            cs_acc8(&a, d, &x[p * k + j]);
+            cs_acc8(&b, d, &x[p * k + j + 8]);
+        }
+        memcpy(&acc[j], a.v, sizeof a.v);
+        memcpy(&acc[j + 8], b.v, sizeof b.v);
+    }
+    for (; j + 8 <= nb; j += 8) {
+        cs_w8 a = {{0.0f}};
+        for (p = 0; p < n; ++p) {
+            cs_acc8(&a, dy[p], &x[p * k + j]);
+        }
+        memcpy(&acc[j], a.v, sizeof a.v);
+    }
+    for (; j < nb; ++j) {
+        float a = 0.0f;
+        for (p = 0; p < n; ++p) {
+            a = cs_mla(a, dy[p], x[p * k + j]);
+        }
+        acc[j] = a;
+    }
+}
+
+void tt_cs_x_float_s8_opt(float *xf, const int8_t *x, int32_t n, int32_t x_zp)
+{
+    const int32_t nz = -x_zp;
+    int32_t i = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        cs_acc4_s8(&a0, &a1, &a2, &a3, 1.0f, &x[i], nz); /* 0 + 1 * v: v exactly */
+        xf[i] = a0, xf[i + 1] = a1, xf[i + 2] = a2, xf[i + 3] = a3;
+    }
+    for (; i < n; ++i) {
+        xf[i] = (float)((int32_t)x[i] - x_zp);
+    }
+}
+
+/* x already converted: 8 elements per VLDM and 8 VMLA per pixel, no per-use conversion */
+void tt_cs_pw_weight_sgd_s8f_opt(int8_t *w, uint8_t *shadow, const float *dy, const float *xf,
+                                 float x_scale, int32_t n, int32_t k, int32_t w_cin,
+                                 const int32_t *idx, int32_t c, const float *step,
+                                 const tt_q8_update *u)
+{
+    float acc[CS_JB];
+    int32_t j0;
+
+    for (j0 = 0; j0 < k; j0 += CS_JB) {
+        const int32_t nb = k - j0 < CS_JB ? k - j0 : CS_JB;
+        pw_wgrad_f32(acc, dy, &xf[j0], n, k, nb);
+        pw_update_s8(w, shadow, acc, x_scale, j0, nb, k, w_cin, idx, c, step, u);
+    }
+}
+
+void tt_cs_pw_weight_sgd_f32_opt(float *w, float *m, const float *dy, const float *x, int32_t n,
+                                 int32_t k, int32_t w_cin, const int32_t *idx, int32_t c,
+                                 float lr, float momentum, float wd)
+{
+    float acc[CS_JB];
+    int32_t j0, j;
+
+    for (j0 = 0; j0 < k; j0 += CS_JB) {
+        const int32_t nb = k - j0 < CS_JB ? k - j0 : CS_JB;
+        pw_wgrad_f32(acc, dy, &x[j0], n, k, nb);
+        for (j = 0; j < nb; ++j) {
+            float *wp = &w[c * w_cin + channel(idx, j0 + j)];
+            *wp = tt_sgd_elem(*wp, acc[j], m != NULL ? &m[c * k + j0 + j] : NULL, lr, momentum,
+                              wd);
+        }
+    }
+}
+
+/* ---- bias of channel c (the sum in the reference's order) ---- */
+void tt_cs_bias_sgd_s32_opt(int32_t *b, const float *dy, int32_t n, int32_t c, const float *step,
+                            const tt_q8_update *u)
+{
+    const float d = cs_sum(dy, n) * step[c];
+    b[c] = u->mode == TT_Q8_STOCHASTIC ? tt_sr_s32(b[c], d, tt_sr_key(u->salt, u->step),
+                                                   (uint32_t)c)
+                                       : tt_q8_step_s32(b[c], d, u, (uint32_t)c);
+}
+
+void tt_cs_bias_sgd_f32_opt(float *b, float *m, const float *dy, int32_t n, int32_t c, float lr,
+                            float momentum, float wd)
+{
+    b[c] = tt_sgd_elem(b[c], 0.0f + cs_sum(dy, n), m != NULL ? &m[c] : NULL, lr, momentum, wd);
+}
+
+/* ---- elementwise masks of channel c: 4 pixels per pass, each element's bits moved as an
+ * integer (or zeroed) by a conditional instruction rather than a branch. out may be in (a
+ * mask may write over its input's slot): each element is read before it is written. ---- */
+CS_INLINE uint32_t cs_bits(const float *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+CS_INLINE void cs_put(float *p, uint32_t v)
+{
+    memcpy(p, &v, 4);
+}
+
+void tt_cs_mask_opt(float *out, const float *in, const uint8_t *mask, int32_t n, int32_t ch,
+                    int32_t c)
+{
+    int32_t p = 0;
+
+    if ((ch & 7) == 0) {
+        /* the bit sits at the same position of every pixel's byte: shift it to the sign bit
+         * and spread it into an all-ones / all-zeros mask of the element's bits */
+        const uint8_t *mp = &mask[c >> 3];
+        const int32_t st = ch >> 3;
+        const uint32_t up = 31u - (uint32_t)(c & 7);
+        for (; p + 4 <= n; p += 4) {
+            const int32_t q = p * st;
+            const uint32_t m0 = (uint32_t)((int32_t)((uint32_t)mp[q] << up) >> 31);
+            const uint32_t m1 = (uint32_t)((int32_t)((uint32_t)mp[q + st] << up) >> 31);
+            const uint32_t m2 = (uint32_t)((int32_t)((uint32_t)mp[q + 2 * st] << up) >> 31);
+            const uint32_t m3 = (uint32_t)((int32_t)((uint32_t)mp[q + 3 * st] << up) >> 31);
+            const uint32_t v0 = cs_bits(&in[p]), v1 = cs_bits(&in[p + 1]);
+            const uint32_t v2 = cs_bits(&in[p + 2]), v3 = cs_bits(&in[p + 3]);
+            cs_put(&out[p], v0 & m0);
+            cs_put(&out[p + 1], v1 & m1);
+            cs_put(&out[p + 2], v2 & m2);
+            cs_put(&out[p + 3], v3 & m3);
+        }
+    }
+    for (; p < n; ++p) {
+        const int32_t i = p * ch + c;
+        cs_put(&out[p], ((mask[i >> 3] >> (i & 7)) & 1u) ? cs_bits(&in[p]) : 0u);
+    }
+}
+
+void tt_cs_q8_clamp_opt(float *out, const float *in, const int8_t *y, int32_t n, int32_t ch,
+                        int32_t c, int32_t lo, int32_t hi)
+{
+    /* lo < v < hi as one unsigned compare, v - (lo + 1) < hi - lo - 1 (no wrap: v is int8) */
+    const uint32_t base = (uint32_t)lo + 1u;
+    const uint32_t range = (uint32_t)hi - (uint32_t)lo - 1u;
+    const int8_t *yp = &y[c];
+    int32_t p = 0;
+
+    if ((int64_t)hi - (int64_t)lo <= 1) {
+        memset(out, 0, sizeof(float) * (size_t)n); /* nothing lies strictly between */
+        return;
+    }
+    for (; p + 4 <= n; p += 4) {
+        const int32_t q = p * ch;
+        uint32_t v0 = cs_bits(&in[p]), v1 = cs_bits(&in[p + 1]);
+        uint32_t v2 = cs_bits(&in[p + 2]), v3 = cs_bits(&in[p + 3]);
+        v0 = ((uint32_t)(int32_t)yp[q] - base) < range ? v0 : 0u;
+        v1 = ((uint32_t)(int32_t)yp[q + ch] - base) < range ? v1 : 0u;
+        v2 = ((uint32_t)(int32_t)yp[q + 2 * ch] - base) < range ? v2 : 0u;
+        v3 = ((uint32_t)(int32_t)yp[q + 3 * ch] - base) < range ? v3 : 0u;
+        cs_put(&out[p], v0);
+        cs_put(&out[p + 1], v1);
+        cs_put(&out[p + 2], v2);
+        cs_put(&out[p + 3], v3);
+    }
+    for (; p < n; ++p) {
+        const uint32_t v = cs_bits(&in[p]);
+        cs_put(&out[p], ((uint32_t)(int32_t)yp[p * ch] - base) < range ? v : 0u);
+    }
+}
+
+void tt_cs_clip_f32_opt(float *out, const float *in, const float *x, int32_t n, int32_t ch,
+                        int32_t c, float lo, float hi)
+{
+    const float *xp = &x[c];
+    int32_t p = 0;
+
+    for (; p + 4 <= n; p += 4) {
+        const int32_t q = p * ch;
+        const float x0 = xp[q], x1 = xp[q + ch], x2 = xp[q + 2 * ch], x3 = xp[q + 3 * ch];
+        uint32_t v0 = cs_bits(&in[p]), v1 = cs_bits(&in[p + 1]);
+        uint32_t v2 = cs_bits(&in[p + 2]), v3 = cs_bits(&in[p + 3]);
+        v0 = (x0 > lo && x0 < hi) ? v0 : 0u;
+        v1 = (x1 > lo && x1 < hi) ? v1 : 0u;
+        v2 = (x2 > lo && x2 < hi) ? v2 : 0u;
+        v3 = (x3 > lo && x3 < hi) ? v3 : 0u;
+        cs_put(&out[p], v0);
+        cs_put(&out[p + 1], v1);
+        cs_put(&out[p + 2], v2);
+        cs_put(&out[p + 3], v3);
+    }
+    for (; p < n; ++p) {
+        const float v = xp[p * ch];
+        cs_put(&out[p], (v > lo && v < hi) ? cs_bits(&in[p]) : 0u);
+    }
+}
+
+/* ---- depthwise conv (channel multiplier 1) ----
+ * Both gradients walk plane rows and read each row from a buffer padded with zeros, so every
+ * tap of every element lies inside it and the inner loops test no bounds. A padding tap adds
+ * a zero product to an accumulator that starts at +0.0f, so it is never -0 and x + (+-0) == x:
+ * the sums stay exactly the reference's as long as the factor that meets the zeros is finite
+ * (0 * inf is NaN). The kernels check that, and run the reference otherwise (and for column
+ * dilation, or rows / kernels wider than the buffers). Small planes (8x8, 4x4: most of a
+ * sparse update's backward) are padded whole, so an element or weight sums all its taps in
+ * registers without a per-row setup. The loops are compiled for kernel widths 3, 5, 7 and
+ * column strides 1, 2 (and once generic). */
+#define CS_KW 8                     /* widest kernel row of the fast paths */
+#define CS_KK 49                    /* largest kh * kw of the fast paths */
+#define CS_ROW 80                   /* widest plane row of the fast paths (64 in the networks) */
+#define CS_PAD (CS_ROW + 2 * CS_KW) /* a row and its zero margins */
+#define CS_CLS 4                    /* largest column stride of the input gradient's fast path */
+#define CS_PLANE 144                /* a small plane and its zero margins */
+
+CS_INLINE int cs_finite(float v)
+{
+    uint32_t b;
+    memcpy(&b, &v, 4);
+    return (b & 0x7f800000u) != 0x7f800000u;
+}
+
+/* out[j * S] += sum over t < T of e[j + t] * wr[t], t ascending, for j < cnt */
+CS_INLINE void dwi_run(float *out, const float *e, const float *wr, int32_t cnt, const int T,
+                       const int S)
+{
+    float wt[CS_KW], v[CS_KW + 3];
+    int32_t j = 0, t;
+
+#pragma GCC unroll 8
+    for (t = 0; t < T; ++t) {
+        wt[t] = wr[t];
+    }
+    for (; j + 4 <= cnt; j += 4) {
+        float *o = &out[j * S];
+        float a0 = o[0], a1 = o[S], a2 = o[2 * S], a3 = o[3 * S];
+#pragma GCC unroll 11
+        for (t = 0; t < T + 3; ++t) {
+            v[t] = e[j + t];
+        }
+#pragma GCC unroll 8
+        for (t = 0; t < T; ++t) {
+            a0 = cs_mla(a0, v[t], wt[t]);
+            a1 = cs_mla(a1, v[t + 1], wt[t]);
+            a2 = cs_mla(a2, v[t + 2], wt[t]);
+            a3 = cs_mla(a3, v[t + 3], wt[t]);
+        }
+        o[0] = a0, o[S] = a1, o[2 * S] = a2, o[3 * S] = a3;
+    }
+    for (; j < cnt; ++j) {
+        float a = out[j * S];
+#pragma GCC unroll 8
+        for (t = 0; t < T; ++t) {
+            a = cs_mla(a, e[j + t], wt[t]);
+        }
+        out[j * S] = a;
+    }
+}
+
+/* dwi_run with T and S known only at run time */
+static void dwi_any(float *out, const float *e, const float *wr, int32_t cnt, int32_t T,
+                    int32_t S)
+{
+    int32_t j, t;
+
+    for (j = 0; j < cnt; ++j) {
+        float a = out[j * S];
+        for (t = 0; t < T; ++t) {
+            a = cs_mla(a, e[j + t], wr[t]);
+        }
+        out[j * S] = a;
+    }
+}
+
+/* A dx row gains dy row oy through weight row ky. Its elements with (ix + pl) % S == r form
+ * class r, which meets only the taps kx = r (mod S): kxs, kxs - S, ... (T = (K - 1 - r) / S
+ * + 1 of them), at dy columns oxs + j, oxs + j + 1, ... for its j-th element: each element
+ * loads once, adds its taps in ascending ox (the reference's loop order) and stores. */
+typedef struct {
+    int32_t ix0, oxs, cnt, off;
+} dwi_class;
+
+/* K, S: compile-time kernel width and column stride, or 0 (g's, at run time) */
+CS_INLINE void dwi_plane(float *dx, const float *dy, const float *wr, const dwi_class *cl,
+                         float *e, int scaled, float sc, const tt_conv_geom *g, const int K,
+                         const int S)
+{
+    int32_t oy, ox, ky, r;
+
+    for (oy = 0; oy < g->oh; ++oy) {
+        const float *d = &dy[oy * g->ow];
+        if (scaled) {
+            for (ox = 0; ox < g->ow; ++ox) {
+                e[ox] = d[ox] * sc; /* the reference's d, once per dy element */
+            }
+        } else {
+            for (ox = 0; ox < g->ow; ++ox) {
+                e[ox] = d[ox];
+            }
+        }
+        for (ky = 0; ky < g->kh; ++ky) {
+            const int32_t iy = oy * g->sh - g->pt + ky * g->dh;
+            if (iy < 0 || iy >= g->h) {
+                continue;
+            }
+            if (K == 0) {
+                for (r = 0; r < g->sw && r < g->kw; ++r) {
+                    dwi_any(&dx[iy * g->w + cl[r].ix0], &e[cl[r].oxs],
+                            &wr[ky * g->kw + cl[r].off], cl[r].cnt, (g->kw - 1 - r) / g->sw + 1,
+                            g->sw);
+                }
+                continue;
+            }
+            /* the specialised strides are 1 and 2: one or two classes */
+            dwi_run(&dx[iy * g->w + cl[0].ix0], &e[cl[0].oxs], &wr[ky * K + cl[0].off],
+                    cl[0].cnt, (K - 1) / S + 1, S);
+            if (S == 2) {
+                dwi_run(&dx[iy * g->w + cl[1].ix0], &e[cl[1].oxs], &wr[ky * K + cl[1].off],
+                        cl[1].cnt, (K - 2) / S + 1, S);
+            }
+        }
+    }
+}
+
+/* the padded row buffer and the loops compiled per shape */
+CS_INLINE void dwi_planes(float *dx, const float *dy, const float *wr, const dwi_class *cl,
+                          int32_t padl, int32_t len, int scaled, float sc, const tt_conv_geom *g)
+{
+    const int32_t K = g->kw, S = g->sw;
+    float dp[CS_PAD];
+
+    memset(dp, 0, sizeof(float) * (size_t)len);
+    memset(dx, 0, sizeof(float) * (size_t)(g->h * g->w));
+    if (K == 3 && S == 1) {
+        dwi_plane(dx, dy, wr, cl, &dp[padl], scaled, sc, g, 3, 1);
+    } else if (K == 5 && S == 1) {
+        dwi_plane(dx, dy, wr, cl, &dp[padl], scaled, sc, g, 5, 1);
+    } else if (K == 7 && S == 1) {
+        dwi_plane(dx, dy, wr, cl, &dp[padl], scaled, sc, g, 7, 1);
+    } else if (K == 3 && S == 2) {
+        dwi_plane(dx, dy, wr, cl, &dp[padl], scaled, sc, g, 3, 2);
+    } else if (K == 5 && S == 2) {
+        dwi_plane(dx, dy, wr, cl, &dp[padl], scaled, sc, g, 5, 2);
+    } else if (K == 7 && S == 2) {
+        dwi_plane(dx, dy, wr, cl, &dp[padl], scaled, sc, g, 7, 2);
+    } else {
+        dwi_plane(dx, dy, wr, cl, &dp[padl], scaled, sc, g, 0, 0);
+    }
+}
+
+/* 1 if done, 0 if the reference must run; weights wq (int8) or wfl (fp32) */
+static __attribute__((noinline)) int dw_input_fast(float *dx, const float *dy,
+                                                   const int8_t *wq, const float *wfl, float sc,
+                                                   const tt_conv_geom *g)
+{
+    const int32_t S = g->sw, K = g->kw, W = g->w, OW = g->ow;
+    dwi_class cl[CS_CLS];
+    float wr[CS_KK];
+    int32_t padl = 0, padr = 0, off = 0, r, t, ky;
+
+    if (g->dw != 1 || S < 1 || S > CS_CLS || g->sh < 1 || K > CS_KW || g->kh * K > CS_KK ||
+        OW > CS_ROW) {
+        return 0;
+    }
+    for (r = 0; r < S && r < K; ++r) {
+        const int32_t kxs = r + (K - 1 - r) / S * S; /* the class's largest tap */
+        const int32_t T = (K - 1 - r) / S + 1;
+        const int32_t ix0 = ((r - g->pl) % S + S) % S; /* its first dx column */
+        const int32_t oxs = (ix0 + g->pl - kxs) / S;   /* exact: ix0 + pl = kxs (mod S) */
+        const int32_t cnt = ix0 < W ? (W - ix0 + S - 1) / S : 0;
+        if (cnt > 0) {
+            padl = -oxs > padl ? -oxs : padl;
+            padr = oxs + cnt + T - 1 - OW > padr ? oxs + cnt + T - 1 - OW : padr;
+        }
+        cl[r].ix0 = cnt > 0 ? ix0 : 0, cl[r].oxs = cnt > 0 ? oxs : 0; /* empty: in bounds */
+        cl[r].cnt = cnt, cl[r].off = off;
+        for (ky = 0; ky < g->kh; ++ky) {
+            for (t = 0; t < T; ++t) {
+                const int32_t at = ky * K + kxs - S * t;
+                const float v = wq != NULL ? (float)wq[at] : wfl[at];
+                if (!cs_finite(v)) {
+                    return 0;
+                }
+                wr[ky * K + off + t] = v;
+            }
+        }
+        off += T;
+    }
+    if (padl + OW + padr > CS_PAD) {
+        return 0;
+    }
+    dwi_planes(dx, dy, wr, cl, padl, padl + OW + padr, wq != NULL, sc, g);
+    return 1;
+}
+
+/* Small planes, unit strides and dilations: each dx element gathers all its taps in a
+ * register, ky then kx descending (oy then ox ascending: the reference's order), from the
+ * scaled dy plane padded with zeros: P[(oy + K - 1 - pt) * pw + ox + K - 1 - pl]. So dx row
+ * iy, column ix, tap (ky, K - 1 - t) reads P[(iy + K - 1 - ky) * pw + ix + t]. 4 columns at
+ * a time, the first term added to +0.0f as in the reference. */
+CS_INLINE void dwi_gather(float *dx, const float *P, int32_t pw, const float *wf, int32_t h,
+                          int32_t w, const int K)
+{
+    float v[CS_KW + 3];
+    int32_t iy, ix, ky, t;
+
+    for (iy = 0; iy < h; ++iy) {
+        for (ix = 0; ix + 4 <= w; ix += 4) {
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma GCC unroll 8
+            for (ky = K - 1; ky >= 0; --ky) {
+                const float *e = &P[(iy + K - 1 - ky) * pw + ix];
+#pragma GCC unroll 11
+                for (t = 0; t < K + 3; ++t) {
+                    v[t] = e[t];
+                }
+#pragma GCC unroll 8
+                for (t = 0; t < K; ++t) {
+                    const float wt = wf[ky * K + K - 1 - t];
+                    a0 = cs_mla(a0, v[t], wt);
+                    a1 = cs_mla(a1, v[t + 1], wt);
+                    a2 = cs_mla(a2, v[t + 2], wt);
+                    a3 = cs_mla(a3, v[t + 3], wt);
+                }
+            }
+            dx[iy * w + ix] = a0, dx[iy * w + ix + 1] = a1;
+            dx[iy * w + ix + 2] = a2, dx[iy * w + ix + 3] = a3;
+        }
+        for (; ix < w; ++ix) {
+            float a = 0.0f;
+            for (ky = K - 1; ky >= 0; --ky) {
+                for (t = 0; t < K; ++t) {
+                    a = cs_mla(a, P[(iy + K - 1 - ky) * pw + ix + t], wf[ky * K + K - 1 - t]);
+                }
+            }
+            dx[iy * w + ix] = a;
+        }
+    }
+}
+
+/* 1 if done, 0 if not a small plane with a 3x3 kernel (wider ones gain nothing here: their
+ * weights do not fit in registers) or the weights are not finite */
+static __attribute__((noinline)) int dw_input_small(float *dx, const float *dy,
+                                                    const int8_t *wq, const float *wfl,
+                                                    float sc, const tt_conv_geom *g)
+{
+    const int32_t ph = g->h + 2, pw = g->w + 2, r0 = 2 - g->pt, q0 = 2 - g->pl;
+    const int32_t oh = g->oh < ph - r0 ? g->oh : ph - r0, ow = g->ow < pw - q0 ? g->ow : pw - q0;
+    float P[CS_PLANE], wf[9];
+    uint32_t bad = 0;
+    int32_t oy, ox, i;
+
+    if (g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->kh != 3 || g->kw != 3 ||
+        r0 < 0 || q0 < 0 || ph * pw > CS_PLANE) {
+        return 0;
+    }
+    for (i = 0; i < 9; ++i) {
+        wf[i] = wq != NULL ? (float)wq[i] : wfl[i];
+        bad |= !cs_finite(wf[i]);
+    }
+    if (bad) {
+        return 0;
+    }
+    memset(P, 0, sizeof(float) * (size_t)(ph * pw));
+    for (oy = 0; oy < oh; ++oy) { /* the rows and columns that meet dx */
+        const float *d = &dy[oy * g->ow];
+        float *pr = &P[(oy + r0) * pw + q0];
+        if (wq != NULL) {
+            for (ox = 0; ox < ow; ++ox) {
+                pr[ox] = d[ox] * sc; /* the reference's d */
+            }
+        } else {
+            for (ox = 0; ox < ow; ++ox) {
+                pr[ox] = d[ox];
+            }
+        }
+    }
+    dwi_gather(dx, P, pw, wf, g->h, g->w, 3);
+    return 1;
+}
+
+void tt_cs_dw_input_s8_opt(float *dx, const float *dy, const int8_t *w, const float *w_scale,
+                           const tt_conv_geom *g, int32_t c)
+{
+    const int8_t *wc = &w[c * g->kh * g->kw];
+
+    if (!dw_input_small(dx, dy, wc, NULL, w_scale[c], g) &&
+        !dw_input_fast(dx, dy, wc, NULL, w_scale[c], g)) {
+        tt_cs_dw_input_s8(dx, dy, w, w_scale, g, c);
+    }
+}
+
+void tt_cs_dw_input_f32_opt(float *dx, const float *dy, const float *w, const tt_conv_geom *g,
+                            int32_t c)
+{
+    const float *wc = &w[c * g->kh * g->kw];
+
+    if (!dw_input_small(dx, dy, NULL, wc, 1.0f, g) && !dw_input_fast(dx, dy, NULL, wc, 1.0f, g)) {
+        tt_cs_dw_input_f32(dx, dy, w, g, c);
+    }
+}
+
+/* weight gradient, one tap row ky: acc[kx] += sum over r < rows, ox < ow of d[r * ds + ox] *
+ * xp[r * xs + ox * S + kx], (r, ox) ascending (xp: padded x rows from column -pl) */
+CS_INLINE void dww_rows(float *acc, const float *d, int32_t ds, const float *xp, int32_t xs,
+                        int32_t ow, int32_t rows, const int K, const int S)
+{
+    float a[CS_KW], v[3 * CS_CLS + CS_KW];
+    int32_t r, ox, kx, i;
+
+#pragma GCC unroll 8
+    for (kx = 0; kx < K; ++kx) {
+        a[kx] = acc[kx];
+    }
+    for (r = 0; r < rows; ++r) {
+        const float *dr = &d[r * ds], *xr = &xp[r * xs];
+        for (ox = 0; ox + 4 <= ow; ox += 4) {
+#pragma GCC unroll 16
+            for (i = 0; i < 3 * S + K; ++i) {
+                v[i] = xr[ox * S + i];
+            }
+#pragma GCC unroll 4
+            for (i = 0; i < 4; ++i) {
+                const float dv = dr[ox + i];
+#pragma GCC unroll 8
+                for (kx = 0; kx < K; ++kx) {
+                    a[kx] = cs_mla(a[kx], dv, v[i * S + kx]);
+                }
+            }
+        }
+        for (; ox < ow; ++ox) {
+            const float dv = dr[ox];
+#pragma GCC unroll 8
+            for (kx = 0; kx < K; ++kx) {
+                a[kx] = cs_mla(a[kx], dv, xr[ox * S + kx]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (kx = 0; kx < K; ++kx) {
+        acc[kx] = a[kx];
+    }
+}
+
+/* dww_rows with K and S known only at run time */
+static void dww_any(float *acc, const float *d, int32_t ds, const float *xp, int32_t xs,
+                    int32_t ow, int32_t rows, int32_t K, int32_t S)
+{
+    int32_t r, ox, kx;
+
+    for (r = 0; r < rows; ++r) {
+        for (ox = 0; ox < ow; ++ox) {
+            for (kx = 0; kx < K; ++kx) {
+                acc[kx] = cs_mla(acc[kx], d[r * ds + ox], xp[r * xs + ox * S + kx]);
+            }
+        }
+    }
+}
+
+/* xr[ix] = channel c of x row iy, as the reference reads it: (float)(x - zp) or the float
+ * (at = the row's first element); 4 columns per pass */
+static void dww_load_row(float *xr, const int8_t *xq, const float *xf, int32_t x_zp,
+                         int32_t at, int32_t w, int32_t cin)
+{
+    int32_t ix = 0;
+
+    if (xq != NULL) {
+        const int8_t *q = &xq[at];
+        for (; ix + 4 <= w; ix += 4) {
+            const int32_t v0 = q[ix * cin], v1 = q[(ix + 1) * cin];
+            const int32_t v2 = q[(ix + 2) * cin], v3 = q[(ix + 3) * cin];
+            xr[ix] = (float)(v0 - x_zp);
+            xr[ix + 1] = (float)(v1 - x_zp);
+            xr[ix + 2] = (float)(v2 - x_zp);
+            xr[ix + 3] = (float)(v3 - x_zp);
+        }
+        for (; ix < w; ++ix) {
+            xr[ix] = (float)((int32_t)q[ix * cin] - x_zp);
+        }
+    } else {
+        const float *q = &xf[at];
+        for (; ix + 4 <= w; ix += 4) {
+            const float v0 = q[ix * cin], v1 = q[(ix + 1) * cin];
+            const float v2 = q[(ix + 2) * cin], v3 = q[(ix + 3) * cin];
+            xr[ix] = v0, xr[ix + 1] = v1, xr[ix + 2] = v2, xr[ix + 3] = v3;
+        }
+        for (; ix < w; ++ix) {
+            xr[ix] = q[ix * cin];
+        }
+    }
+}
+
+/* acc (kh * kw) = channel c's weight gradient, each element summed over ascending (oy, ox).
+ * Walking x rows iy upwards and, for each, the tap rows ky that meet it (oy = (iy + pt -
+ * ky * dh) / sh) keeps that order for every element and converts each x row once. K, S:
+ * compile-time kernel width and column stride, or 0 (g's, at run time). */
+CS_INLINE void dww_plane(float *acc, const float *dy, const int8_t *xq, const float *xf,
+                         int32_t x_zp, float *xp, const tt_conv_geom *g, int32_t c,
+                         const int K, const int S)
+{
+    const int unit = g->sh == 1 && g->dh == 1;
+    int32_t iy, ky, k0, k1;
+
+    for (iy = 0; iy < g->h; ++iy) {
+        int loaded = 0;
+        /* unit row stride and dilation: ky meets dy row iy + pt - ky, in range for k0..k1 */
+        k0 = unit && iy + g->pt - g->oh + 1 > 0 ? iy + g->pt - g->oh + 1 : 0;
+        k1 = unit && iy + g->pt < g->kh - 1 ? iy + g->pt : g->kh - 1;
+        for (ky = k0; ky <= k1; ++ky) {
+            const int32_t num = iy + g->pt - ky * g->dh;
+            if (!unit && (num < 0 || num % g->sh != 0 || num / g->sh >= g->oh)) {
+                continue;
+            }
+            if (!loaded) {
+                dww_load_row(&xp[g->pl], xq, xf, x_zp, iy * g->w * g->cin + c, g->w, g->cin);
+                loaded = 1;
+            }
+            if (K == 0) {
+                dww_any(&acc[ky * g->kw], &dy[(unit ? num : num / g->sh) * g->ow], 0, xp, 0,
+                        g->ow, 1, g->kw, g->sw);
+            } else {
+                dww_rows(&acc[ky * K], &dy[(unit ? num : num / g->sh) * g->ow], 0, xp, 0,
+                         g->ow, 1, K, S);
+            }
+        }
+    }
+}
+
+/* one tap row of a 3x3: (a0, a1, a2) += sum over ox of d[ox] * xr[ox + (0, 1, 2)] */
+CS_INLINE void dww3_row(float *a0, float *a1, float *a2, const float *d, const float *xr,
+                        int32_t ow)
+{
+    float b0 = *a0, b1 = *a1, b2 = *a2;
+    int32_t ox = 0;
+
+    for (; ox + 4 <= ow; ox += 4) {
+        const float v0 = xr[ox], v1 = xr[ox + 1], v2 = xr[ox + 2], v3 = xr[ox + 3];
+        const float v4 = xr[ox + 4], v5 = xr[ox + 5];
+        const float e0 = d[ox], e1 = d[ox + 1], e2 = d[ox + 2], e3 = d[ox + 3];
+        b0 = cs_mla(b0, e0, v0), b1 = cs_mla(b1, e0, v1), b2 = cs_mla(b2, e0, v2);
+        b0 = cs_mla(b0, e1, v1), b1 = cs_mla(b1, e1, v2), b2 = cs_mla(b2, e1, v3);
+        b0 = cs_mla(b0, e2, v2), b1 = cs_mla(b1, e2, v3), b2 = cs_mla(b2, e2, v4);
+        b0 = cs_mla(b0, e3, v3), b1 = cs_mla(b1, e3, v4), b2 = cs_mla(b2, e3, v5);
+    }
+    for (; ox < ow; ++ox) {
+        b0 = cs_mla(b0, d[ox], xr[ox]);
+        b1 = cs_mla(b1, d[ox], xr[ox + 1]);
+        b2 = cs_mla(b2, d[ox], xr[ox + 2]);
+    }
+    *a0 = b0, *a1 = b1, *a2 = b2;
+}
+
+/* 3x3 with unit strides and dilations (most blocks): the nine accumulators stay in registers
+ * over the plane, and an x row meets its three dy rows iy + pt - ky in one pass */
+CS_INLINE void dww_k3s1(float *acc, const float *dy, const int8_t *xq, const float *xf,
+                        int32_t x_zp, float *xp, const tt_conv_geom *g, int32_t c)
+{
+    const int32_t ow = g->ow;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f;
+    float a7 = 0.0f, a8 = 0.0f;
+    int32_t iy, ox;
+
+    for (iy = 0; iy < g->h; ++iy) {
+        const int32_t o0 = iy + g->pt; /* the dy row of ky = 0; ky meets o0 - ky */
+        const int k0 = o0 - (g->oh - 1) <= 0 ? 1 : 0, k1 = o0 - 1 >= 0 && o0 - 1 < g->oh;
+        const int k2 = o0 - 2 >= 0 && o0 - 2 < g->oh;
+        const float *d0 = k0 ? &dy[o0 * ow] : dy, *d1 = k1 ? &dy[(o0 - 1) * ow] : dy;
+        const float *d2 = k2 ? &dy[(o0 - 2) * ow] : dy;
+        if (!(k0 || k1 || k2)) {
+            continue;
+        }
+        dww_load_row(&xp[g->pl], xq, xf, x_zp, iy * g->w * g->cin + c, g->w, g->cin);
+        if (k0 && k1 && k2) {
+            for (ox = 0; ox + 4 <= ow; ox += 4) {
+                const float *xr = &xp[ox];
+                const float v0 = xr[0], v1 = xr[1], v2 = xr[2], v3 = xr[3], v4 = xr[4];
+                const float v5 = xr[5];
+                float e, f, h;
+#define CS_K3_STEP(i, u0, u1, u2)                                                             \
+    e = d0[ox + i], f = d1[ox + i], h = d2[ox + i];                                           \
+    a0 = cs_mla(a0, e, u0), a1 = cs_mla(a1, e, u1), a2 = cs_mla(a2, e, u2);                   \
+    a3 = cs_mla(a3, f, u0), a4 = cs_mla(a4, f, u1), a5 = cs_mla(a5, f, u2);                   \
+    a6 = cs_mla(a6, h, u0), a7 = cs_mla(a7, h, u1), a8 = cs_mla(a8, h, u2)
+                CS_K3_STEP(0, v0, v1, v2);
+                CS_K3_STEP(1, v1, v2, v3);
+                CS_K3_STEP(2, v2, v3, v4);
+                CS_K3_STEP(3, v3, v4, v5);
+#undef CS_K3_STEP
+            }
+            for (; ox < ow; ++ox) {
+                const float e = d0[ox], f = d1[ox], h = d2[ox];
+                a0 = cs_mla(a0, e, xp[ox]), a1 = cs_mla(a1, e, xp[ox + 1]);
+                a2 = cs_mla(a2, e, xp[ox + 2]);
+                a3 = cs_mla(a3, f, xp[ox]), a4 = cs_mla(a4, f, xp[ox + 1]);
+                a5 = cs_mla(a5, f, xp[ox + 2]);
+                a6 = cs_mla(a6, h, xp[ox]), a7 = cs_mla(a7, h, xp[ox + 1]);
+                a8 = cs_mla(a8, h, xp[ox + 2]);
+            }
+            continue;
+        }
+        if (k0) {
+            dww3_row(&a0, &a1, &a2, d0, xp, ow);
+        }
+        if (k1) {
+            dww3_row(&a3, &a4, &a5, d1, xp, ow);
+        }
+        if (k2) {
+            dww3_row(&a6, &a7, &a8, d2, xp, ow);
+        }
+    }
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5;
+    acc[6] = a6, acc[7] = a7, acc[8] = a8;
+}
+
+static void dww_planes(float *acc, const float *dy, const int8_t *xq, const float *xf,
+                       int32_t x_zp, int32_t len, const tt_conv_geom *g, int32_t c);
+
+/* 1 if acc holds the gradient, 0 if the reference must run; x int8 (xq) or fp32 (xf) */
+static __attribute__((noinline)) int dw_weight_fast(float *acc, const float *dy,
+                                                    const int8_t *xq, const float *xf,
+                                                    int32_t x_zp, const tt_conv_geom *g,
+                                                    int32_t c)
+{
+    const int32_t S = g->sw, K = g->kw, W = g->w, OW = g->ow, pl = g->pl;
+    const int32_t padr = (OW - 1) * S - pl + K - W > 0 ? (OW - 1) * S - pl + K - W : 0;
+    int32_t oy, ox, i, lo, hi;
+
+    if (g->dw != 1 || S < 1 || S > CS_CLS || g->sh < 1 || g->dh < 1 || K > CS_KW ||
+        g->kh * K > CS_KK || W > CS_ROW || pl > CS_KW || pl + W + padr > CS_PAD) {
+        return 0;
+    }
+    /* dy columns whose taps reach the padding: their values must be finite */
+    lo = (pl + S - 1) / S;
+    hi = W - K + pl >= 0 ? (W - K + pl) / S + 1 : 0;
+    lo = lo < OW ? lo : OW;
+    hi = hi > lo ? hi : lo;
+    for (oy = 0; oy < g->oh; ++oy) {
+        const float *d = &dy[oy * OW];
+        uint32_t bad = 0;
+        for (ox = 0; ox < lo; ++ox) {
+            bad |= !cs_finite(d[ox]);
+        }
+        for (ox = hi; ox < OW; ++ox) {
+            bad |= !cs_finite(d[ox]);
+        }
+        if (bad) {
+            return 0;
+        }
+    }
+    for (i = 0; i < g->kh * K; ++i) {
+        acc[i] = 0.0f;
+    }
+    dww_planes(acc, dy, xq, xf, x_zp, pl + W + padr, g, c);
+    return 1;
+}
+
+/* the padded x row (its own frame, as dwi_planes) and the loops compiled per shape */
+static __attribute__((noinline)) void dww_planes(float *acc, const float *dy, const int8_t *xq,
+                                                 const float *xf, int32_t x_zp, int32_t len,
+                                                 const tt_conv_geom *g, int32_t c)
+{
+    const int32_t S = g->sw, K = g->kw;
+    float xp[CS_PAD];
+
+    memset(xp, 0, sizeof(float) * (size_t)len);
+    if (K == 3 && S == 1 && g->kh == 3 && g->sh == 1 && g->dh == 1) {
+        dww_k3s1(acc, dy, xq, xf, x_zp, xp, g, c);
+    } else if (K == 3 && S == 1) {
+        dww_plane(acc, dy, xq, xf, x_zp, xp, g, c, 3, 1);
+    } else if (K == 5 && S == 1) {
+        dww_plane(acc, dy, xq, xf, x_zp, xp, g, c, 5, 1);
+    } else if (K == 7 && S == 1) {
+        dww_plane(acc, dy, xq, xf, x_zp, xp, g, c, 7, 1);
+    } else if (K == 3 && S == 2) {
+        dww_plane(acc, dy, xq, xf, x_zp, xp, g, c, 3, 2);
+    } else if (K == 5 && S == 2) {
+        dww_plane(acc, dy, xq, xf, x_zp, xp, g, c, 5, 2);
+    } else if (K == 7 && S == 2) {
+        dww_plane(acc, dy, xq, xf, x_zp, xp, g, c, 7, 2);
+    } else {
+        dww_plane(acc, dy, xq, xf, x_zp, xp, g, c, 0, 0);
+    }
+}
+
+void tt_cs_dw_weight_sgd_s8_opt(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,
+                                float x_scale, int32_t x_zp, const tt_conv_geom *g, int32_t c,
+                                const float *step, const tt_q8_update *u)
+{
+    float acc[CS_KK];
+    int32_t i;
+
+    if (!dw_weight_fast(acc, dy, x, NULL, x_zp, g, c)) {
+        tt_cs_dw_weight_sgd_s8(w, shadow, dy, x, x_scale, x_zp, g, c, step, u);
+        return;
+    }
+    if (u->mode == TT_Q8_STOCHASTIC) { /* the rounding inline, its key hoisted */
+        const uint32_t key = tt_sr_key(u->salt, u->step);
+        const float s = step[c];
+        for (i = 0; i < g->kh * g->kw; ++i) {
+            const int32_t wi = c * g->kh * g->kw + i;
+            w[wi] = tt_sr_s8(w[wi], acc[i] * x_scale * s, key, (uint32_t)wi);
+        }
+        return;
+    }
+    for (i = 0; i < g->kh * g->kw; ++i) {
+        const int32_t wi = c * g->kh * g->kw + i;
+        const float gr = acc[i] * x_scale;
+        w[wi] = tt_q8_step_s8(w[wi], shadow != NULL ? &shadow[wi] : NULL, gr * step[c], u,
+                              (uint32_t)wi);
+    }
+}
+
+void tt_cs_dw_weight_sgd_f32_opt(float *w, float *m, const float *dy, const float *x,
+                                 const tt_conv_geom *g, int32_t c, float lr, float momentum,
+                                 float wd)
+{
+    float acc[CS_KK];
+    int32_t i;
+
+    if (!dw_weight_fast(acc, dy, NULL, x, 0, g, c)) {
+        tt_cs_dw_weight_sgd_f32(w, m, dy, x, g, c, lr, momentum, wd);
+        return;
+    }
+    for (i = 0; i < g->kh * g->kw; ++i) {
+        const int32_t wi = c * g->kh * g->kw + i;
+        w[wi] = tt_sgd_elem(w[wi], acc[i], m != NULL ? &m[wi] : NULL, lr, momentum, wd);
+    }
+}

@@ -1,0 +1,22 @@
+/*
+ * Optimised kernels. The portable kernels declared in tt_kernels.h are the specification;
+ * each kernel here computes the same thing faster for a geometry the code generator picks it
+ * for at compile time (`--kernels reference` keeps the portable ones). int8 outputs are
+ * bit-identical to the reference; fp32 ones differ only by summation order.
+ *
+ * On cores with the DSP extension (__ARM_FEATURE_DSP: Cortex-M4F, M7) they use GCC's
+ * arm_acle.h intrinsics (dual 16-bit multiply-accumulate); elsewhere (host builds) a portable
+ * path with the same blocking, so host tests run the same loop structure.
+ */
+#ifndef TT_KERNELS_OPT_H
+#define TT_KERNELS_OPT_H
+
+#include "tt_q8_conv_opt.h" /* int8 pointwise / regular conv, dense */
+#include "tt_q8_dw_opt.h"   /* int8 depthwise conv, residual add */
+#include "tt_f32_bwd_opt.h" /* channel-streamed backward of inverted-residual blocks */
+#include "tt_f32_opt.h"     /* fp32 models: conv and dense forward, backward, fused updates */
+
+/* tt_q8_clamp_mask's bits (tt_q8_mask_opt.c) */
+void tt_q8_clamp_mask_opt(uint8_t *mask, const int8_t *y, int32_t n, int32_t lo, int32_t hi);
+
+#endif /* TT_KERNELS_OPT_H */

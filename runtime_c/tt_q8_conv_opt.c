@@ -1,0 +1,948 @@
+/*
+ * Optimised int8 forward kernels: pointwise (1x1) and regular (groups == 1) convolution and
+ * fully connected, bit-identical with tt_conv2d_s8 / tt_conv2d_s8_row / tt_dense_s8.
+ *
+ * Structure (the usual one of CMSIS-NN's s8 kernels, written independently):
+ *   - input pixels (pointwise) or kh*kw*cin patches (regular conv) are converted once into a
+ *     small int16 stack buffer holding 2 * (x + in_offset), each group of 4 inputs stored as
+ *     the lane pairs (0,2), (1,3) so that one 32-bit load matches __sxtb16(w) /
+ *     __sxtb16(ror(w, 8)) of 4 weight bytes (the weights can change between calls, so they
+ *     are read as int8 every time);
+ *   - 2 pixels x 2 output channels per block: each weight word and each buffer word feeds
+ *     two __smlad (~1.1 instructions per MAC); cin 8 and 16 instead hold one channel's
+ *     weights in registers and stream the pixels;
+ *   - pointwise inputs too wide for the buffer, and regular-conv patches too wide (per
+ *     kernel tap), are converted on the fly (__sxtab16 adds the offset).
+ * The int32 sum is exact in any order, so only the requantisation needs care:
+ *
+ * Fast requantisation (conv). For e = -shift in [1, 22], mult >= 0 and |a| < 2^30, LiteRT's
+ * double rounding r = RoundingDivideByPOT(SRDHM(a, mult), e) + out_offset equals, with
+ * t = (a < 0) and exact 64-bit arithmetic,
+ *     r = floor((2a * mult + 2^31 + (2^(e-1) - t + out_offset * 2^e) * 2^32) / 2^32) >> e
+ * because SRDHM(a, m) = floor((a m + 2^30) / 2^31) for both signs (the nudge and truncation
+ * combine), RoundingDivideByPOT(v, e) = floor((v + 2^(e-1) - (v < 0)) / 2^e), nested floors
+ * merge, and v < 0 can be read as a < 0: for -2^30 <= a m < 0, v = 0 and both give 0.
+ * The inner floor is one SMMLAR and 2a comes free from the doubled buffer. When every
+ * channel of a call qualifies (checked per call) the constants are derived inline per
+ * block; otherwise (shift >= 0, huge bias, ...) a slower path decides per channel and uses
+ * the reference formula where needed. Parameters outside the kernels' exactness bounds
+ * (non-int8 zero points, more than CV_KMAX taps) go to the reference kernels.
+ */
+#include "tt_kernels.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__ARM_FEATURE_DSP)
+#include <arm_acle.h>
+#endif
+
+#define CV_BUF 144     /* pointwise input buffer words (2 int16 lanes each): 576 bytes */
+#define CV_BUF_REG 120 /* regular-conv patch buffer words: 480 bytes (a 3x3x3 stem: 8 px) */
+#define CV_KMAX 16384  /* taps per output; keeps 2 * |sum| well inside int32 */
+#define CV_ROWS 8      /* kernel rows whose input rows are looked up once per output row */
+
+/* ---- 16-bit SIMD helpers: ACLE on the DSP extension, plain C with the same results ----
+ * GCC 12's arm_acle.h lacks __ror and SMMLAR, and GCC neither folds a rotate into SXTB16
+ * nor forms post-incremented LDRD / LDR in these loops, hence the one-instruction asm. */
+
+static inline uint32_t ld32(const void *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4); /* one LDR (unaligned allowed) */
+    return v;
+}
+
+#if defined(__ARM_FEATURE_DSP)
+static inline int32_t sx_lo(uint32_t w) { return __sxtb16(w); } /* bytes 0, 2 */
+static inline int32_t sx_hi(uint32_t w)                          /* bytes 1, 3 */
+{
+    int32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(w));
+    return r;
+}
+static inline int32_t sxa_lo(int32_t o, uint32_t x) { return __sxtab16(o, x); }
+static inline int32_t sxa_hi(int32_t o, uint32_t x)
+{
+    int32_t r;
+    __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(o), "r"(x));
+    return r;
+}
+static inline int32_t dbl16(int32_t v) { return __sadd16(v, v); }
+static inline int32_t smlad(int32_t a, int32_t b, int32_t acc) { return __smlad(a, b, acc); }
+static inline int32_t sat8(int32_t v) { return __ssat(v, 8); }
+/* (c * 2^32 + a * b + 2^31) >> 32 */
+static inline int32_t smmlar(int32_t a, int32_t b, int32_t c)
+{
+    int32_t r;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+/* a = p[0], b = p[1], p += 2 words (p 4-byte aligned) */
+#define LD2(p, a, b)                                                                      \
+    __asm__("ldrd %0, %1, [%2], #8" : "=r"(a), "=r"(b), "+r"(p)                           \
+            : "m"(*(const int32_t(*)[2])(p)))
+/* u = the 4 bytes at p, p += 4 */
+#define LDW(p, u) __asm__("ldr %0, [%1], #4" : "=r"(u), "+r"(p) : "m"(*(const int8_t(*)[4])(p)))
+#else
+static inline int32_t lane(int32_t v) { return (int32_t)(int16_t)(uint16_t)(uint32_t)v; }
+static inline int32_t lanes(int32_t lo, int32_t hi)
+{
+    return (int32_t)(((uint32_t)lo & 0xffffu) | ((uint32_t)hi << 16));
+}
+static inline int32_t byte(uint32_t w, int32_t i)
+{
+    return (int32_t)(int8_t)(uint8_t)(w >> (8 * i));
+}
+static inline int32_t sx_lo(uint32_t w) { return lanes(byte(w, 0), byte(w, 2)); }
+static inline int32_t sx_hi(uint32_t w) { return lanes(byte(w, 1), byte(w, 3)); }
+static inline int32_t sxa_lo(int32_t o, uint32_t x)
+{
+    return lanes(lane(o) + byte(x, 0), lane(o >> 16) + byte(x, 2));
+}
+static inline int32_t sxa_hi(int32_t o, uint32_t x)
+{
+    return lanes(lane(o) + byte(x, 1), lane(o >> 16) + byte(x, 3));
+}
+static inline int32_t dbl16(int32_t v) { return lanes(2 * lane(v), 2 * lane(v >> 16)); }
+static inline int32_t smlad(int32_t a, int32_t b, int32_t acc)
+{
+    return (int32_t)((uint32_t)acc + (uint32_t)(lane(a) * lane(b)) +
+                     (uint32_t)(lane(a >> 16) * lane(b >> 16)));
+}
+static inline int32_t sat8(int32_t v) { return v < -128 ? -128 : (v > 127 ? 127 : v); }
+static inline int32_t smmlar(int32_t a, int32_t b, int32_t c)
+{
+    return (int32_t)(((int64_t)c * 4294967296LL + (int64_t)a * b + 2147483648LL) >> 32);
+}
+#define LD2(p, a, b) ((a) = (p)[0], (b) = (p)[1], (p) += 2)
+#define LDW(p, u) ((u) = ld32(p), (p) += 4)
+#endif
+
+/* GCC's pre-allocation scheduler hoists loads and spills in the 14-register MAC loops */
+#if defined(__GNUC__) && !defined(__clang__)
+#define CV_HOT __attribute__((optimize("no-schedule-insns")))
+#define CV_INLINE inline __attribute__((always_inline))
+#define CV_NOINLINE __attribute__((noinline)) /* keeps its locals off the caller's frame */
+#else
+#define CV_HOT
+#define CV_INLINE inline
+#define CV_NOINLINE
+#endif
+
+/* ---- per-call context ---- */
+
+typedef struct {
+    const int8_t *w;
+    const int32_t *b;
+    const tt_q8_requant *q;
+    int32_t cout, k; /* k: weight row length (taps per output) */
+    int32_t kp;      /* buffer words per pixel pair: k rounded up to 4 */
+    int32_t blim;    /* |bias| below this keeps |accumulator| < 2^30 */
+    int32_t off2;    /* in_offset in both 16-bit lanes */
+    int32_t k1;      /* 1 + 2 * out_offset: c = k1 * 2^(e-1) */
+    int32_t lo, hi;  /* activation range */
+    int32_t clamp;   /* activation range narrower than int8 */
+    int32_t fast;    /* every channel takes the fast requantisation */
+} cv_ctx;
+
+static inline int32_t fast_channel(int32_t m, int32_t shift, int32_t b, int32_t blim)
+{
+    return shift <= -1 && shift >= -22 && m >= 0 && b < blim && b > -blim;
+}
+
+/* 0: the parameters are outside what the fast kernels are exact for (use the reference) */
+static int32_t ctx_init(cv_ctx *cx, const int8_t *w, const int32_t *b, int32_t cout, int32_t k,
+                        const tt_q8_requant *q)
+{
+    const int32_t off = q->in_offset;
+    int32_t oc;
+
+    cx->w = w;
+    cx->b = b;
+    cx->q = q;
+    cx->cout = cout;
+    cx->k = k;
+    cx->kp = (k + 3) & ~3;
+    cx->off2 = (int32_t)(((uint32_t)off & 0xffffu) | ((uint32_t)off << 16));
+    cx->k1 = 1 + 2 * q->out_offset;
+    cx->lo = q->act_min;
+    cx->hi = q->act_max;
+    cx->clamp = q->act_min != -128 || q->act_max != 127;
+    if (!(k >= 1 && k <= CV_KMAX && off >= -128 && off <= 128 && q->out_offset >= -128 &&
+          q->out_offset <= 128 && q->act_min >= -128 && q->act_max <= 127 &&
+          q->act_min <= q->act_max)) {
+        return 0;
+    }
+    /* |x + in_offset| <= 256, |w| <= 128: |sum| <= k * 2^15 */
+    cx->blim = (int32_t)((1 << 30) - k * 32768);
+    cx->fast = 1;
+    for (oc = 0; oc < cout; ++oc) {
+        cx->fast &= fast_channel(q->mult[oc], q->shift[oc], b != NULL ? b[oc] : 0, cx->blim);
+    }
+    return 1;
+}
+
+/* ---- requantisation ---- */
+
+/* fast path: a2 = 2 * (bias + sum), c = k1 * 2^(e-1) */
+static inline int32_t rq_fast(int32_t a2, int32_t m, int32_t c, int32_t e)
+{
+    return sat8(smmlar(a2, m, c + (a2 >> 31)) >> e);
+}
+
+static inline int32_t fast_c(int32_t k1, int32_t e)
+{
+    return (int32_t)((uint32_t)k1 << (e - 1)); /* |k1| * 2^21 < 2^30 */
+}
+
+/* reference formula; a2 = 2 * sum (no bias) */
+static CV_NOINLINE int32_t rq_slow(int32_t a2, const cv_ctx *cx, int32_t oc)
+{
+    const tt_q8_requant *q = cx->q;
+    int32_t a = a2 >> 1;
+    if (cx->b != NULL) {
+        a = (int32_t)((uint32_t)a + (uint32_t)cx->b[oc]); /* wraps as the reference's sum */
+    }
+    a = tt_mbqm_double_rounding(a, q->mult[oc], q->shift[oc]);
+    return tt_sat8((int32_t)((uint32_t)a + (uint32_t)q->out_offset), cx->lo, cx->hi);
+}
+
+/* general path, any channel: a2 = 2 * (init + sum) with init = the bias for fast channels
+ * (`unit` times: 2 buffered, 1 on the fly), 0 for the others */
+static inline int32_t channel_init(const cv_ctx *cx, int32_t oc, int32_t unit)
+{
+    const int32_t b = cx->b != NULL ? cx->b[oc] : 0;
+    return fast_channel(cx->q->mult[oc], cx->q->shift[oc], b, cx->blim) ? b * unit : 0;
+}
+
+static int32_t rq_any(int32_t a2, const cv_ctx *cx, int32_t oc)
+{
+    const tt_q8_requant *q = cx->q;
+    const int32_t b = cx->b != NULL ? cx->b[oc] : 0;
+    if (fast_channel(q->mult[oc], q->shift[oc], b, cx->blim)) {
+        const int32_t e = -q->shift[oc];
+        return tt_sat8(rq_fast(a2, q->mult[oc], fast_c(cx->k1, e), e), cx->lo, cx->hi);
+    }
+    return rq_slow(a2, cx, oc);
+}
+
+/* the last k % 4 bytes of a row, zero-extended, without reading outside the row */
+static inline uint32_t tail_word(const int8_t *row, int32_t k)
+{
+    const int32_t r = k & 3;
+    uint32_t v = 0;
+    int32_t i;
+
+    if (k >= 4) {
+        return ld32(row + k - 4) >> (8 * (4 - r));
+    }
+    for (i = 0; i < r; ++i) {
+        v |= (uint32_t)(uint8_t)row[i] << (8 * i);
+    }
+    return v;
+}
+
+/* ---- buffered input ----
+ * A pixel's row holds, per group of 4 inputs, the words (x0, x2), (x1, x3) of int16 lanes
+ * 2 * (x + in_offset). Pair layout: the rows of pixels 2i and 2i + 1 interleaved group by
+ * group (4 words per group, kp words per pair) so one pointer walks both; row layout (the
+ * narrow-input path): kp / 2 words per pixel. */
+
+/* convert k int8 inputs into pixel slot d, its groups `stride` words apart */
+static void convert_row(int32_t *d, const int8_t *x, int32_t k, int32_t off2, int32_t stride)
+{
+    const int8_t *const xe = x + (k & ~7);
+    uint32_t xw;
+
+    while (x != xe) { /* two groups per iteration */
+        const uint32_t x2 = ld32(x + 4);
+        xw = ld32(x);
+        x += 8;
+        d[0] = dbl16(sxa_lo(off2, xw));
+        d[1] = dbl16(sxa_hi(off2, xw));
+        d[stride] = dbl16(sxa_lo(off2, x2));
+        d[stride + 1] = dbl16(sxa_hi(off2, x2));
+        d += 2 * stride;
+    }
+    if (k & 4) {
+        xw = ld32(x);
+        x += 4;
+        d[0] = dbl16(sxa_lo(off2, xw));
+        d[1] = dbl16(sxa_hi(off2, xw));
+        d += stride;
+    }
+    if (k & 3) { /* padding lanes meet zero weights (tail_word) */
+        xw = tail_word(x - (k & ~3), k);
+        d[0] = dbl16(sxa_lo(off2, xw));
+        d[1] = dbl16(sxa_hi(off2, xw));
+    }
+}
+
+/* convert the k int8 inputs of two pixels into a block of the pair layout */
+static void convert_pair(int32_t *d, const int8_t *x0, const int8_t *x1, int32_t k,
+                         int32_t off2)
+{
+    const int8_t *const xe = x0 + (k & ~3);
+    uint32_t u, v;
+
+    while (x0 != xe) {
+        LDW(x0, u);
+        LDW(x1, v);
+        d[0] = dbl16(sxa_lo(off2, u));
+        d[1] = dbl16(sxa_hi(off2, u));
+        d[2] = dbl16(sxa_lo(off2, v));
+        d[3] = dbl16(sxa_hi(off2, v));
+        d += 4;
+    }
+    if (k & 3) { /* padding lanes meet zero weights (tail_word) */
+        u = tail_word(x0 - (k & ~3), k);
+        v = tail_word(x1 - (k & ~3), k);
+        d[0] = dbl16(sxa_lo(off2, u));
+        d[1] = dbl16(sxa_hi(off2, u));
+        d[2] = dbl16(sxa_lo(off2, v));
+        d[3] = dbl16(sxa_hi(off2, v));
+    }
+}
+
+/* slot of pixel i in the pair layout */
+static inline int32_t *slot(int32_t *buf, int32_t i, int32_t kp)
+{
+    return buf + (i >> 1) * kp + (i & 1) * 2;
+}
+
+/* 2 pixels x 2 channels: a?? += the pair block at xp times weight rows w0 / w1 (k inputs;
+ * nk > 0: k / 4 as a constant, the groups written out) */
+#define CV_GROUP(load0, load1)                                                             \
+    do {                                                                                  \
+        load0;                                                                            \
+        LD2(xp, x0l, x0h);                                                                \
+        LD2(xp, x1l, x1h);                                                                \
+        wl = sx_lo(u);                                                                    \
+        wh = sx_hi(u);                                                                    \
+        a00 = smlad(x0l, wl, a00);                                                        \
+        a00 = smlad(x0h, wh, a00);                                                        \
+        a10 = smlad(x1l, wl, a10);                                                        \
+        a10 = smlad(x1h, wh, a10);                                                        \
+        load1;                                                                            \
+        wl = sx_lo(u);                                                                    \
+        wh = sx_hi(u);                                                                    \
+        a01 = smlad(x0l, wl, a01);                                                        \
+        a01 = smlad(x0h, wh, a01);                                                        \
+        a11 = smlad(x1l, wl, a11);                                                        \
+        a11 = smlad(x1h, wh, a11);                                                        \
+    } while (0)
+
+#define CV_MAC2x2(xp, w0, w1, k, nk, tail)                                                 \
+    do {                                                                                  \
+        int32_t x0l, x0h, x1l, x1h, wl, wh;                                               \
+        uint32_t u;                                                                       \
+        if (nk > 0) { /* GCC -O2 does not unroll constant loops that grow the code */     \
+            CV_GROUP(u = ld32(w0), u = ld32(w1));                                         \
+            if (nk > 1) CV_GROUP(u = ld32(w0 + 4), u = ld32(w1 + 4));                     \
+            if (nk > 2) CV_GROUP(u = ld32(w0 + 8), u = ld32(w1 + 8));                     \
+            if (nk > 3) CV_GROUP(u = ld32(w0 + 12), u = ld32(w1 + 12));                   \
+            if (nk > 4) CV_GROUP(u = ld32(w0 + 16), u = ld32(w1 + 16));                   \
+            if (nk > 5) CV_GROUP(u = ld32(w0 + 20), u = ld32(w1 + 20));                   \
+        } else {                                                                          \
+            const int8_t *wa = (w0), *wb = (w1);                                          \
+            const int32_t *const xe = xp + 4 * ((k) >> 3) * 2;                            \
+            while (xp != xe) { /* two groups per iteration */                             \
+                CV_GROUP(LDW(wa, u), LDW(wb, u));                                         \
+                CV_GROUP(LDW(wa, u), LDW(wb, u));                                         \
+            }                                                                             \
+            if ((k) & 4) CV_GROUP(LDW(wa, u), LDW(wb, u));                                \
+        }                                                                                 \
+        if (tail) {                                                                       \
+            LD2(xp, x0l, x0h);                                                            \
+            LD2(xp, x1l, x1h);                                                            \
+            u = tail_word(w0, k);                                                         \
+            a00 = smlad(x0h, sx_hi(u), smlad(x0l, sx_lo(u), a00));                        \
+            a10 = smlad(x1h, sx_hi(u), smlad(x1l, sx_lo(u), a10));                        \
+            u = tail_word(w1, k);                                                         \
+            a01 = smlad(x0h, sx_hi(u), smlad(x0l, sx_lo(u), a01));                        \
+            a11 = smlad(x1h, sx_hi(u), smlad(x1l, sx_lo(u), a11));                        \
+        }                                                                                 \
+    } while (0)
+
+/* Requantise the 2 x 2 block of channels oc / oc1 (fast path) and store it: y0 / y1 are
+ * the two pixels' output rows. A duplicated pixel or channel stores the same value twice. */
+#define CV_STORE_FAST(oc, oc1)                                                             \
+    do {                                                                                  \
+        const int32_t e0 = -shift[oc], e1 = -shift[oc1];                                  \
+        const int32_t m0 = mult[oc], m1 = mult[oc1];                                      \
+        const int32_t c0 = fast_c(k1, e0), c1 = fast_c(k1, e1);                           \
+        int32_t r00 = rq_fast(a00, m0, c0, e0), r10 = rq_fast(a10, m0, c0, e0);           \
+        int32_t r01 = rq_fast(a01, m1, c1, e1), r11 = rq_fast(a11, m1, c1, e1);           \
+        if (clamp) {                                                                      \
+            r00 = tt_sat8(r00, lo, hi);                                                   \
+            r01 = tt_sat8(r01, lo, hi);                                                   \
+            r10 = tt_sat8(r10, lo, hi);                                                   \
+            r11 = tt_sat8(r11, lo, hi);                                                   \
+        }                                                                                 \
+        y0[oc] = (int8_t)r00;                                                             \
+        y0[oc1] = (int8_t)r01;                                                            \
+        y1[oc] = (int8_t)r10;                                                             \
+        y1[oc1] = (int8_t)r11;                                                            \
+    } while (0)
+
+/* Fast path, pair layout: every pixel pair meets every channel pair, the requantisation
+ * constants read straight from the parameters per block. */
+static CV_INLINE void xs_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx,
+                             int32_t nk, int32_t tail, int32_t clamp)
+{
+    const int32_t cout = cx->cout, k = cx->k, kp = cx->kp, k1 = cx->k1;
+    const int32_t lo = cx->lo, hi = cx->hi;
+    const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
+    int32_t p, oc;
+
+    for (p = 0; p < npx; p += 2) {
+        const int32_t *const xb = buf + (p >> 1) * kp;
+        int8_t *const y0 = y + p * cout;
+        int8_t *const y1 = p + 1 < npx ? y0 + cout : y0; /* the partner slot repeats it */
+        const int8_t *w0 = cx->w;
+        for (oc = 0; oc < cout; oc += 2) {
+            const int32_t oc1 = oc + 1 < cout ? oc + 1 : oc;
+            const int8_t *const w1 = w0 + (oc1 - oc) * k;
+            const int32_t *xp = xb;
+            int32_t a00 = bias != NULL ? 2 * bias[oc] : 0;
+            int32_t a01 = bias != NULL ? 2 * bias[oc1] : 0;
+            int32_t a10 = a00, a11 = a01;
+            CV_MAC2x2(xp, w0, w1, k, nk, tail);
+            CV_STORE_FAST(oc, oc1);
+            w0 = w1 + k;
+        }
+    }
+}
+
+#define CV_XS_FN(name, nk, tail, clamp)                                                    \
+    static CV_HOT CV_NOINLINE void name(int8_t *y, const int32_t *buf, int32_t npx,        \
+                                        const cv_ctx *cx)                                 \
+    {                                                                                     \
+        xs_buf(y, buf, npx, cx, nk, tail, clamp);                                         \
+    }
+CV_XS_FN(xs_gen, 0, cx->k & 3, 0)
+CV_XS_FN(xs_gen_c, 0, cx->k & 3, 1)
+CV_XS_FN(xs_24, 6, 0, 0) /* cin 24 */
+CV_XS_FN(xs_24_c, 6, 0, 1)
+CV_XS_FN(xs_27, 6, 1, 0) /* the 3x3x3 stem */
+CV_XS_FN(xs_27_c, 6, 1, 1)
+#undef CV_XS_FN
+
+/* General path, pair layout: per channel pair, any requantisation. */
+static CV_HOT CV_NOINLINE void any_buf(int8_t *y, const int32_t *buf, int32_t npx,
+                                       const cv_ctx *cx)
+{
+    const int32_t cout = cx->cout, k = cx->k, kp = cx->kp;
+    int32_t p, oc;
+
+    for (oc = 0; oc < cout; oc += 2) {
+        const int32_t oc1 = oc + 1 < cout ? oc + 1 : oc;
+        const int8_t *const w0 = cx->w + oc * k, *const w1 = cx->w + oc1 * k;
+        const int32_t i0 = channel_init(cx, oc, 2), i1 = channel_init(cx, oc1, 2);
+        for (p = 0; p < npx; p += 2) {
+            const int32_t *xp = buf + (p >> 1) * kp;
+            int8_t *const y0 = y + p * cout;
+            int8_t *const y1 = p + 1 < npx ? y0 + cout : y0;
+            int32_t a00 = i0, a01 = i1, a10 = i0, a11 = i1;
+            CV_MAC2x2(xp, w0, w1, k, 0, k & 3);
+            y0[oc] = (int8_t)rq_any(a00, cx, oc);
+            y1[oc] = (int8_t)rq_any(a10, cx, oc);
+            y0[oc1] = (int8_t)rq_any(a01, cx, oc1);
+            y1[oc1] = (int8_t)rq_any(a11, cx, oc1);
+        }
+    }
+}
+
+/* y (npx pixels x cout) from npx inputs in the pair layout */
+static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx)
+{
+    if (!cx->fast) {
+        any_buf(y, buf, npx, cx);
+    } else if (cx->k == 24) {
+        (cx->clamp ? xs_24_c : xs_24)(y, buf, npx, cx);
+    } else if (cx->k == 27) {
+        (cx->clamp ? xs_27_c : xs_27)(y, buf, npx, cx);
+    } else {
+        (cx->clamp ? xs_gen_c : xs_gen)(y, buf, npx, cx);
+    }
+}
+
+/* ---- narrow inputs (cin 8, 16): one output channel at a time, its k / 4 weight groups
+ * held converted in registers across the pixels; row layout ---- */
+
+static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, const int8_t *w,
+                                 const cv_ctx *cx, int32_t oc, int32_t nk, int mode)
+{
+    const int32_t cout = cx->cout;
+    const int32_t *const xe = xp + npx * 2 * nk;
+    int32_t init, m = 0, c = 0, e = 0, lo = cx->lo, hi = cx->hi;
+    int32_t w0l, w0h, w1l, w1h, w2l = 0, w2h = 0, w3l = 0, w3h = 0, x0, x1;
+    uint32_t u;
+
+    if (mode == 2) {
+        init = channel_init(cx, oc, 2);
+    } else {
+        init = cx->b != NULL ? 2 * cx->b[oc] : 0;
+        m = cx->q->mult[oc];
+        e = -cx->q->shift[oc];
+        c = fast_c(cx->k1, e);
+    }
+    u = ld32(w);
+    w0l = sx_lo(u);
+    w0h = sx_hi(u);
+    u = ld32(w + 4);
+    w1l = sx_lo(u);
+    w1h = sx_hi(u);
+    if (nk > 2) {
+        u = ld32(w + 8);
+        w2l = sx_lo(u);
+        w2h = sx_hi(u);
+        u = ld32(w + 12);
+        w3l = sx_lo(u);
+        w3h = sx_hi(u);
+    }
+    while (xp != xe) {
+        int32_t a;
+        LD2(xp, x0, x1);
+        a = smlad(x1, w0h, smlad(x0, w0l, init));
+        LD2(xp, x0, x1);
+        a = smlad(x1, w1h, smlad(x0, w1l, a));
+        if (nk > 2) {
+            LD2(xp, x0, x1);
+            a = smlad(x1, w2h, smlad(x0, w2l, a));
+            LD2(xp, x0, x1);
+            a = smlad(x1, w3h, smlad(x0, w3l, a));
+        }
+        if (mode == 2) {
+            a = rq_any(a, cx, oc);
+        } else {
+            a = rq_fast(a, m, c, e);
+            if (mode == 1) a = tt_sat8(a, lo, hi);
+        }
+        *y = (int8_t)a;
+        y += cout;
+    }
+}
+
+#define CV_WS_FN(name, nk, mode)                                                           \
+    static CV_HOT CV_NOINLINE void name(int8_t *y, const int32_t *buf, int32_t npx,        \
+                                        const cv_ctx *cx)                                 \
+    {                                                                                     \
+        int32_t oc;                                                                       \
+        for (oc = 0; oc < cx->cout; ++oc) {                                               \
+            ws_channel(y + oc, buf, npx, cx->w + oc * cx->k, cx, oc, nk, mode);           \
+        }                                                                                 \
+    }
+CV_WS_FN(ws_8, 2, 0)
+CV_WS_FN(ws_8_c, 2, 1)
+CV_WS_FN(ws_8_any, 2, 2)
+CV_WS_FN(ws_16, 4, 0)
+CV_WS_FN(ws_16_c, 4, 1)
+CV_WS_FN(ws_16_any, 4, 2)
+#undef CV_WS_FN
+
+/* y (npx pixels x cout) from npx inputs of k = 8 or 16 in the row layout */
+static void run_ws(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx)
+{
+    if (cx->k == 8) {
+        (!cx->fast ? ws_8_any : cx->clamp ? ws_8_c : ws_8)(y, buf, npx, cx);
+    } else {
+        (!cx->fast ? ws_16_any : cx->clamp ? ws_16_c : ws_16)(y, buf, npx, cx);
+    }
+}
+
+/* ---- input converted on the fly (too wide for the buffer) ---- */
+
+/* 2 pixels x 2 channels of int8 rows x0 / x0 + dx and w0 / w0 + dw (k inputs). Register
+ * offsets instead of two more pointers keep the loop within the 14 registers (dx and dw
+ * are one register when the caller passes the same variable). */
+#define CV_MAC2x2_FLY(x0, dx, w0, dw, k, off2)                                         \
+    do {                                                                               \
+        const int8_t *xa = (x0), *wa = (w0);                                           \
+        const int8_t *const xe = xa + ((k) & ~3);                                      \
+        while (xa != xe) {                                                             \
+            uint32_t cv_p, cv_r, cv_u;                                                 \
+            int32_t x0l, x0h, x1l, x1h, wl, wh;                                        \
+            cv_r = ld32(xa + (dx));                                                    \
+            LDW(xa, cv_p);                                                             \
+            x0l = sxa_lo(off2, cv_p);                                                  \
+            x0h = sxa_hi(off2, cv_p);                                                  \
+            x1l = sxa_lo(off2, cv_r);                                                  \
+            x1h = sxa_hi(off2, cv_r);                                                  \
+            cv_u = ld32(wa + (dw));                                                    \
+            wl = sx_lo(cv_u);                                                          \
+            wh = sx_hi(cv_u);                                                          \
+            a01 = smlad(x0l, wl, a01);                                                 \
+            a01 = smlad(x0h, wh, a01);                                                 \
+            a11 = smlad(x1l, wl, a11);                                                 \
+            a11 = smlad(x1h, wh, a11);                                                 \
+            LDW(wa, cv_u);                                                             \
+            wl = sx_lo(cv_u);                                                          \
+            wh = sx_hi(cv_u);                                                          \
+            a00 = smlad(x0l, wl, a00);                                                 \
+            a00 = smlad(x0h, wh, a00);                                                 \
+            a10 = smlad(x1l, wl, a10);                                                 \
+            a10 = smlad(x1h, wh, a10);                                                 \
+        }                                                                              \
+        if ((k) & 3) {                                                                 \
+            const uint32_t cv_p = tail_word(x0, k), cv_r = tail_word((x0) + (dx), k);  \
+            const uint32_t cv_u = tail_word(w0, k), cv_v = tail_word((w0) + (dw), k);  \
+            const int32_t x0l = sxa_lo(off2, cv_p), x0h = sxa_hi(off2, cv_p);          \
+            const int32_t x1l = sxa_lo(off2, cv_r), x1h = sxa_hi(off2, cv_r);          \
+            a00 = smlad(x0l, sx_lo(cv_u), smlad(x0h, sx_hi(cv_u), a00));               \
+            a10 = smlad(x1l, sx_lo(cv_u), smlad(x1h, sx_hi(cv_u), a10));               \
+            a01 = smlad(x0l, sx_lo(cv_v), smlad(x0h, sx_hi(cv_v), a01));               \
+            a11 = smlad(x1l, sx_lo(cv_v), smlad(x1h, sx_hi(cv_v), a11));               \
+        }                                                                                 \
+    } while (0)
+
+/* pointwise, input rows of cin bytes read directly; mode 2: general path */
+static CV_INLINE void fly_pw(int8_t *y, const int8_t *x, int32_t npx, const cv_ctx *cx,
+                             int mode)
+{
+    const int32_t cout = cx->cout, k = cx->k, k1 = cx->k1, off2 = cx->off2;
+    const int32_t lo = cx->lo, hi = cx->hi, clamp = mode == 1;
+    const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
+    int32_t p, oc;
+
+    for (p = 0; p < npx; p += 2) {
+        const int8_t *const x0 = x + p * k;
+        const int8_t *const x1 = p + 1 < npx ? x0 + k : x0;
+        int8_t *const y0 = y + p * cout;
+        int8_t *const y1 = p + 1 < npx ? y0 + cout : y0;
+        const int8_t *w0 = cx->w;
+        for (oc = 0; oc < cout; oc += 2) {
+            const int32_t oc1 = oc + 1 < cout ? oc + 1 : oc;
+            const int8_t *const w1 = w0 + (oc1 - oc) * k;
+            int32_t a00, a01, a10, a11;
+            if (mode == 2) {
+                a00 = channel_init(cx, oc, 1);
+                a01 = channel_init(cx, oc1, 1);
+            } else {
+                a00 = bias != NULL ? bias[oc] : 0;
+                a01 = bias != NULL ? bias[oc1] : 0;
+            }
+            a10 = a00;
+            a11 = a01;
+            if (x1 != x0 && w1 != w0) {
+                CV_MAC2x2_FLY(x0, k, w0, k, k, off2);
+            } else { /* a repeated pixel or channel */
+                CV_MAC2x2_FLY(x0, x1 - x0, w0, w1 - w0, k, off2);
+            }
+            a00 *= 2; /* |init + sum| < 2^30 */
+            a01 *= 2;
+            a10 *= 2;
+            a11 *= 2;
+            if (mode == 2) {
+                y0[oc] = (int8_t)rq_any(a00, cx, oc);
+                y1[oc] = (int8_t)rq_any(a10, cx, oc);
+                y0[oc1] = (int8_t)rq_any(a01, cx, oc1);
+                y1[oc1] = (int8_t)rq_any(a11, cx, oc1);
+            } else {
+                CV_STORE_FAST(oc, oc1);
+            }
+            w0 = w1 + k;
+        }
+    }
+}
+
+#define CV_FLY_FN(name, mode)                                                              \
+    static CV_HOT CV_NOINLINE void name(int8_t *y, const int8_t *x, int32_t npx,           \
+                                        const cv_ctx *cx)                                 \
+    {                                                                                     \
+        fly_pw(y, x, npx, cx, mode);                                                      \
+    }
+CV_FLY_FN(fly_fast, 0)
+CV_FLY_FN(fly_fast_c, 1)
+CV_FLY_FN(fly_any, 2)
+#undef CV_FLY_FN
+
+/* ---- pointwise ---- */
+
+static void pw_pixels(int8_t *y, const int8_t *x, int32_t npx, const int8_t *w,
+                      const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    int32_t buf[CV_BUF];
+    cv_ctx cx;
+    int32_t chunk, p, i;
+
+    if (!ctx_init(&cx, w, b, g->cout, g->cin, q)) {
+        const tt_conv_geom g1 = {1, npx, g->cin, 1, npx, g->cout, 1, 1, 1, 1, 0, 0, 1, 1, 1};
+        tt_conv2d_s8(y, x, w, b, &g1, q);
+        return;
+    }
+    if (cx.k == 8 || cx.k == 16) { /* row layout, weights held in registers */
+        chunk = CV_BUF / (cx.kp / 2);
+        for (p = 0; p < npx; p += chunk) {
+            const int32_t n = npx - p < chunk ? npx - p : chunk;
+            /* k % 4 == 0: the row layout of n pixels is one run of groups */
+            convert_row(buf, x + p * cx.k, n * cx.k, cx.off2, 2);
+            run_ws(y + p * cx.cout, buf, n, &cx);
+        }
+        return;
+    }
+    chunk = 2 * (CV_BUF / cx.kp); /* pixels: whole pairs */
+    if (chunk == 0) {
+        (!cx.fast ? fly_any : cx.clamp ? fly_fast_c : fly_fast)(y, x, npx, &cx);
+        return;
+    }
+    for (p = 0; p < npx; p += chunk) {
+        const int32_t n = npx - p < chunk ? npx - p : chunk;
+        for (i = 0; i < n; i += 2) { /* an odd pixel's partner slot repeats it */
+            const int8_t *const x0 = x + (p + i) * cx.k;
+            convert_pair(buf + (i >> 1) * cx.kp, x0, i + 1 < n ? x0 + cx.k : x0, cx.k,
+                         cx.off2);
+        }
+        run_buf(y + p * cx.cout, buf, n, &cx);
+    }
+}
+
+void tt_conv2d_s8_pw(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
+                     const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    pw_pixels(y, x, g->h * g->w, w, b, g, q);
+}
+
+void tt_conv2d_s8_pw_row(const tt_rows *y, const tt_rows *x, int32_t oy, const int8_t *w,
+                         const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    pw_pixels(tt_row(y, oy), tt_row(x, oy), g->w, w, b, g, q);
+}
+
+/* ---- regular convolution ---- */
+
+/* input row under output row oy at kernel row ky, or NULL in the padding */
+static const int8_t *in_row(const tt_rows *x, int32_t oy, int32_t ky, const tt_conv_geom *g)
+{
+    const int32_t iy = oy * g->sh - g->pt + ky * g->dh;
+    return (iy < 0 || iy >= g->h) ? NULL : tt_row(x, iy);
+}
+
+static inline void copy_bytes(int8_t *d, const int8_t *s, int32_t n)
+{
+    int32_t i;
+    for (i = 0; i + 4 <= n; i += 4) memcpy(d + i, s + i, 4); /* LDR / STR */
+    for (; i < n; ++i) d[i] = s[i];
+}
+
+/* gather the kh*kw*cin patch of output pixel (oy, ox) as bytes; padding taps read as the
+ * zero point (-in_offset), so they add (zp + in_offset) * w = 0 like the reference's skip.
+ * rows[ky]: the input rows (NULL: padding), or rows == NULL to look them up here. */
+static CV_NOINLINE void gather(int8_t *d, const int8_t *const *rows, const tt_rows *x,
+                               int32_t oy, int32_t ox, const tt_conv_geom *g, int8_t zp)
+{
+    const int32_t cin = g->cin, ix0 = ox * g->sw - g->pl;
+    const int32_t span = g->kw * cin; /* one kernel row of the patch */
+    const int32_t inside = g->dw == 1 && ix0 >= 0 && ix0 + g->kw <= g->w;
+    int32_t ky, kx, i;
+
+    for (ky = 0; ky < g->kh; ++ky, d += span) {
+        const int8_t *row = rows != NULL ? rows[ky] : in_row(x, oy, ky, g);
+        if (row == NULL) {
+            for (i = 0; i < span; ++i) d[i] = zp;
+        } else if (inside) { /* the kernel row is contiguous in the input row */
+            copy_bytes(d, row + ix0 * cin, span);
+        } else {
+            for (kx = 0; kx < g->kw; ++kx) {
+                const int32_t ix = ix0 + kx * g->dw;
+                if (ix < 0 || ix >= g->w) {
+                    for (i = 0; i < cin; ++i) d[kx * cin + i] = zp;
+                } else {
+                    copy_bytes(d + kx * cin, row + ix * cin, cin);
+                }
+            }
+        }
+    }
+}
+
+/* a 3x3x3 patch (three 9-byte spans at rows[ky] + at) into pixel slot d of the pair
+ * layout, loaded straight from the rows: the 4-input groups that straddle two spans are
+ * assembled from a byte / halfword of one and the start of the next */
+static inline void stem_patch(int32_t *d, const int8_t *const *rows, int32_t at, int32_t off2)
+{
+    const int8_t *const s0 = rows[0] + at, *const s1 = rows[1] + at, *const s2 = rows[2] + at;
+    uint16_t h;
+    uint32_t g;
+
+#define CV_STEM_GROUP(j, word)                                                             \
+    g = (word);                                                                           \
+    d[4 * (j)] = dbl16(sxa_lo(off2, g));                                                  \
+    d[4 * (j) + 1] = dbl16(sxa_hi(off2, g))
+    CV_STEM_GROUP(0, ld32(s0));
+    CV_STEM_GROUP(1, ld32(s0 + 4));
+    CV_STEM_GROUP(2, (uint8_t)s0[8] | ld32(s1) << 8);
+    CV_STEM_GROUP(3, ld32(s1 + 3));
+    memcpy(&h, s1 + 7, 2);
+    CV_STEM_GROUP(4, h | ld32(s2) << 16);
+    CV_STEM_GROUP(5, ld32(s2 + 2));
+    CV_STEM_GROUP(6, ld32(s2 + 5) >> 8); /* inputs 24..26, zero-extended (tail_word) */
+#undef CV_STEM_GROUP
+}
+
+/* fallback for patches wider than the buffer: per tap, on the fly, 2 pixels x 2 channels */
+static CV_NOINLINE void reg_fly(int8_t *out, const tt_rows *x, int32_t oy,
+                                const tt_conv_geom *g, const cv_ctx *cx)
+{
+    const int32_t cout = cx->cout, cin = g->cin, off2 = cx->off2;
+    int32_t oc, ox, ky, kx;
+
+    for (oc = 0; oc < cout; oc += 2) {
+        const int32_t oc1 = oc + 1 < cout ? oc + 1 : oc;
+        const int32_t i0 = channel_init(cx, oc, 1), i1 = channel_init(cx, oc1, 1);
+        for (ox = 0; ox < g->ow; ox += 2) {
+            const int32_t n1 = ox + 1 < g->ow;
+            int8_t *const y0 = out + ox * cout;
+            int8_t *const y1 = n1 ? y0 + cout : y0;
+            int32_t s00 = i0, s01 = i1, s10 = i0, s11 = i1;
+            for (ky = 0; ky < g->kh; ++ky) {
+                const int8_t *row = in_row(x, oy, ky, g);
+                if (row == NULL) continue;
+                for (kx = 0; kx < g->kw; ++kx) {
+                    const int32_t ix0 = ox * g->sw - g->pl + kx * g->dw;
+                    const int32_t ix1 = ix0 + g->sw;
+                    const int32_t v0 = ix0 >= 0 && ix0 < g->w;
+                    const int32_t v1 = n1 && ix1 >= 0 && ix1 < g->w;
+                    const int8_t *const w0 = cx->w + oc * cx->k + (ky * g->kw + kx) * cin;
+                    const int8_t *const w1 = w0 + (oc1 - oc) * cx->k;
+                    int32_t a00 = 0, a01 = 0, a10 = 0, a11 = 0;
+                    if (!v0 && !v1) continue;
+                    /* a missing pixel repeats the valid one; its sums are dropped */
+                    CV_MAC2x2_FLY(row + (v0 ? ix0 : ix1) * cin,
+                                  (v0 && v1 ? ix1 - ix0 : 0) * cin, w0, w1 - w0, cin, off2);
+                    if (v0) {
+                        s00 += a00;
+                        s01 += a01;
+                    }
+                    if (v1) {
+                        s10 += a10;
+                        s11 += a11;
+                    }
+                }
+            }
+            if (!n1) { /* y1 == y0: store the same values twice */
+                s10 = s00;
+                s11 = s01;
+            }
+            y0[oc] = (int8_t)rq_any(2 * s00, cx, oc);
+            y1[oc] = (int8_t)rq_any(2 * s10, cx, oc);
+            y0[oc1] = (int8_t)rq_any(2 * s01, cx, oc1);
+            y1[oc1] = (int8_t)rq_any(2 * s11, cx, oc1);
+        }
+    }
+}
+
+/* the buffered path of a regular-conv row (its own frame: the buffer only when used) */
+static CV_NOINLINE void reg_buf(int8_t *out, const tt_rows *x, int32_t oy,
+                                const tt_conv_geom *g, const cv_ctx *cx, int32_t chunk)
+{
+    int32_t buf[CV_BUF_REG];
+    const int8_t *rows[CV_ROWS];
+    int8_t *const stage = (int8_t *)(buf + chunk / 2 * cx->kp);
+    const int8_t zp = (int8_t)(-cx->q->in_offset);
+    const int32_t span = g->kw * g->cin, kp = cx->kp;
+    const int32_t stem = g->kh == 3 && g->kw == 3 && g->cin == 3;
+    /* output columns whose taps all lie inside the input row (dilation 1) */
+    const int32_t lo = (g->pl + g->sw - 1) / g->sw;
+    const int32_t hi =
+        g->dw == 1 && g->w - g->kw + g->pl >= 0 ? (g->w - g->kw + g->pl) / g->sw : -1;
+    int32_t ox, i, full = g->kh <= CV_ROWS;
+
+    for (i = 0; i < g->kh && i < CV_ROWS; ++i) {
+        rows[i] = in_row(x, oy, i, g);
+        full = full && rows[i] != NULL;
+    }
+    for (ox = 0; ox < g->ow; ox += chunk) {
+        const int32_t n = g->ow - ox < chunk ? g->ow - ox : chunk;
+        for (i = 0; i < n; ++i) {
+            const int32_t c = ox + i;
+            if (full && c >= lo && c <= hi) { /* kh contiguous spans */
+                const int32_t at = (c * g->sw - g->pl) * g->cin;
+                int32_t ky;
+                if (stem) { /* 3x3x3: written out, converted straight away */
+                    stem_patch(slot(buf, i, kp), rows, at, cx->off2);
+                    continue;
+                }
+                for (ky = 0; ky < g->kh; ++ky) {
+                    copy_bytes(stage + ky * span, rows[ky] + at, span);
+                }
+            } else {
+                gather(stage, g->kh <= CV_ROWS ? rows : NULL, x, oy, c, g, zp);
+            }
+            convert_row(slot(buf, i, kp), stage, cx->k, cx->off2, 4);
+        }
+        if (n & 1) { /* the odd pixel's partner slot repeats it */
+            int32_t *const d = slot(buf, n, kp);
+            for (i = 0; i < kp; i += 4) {
+                d[i] = d[i - 2];
+                d[i + 1] = d[i - 1];
+            }
+        }
+        run_buf(out + ox * cx->cout, buf, n, cx);
+    }
+}
+
+void tt_conv2d_s8_reg_row(const tt_rows *y, const tt_rows *x, int32_t oy, const int8_t *w,
+                          const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    cv_ctx cx;
+    int32_t chunk;
+
+    if (!ctx_init(&cx, w, b, g->cout, g->kh * g->kw * g->cin, q)) {
+        tt_conv2d_s8_row(y, x, oy, w, b, g, q);
+        return;
+    }
+    /* pairs of kp-word pixel blocks, then one staged byte patch (kp / 4 words) */
+    chunk = 2 * ((CV_BUF_REG - cx.kp / 4) / cx.kp);
+    if (chunk == 0) {
+        reg_fly(tt_row(y, oy), x, oy, g, &cx);
+    } else {
+        reg_buf(tt_row(y, oy), x, oy, g, &cx, chunk);
+    }
+}
+
+void tt_conv2d_s8_reg(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
+                      const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    /* a whole tensor is a ring as tall as the tensor; x is only read */
+    const tt_rows yr = {y, g->oh, g->ow * g->cout};
+    const tt_rows xr = {(int8_t *)(uintptr_t)x, g->h, g->w * g->cin};
+    int32_t oy;
+
+    for (oy = 0; oy < g->oh; ++oy) {
+        tt_conv2d_s8_reg_row(&yr, &xr, oy, w, b, g, q);
+    }
+}
+
+/* ---- fully connected (single rounding, tt_mbqm) ---- */
+
+void tt_dense_s8_opt(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
+                     int32_t in, int32_t out, const tt_q8_requant *q)
+{
+    const int32_t off = q->in_offset;
+    const int32_t off2 = (int32_t)(((uint32_t)off & 0xffffu) | ((uint32_t)off << 16));
+    int32_t o, c;
+
+    if (in < 1 || in > CV_KMAX || off < -128 || off > 128) {
+        tt_dense_s8(y, x, w, b, in, out, q);
+        return;
+    }
+    for (o = 0; o < out; o += 2) {
+        const int32_t o1 = o + 1 < out ? o + 1 : o;
+        const int8_t *const w0 = w + o * in, *const w1 = w + o1 * in;
+        int32_t a00 = 0, a01 = 0, a10 = 0, a11 = 0, acc[2];
+        /* one pixel: the second pixel slot repeats it, its sums are dropped */
+        CV_MAC2x2_FLY(x, 0, w0, w1 - w0, in, off2);
+        (void)a10;
+        (void)a11;
+        acc[0] = a00;
+        acc[1] = a01;
+        for (c = 0; c <= o1 - o; ++c) {
+            int32_t a = acc[c];
+            if (b != NULL) a = (int32_t)((uint32_t)a + (uint32_t)b[o + c]);
+            a = tt_mbqm(a, q->mult[o + c], q->shift[o + c]);
+            y[o + c] = tt_sat8((int32_t)((uint32_t)a + (uint32_t)q->out_offset), q->act_min,
+                               q->act_max);
+        }
+    }
+}

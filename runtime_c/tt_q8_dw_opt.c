@@ -1,0 +1,847 @@
+/*
+ * Optimised int8 depthwise convolution and residual add, bit-identical with tt_conv2d_s8 /
+ * tt_conv2d_s8_row (depthwise geometries) and tt_add_s8 / tt_add_s8_row (same shape).
+ *
+ * Depthwise: 4 channels at a time along the contiguous C axis. Per call, the weights of a
+ * 4-channel group (stored (C, kh, kw): channel-major) are repacked on the stack as one
+ * doubleword per tap holding the four weights, doubled, as 16-bit lanes (channels 0, 2 | 1, 3).
+ * SXTAB16 of an input word gives (x + in_offset) of channels (0, 2) and (1, 3) as 16-bit lanes
+ * and SMLABB / SMLATT accumulate per channel: 8 instructions per tap for 4 channels. Every
+ * pixel runs its window clipped to the input (padding taps contribute nothing, as in the
+ * reference), unrolled per kernel row for rows of 1 to 7 taps. Interior pixels of 3x3 (stride
+ * 1 or 2) and 5x5 (stride 1) convolutions go two at a time: their shared input columns are
+ * loaded and extended once, the requantisation constants loaded once, and the input offset
+ * is folded into the accumulators' start value (in_offset * sum(w)).
+ *
+ * Requantisation: for m >= 0 and e = -shift >= 1,
+ *     tt_mbqm_double_rounding(acc, m, -e) + out_offset
+ *       == SMMLAR(2 acc, m, 2^(e-1) + out_offset * 2^e - [acc < 0]) >> e
+ * because SRDHM(acc, m) = floor((2 acc m + 2^31) / 2^32) (m != INT32_MIN: no saturation), and
+ * the rounding shift (v + 2^(e-1) - [v < 0]) >> e may use [acc < 0] for [v < 0]: they differ
+ * only when v == 0, where both round to 0. The doubled weights make the accumulator 2 acc.
+ * Channel groups whose constants could overflow this (huge bias, e < 1, ...) keep the fast
+ * accumulation and requantise with the reference arithmetic instead.
+ *
+ * Add: LiteRT's per-input rescale RDBPOT(SRDHM((x + off) << 20, m), e) is exactly
+ * SMMLAR((x + off) << 21, m, 2^(e-1) - [x + off < 0]) >> e by the same argument (or
+ * (x + off) << 19 for the usual m = 2^30, e = 0 of the input with the larger scale); the sum
+ * is rescaled likewise. Constants are hoisted and 4 results are packed per store.
+ *
+ * On Cortex-M4/M7 the inner blocks are inline assembly of DSP instructions: the equivalent
+ * arm_acle.h intrinsics come out of GCC 12 with split 64-bit loads, separate rotations and
+ * spills (about 1.25x the instructions), and SMMLAR, BFI and the rotated SXTAB16 have no
+ * intrinsic there. Elsewhere (host builds) a portable C path computes the same integers.
+ */
+#include "tt_kernels.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__ARM_FEATURE_DSP)
+#include <arm_acle.h>
+#endif
+
+#if defined(__GNUC__)
+#define TT_DW_INLINE static inline __attribute__((always_inline))
+#define TT_DW_NOINLINE static __attribute__((noinline))
+#else
+#define TT_DW_INLINE static inline
+#define TT_DW_NOINLINE static
+#endif
+
+TT_DW_INLINE int32_t dw_sx8(uint32_t v) /* sign-extend the low byte */
+{
+    return (int32_t)(v & 0xFFu) - (int32_t)((v & 0x80u) << 1);
+}
+
+TT_DW_INLINE uint32_t dw_load32(const int8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v); /* one unaligned LDR on Cortex-M4/M7 */
+    return v;
+}
+
+TT_DW_INLINE void dw_store32(int8_t *p, uint32_t v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+static uint32_t dw_bcast8(int32_t v)
+{
+    return ((uint32_t)v & 0xFFu) * 0x01010101u;
+}
+
+#if defined(__ARM_FEATURE_DSP)
+
+/* c + floor((a * b + 2^31) / 2^32) */
+TT_DW_INLINE int32_t dw_smmlar(int32_t a, int32_t b, int32_t c)
+{
+    int32_t r;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+
+TT_DW_INLINE int32_t dw_ssat8(int32_t v)
+{
+    return __ssat(v, 8);
+}
+
+/* per signed byte: min(max(r, lo), hi) */
+TT_DW_INLINE uint32_t dw_clamp4(uint32_t r, uint32_t lo, uint32_t hi)
+{
+    (void)__ssub8((int32_t)r, (int32_t)lo);
+    r = __sel(r, lo);
+    (void)__ssub8((int32_t)hi, (int32_t)r);
+    return __sel(r, hi);
+}
+
+/* r's byte at bit pos = v's low byte */
+#define DW_INS8(r, v, pos) __asm__("bfi %0, %1, #" #pos ", #8" : "+r"(r) : "r"(v))
+
+/* lo, hi = the two words of mem in one LDRD (volatile: stays in the loop, not hoisted into a
+ * spilled register pair) */
+#define DW_LDRD(lo, hi, mem) __asm__ volatile("ldrd %0, %1, %2" : "=r"(lo), "=r"(hi) : "m"(mem))
+
+/* ---- tap blocks. A tap: the input word (LDR), the tap's repacked weights (LDRD), two sign
+ * extensions (bytes 0, 2 and 1, 3 with the input offset, or without it when it is folded into
+ * the start value) and four multiply-accumulates. Input column j of a row at p + j * c: LDR's
+ * scaled register offsets give j = 0, 1, 2, 4 and p steps by c for the others. The blocks
+ * only read the input and the repacked weights, which nothing writes during a kernel call. */
+#define DW_LX(addr) "ldr %[x], " addr "\n\t"
+#define DW_LW(off) "ldrd %[w0], %[w1], [%[w], #" #off "]\n\t"
+#define DW_LWM(j) "ldr %[w0], %[k" #j "l]\n\tldr %[w1], %[k" #j "h]\n\t"
+#define DW_EXT_O "sxtab16 %[t], %[o], %[x]\n\tsxtab16 %[x], %[o], %[x], ror #8\n\t"
+#define DW_EXT_R "sxtb16 %[t], %[x]\n\tsxtb16 %[x], %[x], ror #8\n\t"
+#define DW_MAC_A                                                                           \
+    "smlabb %[a0], %[t], %[w0], %[a0]\n\tsmlatt %[a2], %[t], %[w0], %[a2]\n\t"             \
+    "smlabb %[a1], %[x], %[w1], %[a1]\n\tsmlatt %[a3], %[x], %[w1], %[a3]\n\t"
+#define DW_MAC_B                                                                           \
+    "smlabb %[b0], %[t], %[w0], %[b0]\n\tsmlatt %[b2], %[t], %[w0], %[b2]\n\t"             \
+    "smlabb %[b1], %[x], %[w1], %[b1]\n\tsmlatt %[b3], %[x], %[w1], %[b3]\n\t"
+#define DW_P0 "[%[p]]"
+#define DW_P1 "[%[p], %[c]]"
+#define DW_P2 "[%[p], %[c], lsl #1]"
+#define DW_P4 "[%[p], %[c], lsl #2]"
+#define DW_PADD "add %[p], %[p], %[c]\n\t"
+#define DW_OPS_A                                                                           \
+    [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [x] "=&r"(x_),              \
+        [t] "=&r"(t_), [w0] "=&r"(w0_), [w1] "=&r"(w1_)
+
+/* one kernel row of one pixel (accumulators a0..a3): x at P_ + j * C_, weights W_[2j],
+ * W_[2j + 1] (inside the array wb, a memory operand so that its stores come first), the
+ * input offset off2 added */
+#define DW_ASM_A(code, P_, C_, W_)                                                         \
+    do {                                                                                   \
+        uint32_t x_, t_, w0_, w1_;                                                         \
+        const int8_t *pp_ = (P_);                                                          \
+        __asm__(code                                                                       \
+                : DW_OPS_A, [p] "+r"(pp_)                                                  \
+                : [c] "r"(C_), [w] "r"(W_), [o] "r"(off2), "m"(wb));                       \
+    } while (0)
+#define DW_ROW1(P_, C_, W_) DW_ASM_A(DW_LX(DW_P0) DW_LW(0) DW_EXT_O DW_MAC_A, P_, C_, W_)
+#define DW_ROW2(P_, C_, W_)                                                                \
+    DW_ASM_A(DW_LX(DW_P0) DW_LW(0) DW_EXT_O DW_MAC_A DW_LX(DW_P1) DW_LW(8) DW_EXT_O DW_MAC_A, \
+             P_, C_, W_)
+#define DW_ROW3(P_, C_, W_)                                                                \
+    DW_ASM_A(DW_LX(DW_P0) DW_LW(0) DW_EXT_O DW_MAC_A DW_LX(DW_P1) DW_LW(8) DW_EXT_O DW_MAC_A \
+             DW_LX(DW_P2) DW_LW(16) DW_EXT_O DW_MAC_A, P_, C_, W_)
+#define DW_ROW4(P_, C_, W_)                                                                \
+    DW_ASM_A(DW_LX(DW_P0) DW_LW(0) DW_EXT_O DW_MAC_A DW_LX(DW_P1) DW_LW(8) DW_EXT_O DW_MAC_A \
+             DW_LX(DW_P2) DW_LW(16) DW_EXT_O DW_MAC_A DW_PADD DW_LX(DW_P2) DW_LW(24)       \
+             DW_EXT_O DW_MAC_A, P_, C_, W_)
+#define DW_ROW5(P_, C_, W_)                                                                \
+    DW_ASM_A(DW_LX(DW_P0) DW_LW(0) DW_EXT_O DW_MAC_A DW_LX(DW_P1) DW_LW(8) DW_EXT_O DW_MAC_A \
+             DW_LX(DW_P2) DW_LW(16) DW_EXT_O DW_MAC_A DW_LX(DW_P4) DW_LW(32) DW_EXT_O      \
+             DW_MAC_A DW_PADD DW_LX(DW_P2) DW_LW(24) DW_EXT_O DW_MAC_A, P_, C_, W_)
+#define DW_ROW6(P_, C_, W_)                                                                \
+    DW_ASM_A(DW_LX(DW_P0) DW_LW(0) DW_EXT_O DW_MAC_A DW_LX(DW_P1) DW_LW(8) DW_EXT_O DW_MAC_A \
+             DW_LX(DW_P2) DW_LW(16) DW_EXT_O DW_MAC_A DW_LX(DW_P4) DW_LW(32) DW_EXT_O      \
+             DW_MAC_A DW_PADD DW_LX(DW_P2) DW_LW(24) DW_EXT_O DW_MAC_A DW_LX(DW_P4)       \
+             DW_LW(40) DW_EXT_O DW_MAC_A, P_, C_, W_)
+#define DW_ROW7(P_, C_, W_)                                                                \
+    DW_ASM_A(DW_LX(DW_P0) DW_LW(0) DW_EXT_O DW_MAC_A DW_LX(DW_P1) DW_LW(8) DW_EXT_O DW_MAC_A \
+             DW_LX(DW_P2) DW_LW(16) DW_EXT_O DW_MAC_A DW_LX(DW_P4) DW_LW(32) DW_EXT_O      \
+             DW_MAC_A DW_PADD DW_LX(DW_P2) DW_LW(24) DW_EXT_O DW_MAC_A DW_LX(DW_P4)       \
+             DW_LW(40) DW_EXT_O DW_MAC_A DW_PADD DW_LX(DW_P4) DW_LW(48) DW_EXT_O DW_MAC_A, \
+             P_, C_, W_)
+
+/* One kernel row ROW of a pair of neighbouring pixels A (a0..a3) and B (b0..b3), stride S,
+ * input offset folded away: the input columns are loaded and extended once, column j feeding
+ * A with weights j and B with weights j - S (kept in registers from A's use when S = 1). All
+ * 14 registers are operands, so the weights (WL: a uint32_t array, two words per tap) are
+ * SP-relative memory operands, loaded as two words each: with 64-bit operands GCC 12 finds
+ * these blocks' constraints impossible once the array lies 256 bytes or more above SP. */
+#define DW_ASM_AB(code, P_, C_, ...)                                                       \
+    do {                                                                                   \
+        uint32_t x_, t_, w0_, w1_;                                                         \
+        const int8_t *pp_ = (P_);                                                          \
+        __asm__(code                                                                       \
+                : DW_OPS_A, [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [b3] "+r"(b3),     \
+                  [p] "+r"(pp_)                                                            \
+                : [c] "r"(C_), __VA_ARGS__);                                               \
+    } while (0)
+#define DW_KW(WL, T, j) [k##j##l] "m"((WL)[2 * (T)]), [k##j##h] "m"((WL)[2 * (T) + 1])
+#define DW_K3(WL, ROW) DW_KW(WL, (ROW) * 3, 0), DW_KW(WL, (ROW) * 3 + 1, 1),               \
+                       DW_KW(WL, (ROW) * 3 + 2, 2)
+#define DW_PAIR3S1(P_, C_, WL, ROW)                                                        \
+    DW_ASM_AB(DW_LX(DW_P0) DW_EXT_R DW_LWM(0) DW_MAC_A DW_LX(DW_P1) DW_EXT_R DW_MAC_B     \
+              DW_LWM(1) DW_MAC_A DW_LX(DW_P2) DW_EXT_R DW_MAC_B DW_LWM(2) DW_MAC_A DW_PADD \
+              DW_LX(DW_P2) DW_EXT_R DW_MAC_B, P_, C_, DW_K3(WL, ROW))
+#define DW_PAIR3S2(P_, C_, WL, ROW)                                                        \
+    DW_ASM_AB(DW_LX(DW_P0) DW_EXT_R DW_LWM(0) DW_MAC_A DW_LX(DW_P1) DW_EXT_R DW_LWM(1)     \
+              DW_MAC_A DW_LX(DW_P2) DW_EXT_R DW_LWM(0) DW_MAC_B DW_LWM(2) DW_MAC_A         \
+              DW_LX(DW_P4) DW_EXT_R DW_MAC_B DW_PADD DW_LX(DW_P2) DW_EXT_R DW_LWM(1)       \
+              DW_MAC_B, P_, C_, DW_K3(WL, ROW))
+/* 5x5 stride 1 in two blocks (GCC takes at most 30 operands, "+r" counting twice): the second
+ * goes on with the first's pointer and last weights. */
+#define DW_PAIR5S1(P_, C_, WL, ROW)                                                        \
+    do {                                                                                   \
+        uint32_t x_, t_, w0_, w1_;                                                         \
+        const int8_t *pp_ = (P_);                                                          \
+        __asm__(DW_LX(DW_P0) DW_EXT_R DW_LWM(0) DW_MAC_A DW_LX(DW_P1) DW_EXT_R DW_MAC_B    \
+                DW_LWM(1) DW_MAC_A DW_LX(DW_P2) DW_EXT_R DW_MAC_B DW_LWM(2) DW_MAC_A       \
+                : DW_OPS_A, [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [b3] "+r"(b3),     \
+                  [p] "+r"(pp_)                                                            \
+                : [c] "r"(C_), DW_KW(WL, (ROW) * 5, 0), DW_KW(WL, (ROW) * 5 + 1, 1),       \
+                  DW_KW(WL, (ROW) * 5 + 2, 2));                                            \
+        __asm__(DW_PADD DW_LX(DW_P2) DW_EXT_R DW_MAC_B DW_LWM(3) DW_MAC_A DW_PADD          \
+                DW_LX(DW_P2) DW_EXT_R DW_MAC_B DW_LWM(4) DW_MAC_A DW_PADD DW_LX(DW_P2)     \
+                DW_EXT_R DW_MAC_B                                                          \
+                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3),              \
+                  [x] "=&r"(x_), [t] "=&r"(t_), [w0] "+r"(w0_), [w1] "+r"(w1_),            \
+                  [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [b3] "+r"(b3), [p] "+r"(pp_) \
+                : [c] "r"(C_), DW_KW(WL, (ROW) * 5 + 3, 3), DW_KW(WL, (ROW) * 5 + 4, 4));  \
+    } while (0)
+
+#else /* portable C with the instructions' exact semantics */
+
+TT_DW_INLINE int32_t dw_lo16(int32_t v)
+{
+    return (int32_t)((uint32_t)v & 0xFFFFu) - (int32_t)(((uint32_t)v & 0x8000u) << 1);
+}
+
+TT_DW_INLINE int32_t dw_hi16(int32_t v)
+{
+    return dw_lo16((int32_t)((uint32_t)v >> 16));
+}
+
+/* SXTAB16: a's 16-bit lanes plus bytes 0 and 2 of x, sign-extended */
+TT_DW_INLINE int32_t dw_sxtab16(int32_t a, uint32_t x)
+{
+    const uint32_t lo = ((uint32_t)a + (uint32_t)dw_sx8(x)) & 0xFFFFu;
+    const uint32_t hi = (((uint32_t)a >> 16) + (uint32_t)dw_sx8(x >> 16)) & 0xFFFFu;
+    return (int32_t)(lo | (hi << 16));
+}
+
+TT_DW_INLINE int32_t dw_smmlar(int32_t a, int32_t b, int32_t c)
+{
+    /* floor(p / 2^32) in two's complement, then c added modulo 2^32 */
+    const int64_t p = (int64_t)a * (int64_t)b + (int64_t)0x80000000LL;
+    return (int32_t)((uint32_t)((uint64_t)p >> 32) + (uint32_t)c);
+}
+
+TT_DW_INLINE int32_t dw_ssat8(int32_t v)
+{
+    return v < -128 ? -128 : (v > 127 ? 127 : v);
+}
+
+TT_DW_INLINE uint32_t dw_clamp4(uint32_t r, uint32_t lo, uint32_t hi)
+{
+    uint32_t out = 0;
+    int32_t k;
+    for (k = 0; k < 32; k += 8) {
+        int32_t v = dw_sx8(r >> k);
+        const int32_t l = dw_sx8(lo >> k), h = dw_sx8(hi >> k);
+        v = v < l ? l : v;
+        v = v > h ? h : v;
+        out |= ((uint32_t)v & 0xFFu) << k;
+    }
+    return out;
+}
+
+#define DW_INS8(r, v, pos) ((r) = ((r) & ~(0xFFu << (pos))) | (((uint32_t)(v) & 0xFFu) << (pos)))
+
+#define DW_LDRD(lo, hi, mem)                                                               \
+    do {                                                                                   \
+        uint32_t w_[2];                                                                    \
+        memcpy(w_, &(mem), sizeof w_);                                                     \
+        (lo) = (int32_t)w_[0];                                                             \
+        (hi) = (int32_t)w_[1];                                                             \
+    } while (0)
+
+/* one tap: acc[0..3] += (4 input bytes of xv + off2) * the repacked weights w[0], w[1] */
+TT_DW_INLINE void dw_tap_c(int32_t *acc, uint32_t xv, int32_t off2, const uint32_t *w)
+{
+    const int32_t x02 = dw_sxtab16(off2, xv), x13 = dw_sxtab16(off2, (xv >> 8) | (xv << 24));
+    const int32_t w02 = (int32_t)w[0], w13 = (int32_t)w[1];
+    acc[0] = (int32_t)((uint32_t)acc[0] + (uint32_t)(dw_lo16(x02) * dw_lo16(w02)));
+    acc[2] = (int32_t)((uint32_t)acc[2] + (uint32_t)(dw_hi16(x02) * dw_hi16(w02)));
+    acc[1] = (int32_t)((uint32_t)acc[1] + (uint32_t)(dw_lo16(x13) * dw_lo16(w13)));
+    acc[3] = (int32_t)((uint32_t)acc[3] + (uint32_t)(dw_hi16(x13) * dw_hi16(w13)));
+}
+
+TT_DW_INLINE void dw_row_c(int32_t *a0, int32_t *a1, int32_t *a2, int32_t *a3,
+                           const int8_t *p, int32_t c, const uint32_t *w, int32_t n,
+                           int32_t off2)
+{
+    int32_t acc[4], j;
+    acc[0] = *a0;
+    acc[1] = *a1;
+    acc[2] = *a2;
+    acc[3] = *a3;
+    for (j = 0; j < n; ++j) {
+        dw_tap_c(acc, dw_load32(p + j * c), off2, w + 2 * j);
+    }
+    *a0 = acc[0];
+    *a1 = acc[1];
+    *a2 = acc[2];
+    *a3 = acc[3];
+}
+
+#define DW_ROW1(P_, C_, W_) dw_row_c(&a0, &a1, &a2, &a3, (P_), (C_), (W_), 1, off2)
+#define DW_ROW2(P_, C_, W_) dw_row_c(&a0, &a1, &a2, &a3, (P_), (C_), (W_), 2, off2)
+#define DW_ROW3(P_, C_, W_) dw_row_c(&a0, &a1, &a2, &a3, (P_), (C_), (W_), 3, off2)
+#define DW_ROW4(P_, C_, W_) dw_row_c(&a0, &a1, &a2, &a3, (P_), (C_), (W_), 4, off2)
+#define DW_ROW5(P_, C_, W_) dw_row_c(&a0, &a1, &a2, &a3, (P_), (C_), (W_), 5, off2)
+#define DW_ROW6(P_, C_, W_) dw_row_c(&a0, &a1, &a2, &a3, (P_), (C_), (W_), 6, off2)
+#define DW_ROW7(P_, C_, W_) dw_row_c(&a0, &a1, &a2, &a3, (P_), (C_), (W_), 7, off2)
+#define DW_PAIRK(P_, C_, WL, ROW, K, S)                                                    \
+    do {                                                                                   \
+        dw_row_c(&a0, &a1, &a2, &a3, (P_), (C_), (WL) + 2 * (ROW) * (K), (K), 0);          \
+        dw_row_c(&b0, &b1, &b2, &b3, (P_) + (S) * (C_), (C_), (WL) + 2 * (ROW) * (K), (K),  \
+                 0);                                                                       \
+    } while (0)
+#define DW_PAIR3S1(P_, C_, WL, ROW) DW_PAIRK(P_, C_, WL, ROW, 3, 1)
+#define DW_PAIR3S2(P_, C_, WL, ROW) DW_PAIRK(P_, C_, WL, ROW, 3, 2)
+#define DW_PAIR5S1(P_, C_, WL, ROW) DW_PAIRK(P_, C_, WL, ROW, 5, 1)
+
+#endif
+
+/* ================================ depthwise convolution ================================ */
+
+#define DW_MAX_TAPS 49 /* repacked weights of 4 channels: 49 taps (7x7) x 8 bytes */
+#define DW_MAX_KH 8    /* input row pointers kept per output row */
+
+/* Two words read by one DW_LDRD (the asm's memory operand covers both). */
+typedef struct {
+    int32_t w[2];
+} dw_w2;
+
+/* Requantisation constants of one 4-channel group. */
+typedef struct {
+    dw_w2 mc[4];    /* fast requantisation per channel: multiplier, rounding constant */
+    int32_t e[4];   /* and its right shift */
+    dw_w2 ini_b[2]; /* accumulator start values: 2 * bias, or 0 (reference requant) */
+    dw_w2 ini_i[2]; /* pixel pairs: ini_b + 2 * in_offset * sum(w) */
+    dw_w2 lohi;     /* byte-broadcast activation range */
+    int32_t fast;   /* requantise with SMMLAR (else the reference arithmetic) */
+} dw_consts;
+
+/* The call's arguments. */
+typedef struct {
+    const tt_rows *y, *x;
+    int32_t oy0, oy1;
+    const int8_t *w;
+    const int32_t *b;
+    const tt_conv_geom *g;
+    const tt_q8_requant *q;
+    int32_t oxa, oxb; /* output columns whose window lies inside the input columns */
+    int32_t pairs;    /* pixel pairs per full row (from oxa on), or 0 */
+} dw_job;
+
+/* Channel group c0: its weights repacked into wb (per tap two words: 2w of channels 0, 2 and
+ * of channels 1, 3, as 16-bit lanes) and its requantisation constants. */
+static void dw_setup(dw_consts *k, uint32_t *wb, int32_t c0, const dw_job *J)
+{
+    const tt_q8_requant *q = J->q;
+    const int32_t taps = J->g->kh * J->g->kw;
+    const int8_t *w0 = J->w + c0 * taps;
+    /* |acc| <= |bias| + sum_bound: |x + in_offset| <= 128 + |in_offset| (<= 383), |w| <= 128,
+     * at most 49 taps */
+    const uint32_t in_mag = 128u + (uint32_t)(q->in_offset < 0 ? -q->in_offset : q->in_offset);
+    const uint32_t sum_bound = (uint32_t)taps * in_mag * 128u;
+    int32_t sw[4] = {0, 0, 0, 0};
+    int32_t t, j;
+
+    for (t = 0; t < taps; ++t) {
+        const int32_t v0 = w0[t], v1 = w0[taps + t], v2 = w0[2 * taps + t];
+        const int32_t v3 = w0[3 * taps + t];
+        wb[2 * t] = ((uint32_t)(2 * v0) & 0xFFFFu) | ((uint32_t)(2 * v2) << 16);
+        wb[2 * t + 1] = ((uint32_t)(2 * v1) & 0xFFFFu) | ((uint32_t)(2 * v3) << 16);
+        sw[0] += v0;
+        sw[1] += v1;
+        sw[2] += v2;
+        sw[3] += v3;
+    }
+    k->fast = q->act_min >= -128 && q->act_max <= 127 && q->act_min <= q->act_max &&
+              q->out_offset >= -128 && q->out_offset <= 127;
+    for (j = 0; j < 4; ++j) {
+        const int32_t c = c0 + j;
+        const int32_t bias = J->b != NULL ? J->b[c] : 0;
+        const uint32_t acc_bound = (bias < 0 ? 0u - (uint32_t)bias : (uint32_t)bias) + sum_bound;
+        const int32_t m = q->mult[c], e = -q->shift[c];
+        int32_t cst = 0;
+        /* 2 acc must fit; |SRDHM| <= acc_bound + 1 and the constant (and -1) added to it must
+         * not wrap: with acc_bound < 2^30 that holds for e <= 22 (|cst| <= 129 * 2^22) */
+        if (m < 0 || e < 1 || e > 31 || acc_bound >= (1u << 30)) {
+            k->fast = 0;
+        } else if (e <= 22) {
+            cst = (int32_t)((1u << (e - 1)) + ((uint32_t)q->out_offset << e));
+        } else {
+            const int64_t c64 = ((int64_t)1 << (e - 1)) + (int64_t)q->out_offset * ((int64_t)1 << e);
+            if ((int64_t)acc_bound + 2 + (c64 < 0 ? -c64 : c64) >= ((int64_t)1 << 31)) {
+                k->fast = 0;
+            }
+            cst = (int32_t)c64;
+        }
+        k->mc[j].w[0] = m;
+        k->mc[j].w[1] = cst;
+        k->e[j] = e;
+    }
+    for (j = 0; j < 4; ++j) {
+        /* the start values stay within the bounds above (2 |bias| + the offset's share) */
+        const int32_t ini = k->fast && J->b != NULL ? 2 * J->b[c0 + j] : 0;
+        k->ini_b[j / 2].w[j % 2] = ini;
+        k->ini_i[j / 2].w[j % 2] = ini + 2 * q->in_offset * sw[j];
+    }
+    k->lohi.w[0] = (int32_t)dw_bcast8(q->act_min);
+    k->lohi.w[1] = (int32_t)dw_bcast8(q->act_max);
+}
+
+/* The reference requantisation of doubled accumulators (exact sums: halve, add the bias with
+ * int32 wrap-around as the reference does) for channels c0..c0+3, stored at o. */
+TT_DW_NOINLINE void dw_store4_ref(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32_t a3,
+                                  int32_t c0, const dw_job *J)
+{
+    const int32_t acc[4] = {a0 / 2, a1 / 2, a2 / 2, a3 / 2};
+    const tt_q8_requant *q = J->q;
+    int32_t j;
+    for (j = 0; j < 4; ++j) {
+        const int32_t c = c0 + j;
+        int32_t v = (int32_t)((uint32_t)acc[j] + (uint32_t)(J->b != NULL ? J->b[c] : 0));
+        v = tt_mbqm_double_rounding(v, q->mult[c], q->shift[c]) + q->out_offset;
+        o[j] = tt_sat8(v, q->act_min, q->act_max);
+    }
+}
+
+/* Fast requantisation of one doubled accumulator, before the clamp */
+#define DW_RQ(v, a, m, c, e) ((v) = dw_ssat8(dw_smmlar((a), (m), (c) + ((a) >> 31)) >> (e)))
+
+/* Requantise a0..a3 (channels c0..c0+3) and store them at o. */
+TT_DW_INLINE void dw_store4(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32_t a3,
+                            const dw_consts *k, int32_t c0, const dw_job *J)
+{
+    if (k->fast) {
+        int32_t m, c, v;
+        uint32_t r, lo, hi;
+        DW_LDRD(m, c, k->mc[0]);
+        DW_RQ(v, a0, m, c, k->e[0]);
+        r = (uint32_t)v;
+        DW_LDRD(m, c, k->mc[1]);
+        DW_RQ(v, a1, m, c, k->e[1]);
+        DW_INS8(r, v, 8);
+        DW_LDRD(m, c, k->mc[2]);
+        DW_RQ(v, a2, m, c, k->e[2]);
+        DW_INS8(r, v, 16);
+        DW_LDRD(m, c, k->mc[3]);
+        DW_RQ(v, a3, m, c, k->e[3]);
+        DW_INS8(r, v, 24);
+        DW_LDRD(lo, hi, k->lohi);
+        dw_store32(o, dw_clamp4(r, (uint32_t)lo, (uint32_t)hi));
+    } else {
+        dw_store4_ref(o, a0, a1, a2, a3, c0, J);
+    }
+}
+
+/* the kernel rows ky0..ky1 of one pixel, ROW taps each */
+#define DW_ROWS(ROW)                                                                       \
+    for (ky = ky0; ky < ky1; ++ky, wp += 2 * kw) {                                         \
+        ROW(rp[ky] + xo, cin, wp);                                                         \
+    }
+
+/* Pixel pairs: np pairs from output o and input column offset x on, all kernel rows in the
+ * input (rp). PAIR is the row block, K the kernel size, S the stride. */
+#define DW_PAIRS(PAIR, K, S)                                                               \
+    for (; np > 0; --np, o += 2 * cin, x += 2 * (S) * cin) {                              \
+        int32_t a0, a1, a2, a3, b0, b1, b2, b3, m, c, e;                                   \
+        uint32_t lo, hi;                                                                   \
+        DW_LDRD(a0, a1, k.ini_i[0]);                                                       \
+        DW_LDRD(a2, a3, k.ini_i[1]);                                                       \
+        b0 = a0;                                                                           \
+        b1 = a1;                                                                           \
+        b2 = a2;                                                                           \
+        b3 = a3;                                                                           \
+        PAIR(rp[0] + x, cin, wb, 0);                                                      \
+        PAIR(rp[1] + x, cin, wb, 1);                                                      \
+        PAIR(rp[2] + x, cin, wb, 2);                                                      \
+        if ((K) == 5) {                                                                    \
+            PAIR(rp[3] + x, cin, wb, 3 % (K));                                            \
+            PAIR(rp[4] + x, cin, wb, 4 % (K));                                            \
+        }                                                                                  \
+        if (!k.fast) {                                                                     \
+            dw_store4_ref(o, a0, a1, a2, a3, c0, J);                                       \
+            dw_store4_ref(o + cin, b0, b1, b2, b3, c0, J);                                 \
+            continue;                                                                      \
+        }                                                                                  \
+        DW_LDRD(m, c, k.mc[0]);                                                            \
+        e = k.e[0];                                                                        \
+        DW_RQ(a0, a0, m, c, e);                                                            \
+        DW_RQ(b0, b0, m, c, e);                                                            \
+        DW_LDRD(m, c, k.mc[1]);                                                            \
+        e = k.e[1];                                                                        \
+        DW_RQ(a1, a1, m, c, e);                                                            \
+        DW_RQ(b1, b1, m, c, e);                                                            \
+        DW_INS8(a0, a1, 8);                                                                \
+        DW_INS8(b0, b1, 8);                                                                \
+        DW_LDRD(m, c, k.mc[2]);                                                            \
+        e = k.e[2];                                                                        \
+        DW_RQ(a2, a2, m, c, e);                                                            \
+        DW_RQ(b2, b2, m, c, e);                                                            \
+        DW_INS8(a0, a2, 16);                                                               \
+        DW_INS8(b0, b2, 16);                                                               \
+        DW_LDRD(m, c, k.mc[3]);                                                            \
+        e = k.e[3];                                                                        \
+        DW_RQ(a3, a3, m, c, e);                                                            \
+        DW_RQ(b3, b3, m, c, e);                                                            \
+        DW_INS8(a0, a3, 24);                                                               \
+        DW_INS8(b0, b3, 24);                                                               \
+        DW_LDRD(lo, hi, k.lohi);                                                            \
+        dw_store32(o, dw_clamp4((uint32_t)a0, lo, hi));                                    \
+        dw_store32(o + cin, dw_clamp4((uint32_t)b0, lo, hi));                              \
+    }
+
+/* Output rows oy0..oy1 of channels c0..c0+3. Each pixel runs its window clipped to the input,
+ * kernel rows unrolled for 1 to 7 taps; the interior pixels of 3x3 (stride 1, 2) and 5x5
+ * (stride 1) convolutions go in pairs: each input column loaded and extended once for both,
+ * the input offset folded into the start values, the requantisation constants loaded once. */
+TT_DW_NOINLINE void dw_group(const dw_job *J, int32_t c0)
+{
+    dw_consts k;
+    uint32_t wb[2 * DW_MAX_TAPS];
+    const int8_t *rp[DW_MAX_KH];
+    const tt_conv_geom *g = J->g;
+    const int32_t cin = g->cin, kh = g->kh, kw = g->kw, sw = g->sw, iw = g->w, ow = g->ow;
+    const int32_t oxa = J->oxa, pairs = J->pairs;
+    const int32_t off2 = (int32_t)(((uint32_t)J->q->in_offset & 0xFFFFu) |
+                                   ((uint32_t)J->q->in_offset << 16));
+    int32_t oy, ox, ky;
+
+    dw_setup(&k, wb, c0, J);
+    for (oy = J->oy0; oy < J->oy1; ++oy) {
+        const int32_t iy0 = oy * g->sh - g->pt;
+        const int32_t ky0 = iy0 < 0 ? -iy0 : 0;
+        const int32_t ky1 = g->h - iy0 < kh ? g->h - iy0 : kh;
+        /* the pairs start at column oxa of the rows whose kernel rows all lie in the input */
+        const int32_t pair_ox = pairs > 0 && ky0 == 0 && ky1 == kh ? oxa : -1;
+        int8_t *const out = tt_row(J->y, oy) + c0;
+        int32_t ix0 = -g->pl; /* input column of kernel column 0 */
+        for (ky = ky0; ky < ky1; ++ky) {
+            rp[ky] = tt_row(J->x, iy0 + ky) + c0;
+        }
+        for (ox = 0; ox < ow; ++ox, ix0 += sw) {
+            const int32_t kx0 = ix0 < 0 ? -ix0 : 0;
+            const int32_t kx1 = iw - ix0 < kw ? iw - ix0 : kw;
+            const int32_t xo = (ix0 + kx0) * cin;
+            const uint32_t *wp = wb + 2 * (ky0 * kw + kx0);
+            if (ox == pair_ox) { /* declares its own accumulators: keep ours below */
+                int8_t *o = out + ox * cin;
+                int32_t np = pairs, x = xo;
+                ox += 2 * np - 1;
+                ix0 += (2 * np - 1) * sw;
+                if (kh == 5) {
+                    DW_PAIRS(DW_PAIR5S1, 5, 1)
+                } else if (sw == 1) {
+                    DW_PAIRS(DW_PAIR3S1, 3, 1)
+                } else {
+                    DW_PAIRS(DW_PAIR3S2, 3, 2)
+                }
+                continue;
+            }
+            int32_t a0, a1, a2, a3, n;
+            DW_LDRD(a0, a1, k.ini_b[0]);
+            DW_LDRD(a2, a3, k.ini_b[1]);
+            if (kx1 - kx0 == 3 && ky1 - ky0 == 3) { /* a whole 3x3 window, rows unrolled */
+                DW_ROW3(rp[ky0] + xo, cin, wp);
+                DW_ROW3(rp[ky0 + 1] + xo, cin, wp + 2 * kw);
+                DW_ROW3(rp[ky0 + 2] + xo, cin, wp + 4 * kw);
+            } else switch (kx1 - kx0) {
+            case 1: DW_ROWS(DW_ROW1) break;
+            case 2: DW_ROWS(DW_ROW2) break;
+            case 3: DW_ROWS(DW_ROW3) break;
+            case 4: DW_ROWS(DW_ROW4) break;
+            case 5: DW_ROWS(DW_ROW5) break;
+            case 6: DW_ROWS(DW_ROW6) break;
+            case 7: DW_ROWS(DW_ROW7) break;
+            default: /* wider kernels tap by tap (nothing when the window is empty) */
+                for (ky = ky0; ky < ky1 && kx1 > kx0; ++ky, wp += 2 * kw) {
+                    for (n = 0; n < kx1 - kx0; ++n) {
+                        DW_ROW1(rp[ky] + xo + n * cin, cin, wp + 2 * n);
+                    }
+                }
+                break;
+            }
+            dw_store4(out + ox * cin, a0, a1, a2, a3, &k, c0, J);
+        }
+    }
+}
+
+/* The reference arithmetic for channels c0..cin-1 (fewer than 4 left over). */
+static void dw_tail(const dw_job *J, int32_t c0)
+{
+    const tt_conv_geom *g = J->g;
+    const tt_q8_requant *q = J->q;
+    const int32_t taps = g->kh * g->kw;
+    int32_t oy, ox, c, ky, kx;
+
+    for (oy = J->oy0; oy < J->oy1; ++oy) {
+        const int32_t iy0 = oy * g->sh - g->pt;
+        const int32_t ky0 = iy0 < 0 ? -iy0 : 0;
+        const int32_t ky1 = g->h - iy0 < g->kh ? g->h - iy0 : g->kh;
+        int8_t *const out = tt_row(J->y, oy);
+        for (ox = 0; ox < g->ow; ++ox) {
+            const int32_t ix0 = ox * g->sw - g->pl;
+            const int32_t kx0 = ix0 < 0 ? -ix0 : 0;
+            const int32_t kx1 = g->w - ix0 < g->kw ? g->w - ix0 : g->kw;
+            for (c = c0; c < g->cin; ++c) {
+                int32_t acc = 0;
+                for (ky = ky0; ky < ky1; ++ky) {
+                    const int8_t *row = tt_row(J->x, iy0 + ky);
+                    for (kx = kx0; kx < kx1; ++kx) {
+                        acc += ((int32_t)row[(ix0 + kx) * g->cin + c] + q->in_offset) *
+                               (int32_t)J->w[c * taps + ky * g->kw + kx];
+                    }
+                }
+                if (J->b != NULL) {
+                    acc += J->b[c];
+                }
+                acc = tt_mbqm_double_rounding(acc, q->mult[c], q->shift[c]) + q->out_offset;
+                out[ox * g->cin + c] = tt_sat8(acc, q->act_min, q->act_max);
+            }
+        }
+    }
+}
+
+/* Geometries this kernel takes; anything else runs the reference kernel. */
+static int dw_supported(const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    return g->groups == g->cin && g->cin == g->cout && g->dh == 1 && g->dw == 1 &&
+           g->kh >= 1 && g->kw >= 1 && g->kh <= DW_MAX_KH && g->kh * g->kw <= DW_MAX_TAPS &&
+           g->sh >= 1 && g->sw >= 1 && q->in_offset >= -255 && q->in_offset <= 255;
+}
+
+/* Output rows [oy0, oy1) (rings as tt_conv2d_s8_row). */
+TT_DW_INLINE void dw_rows(const tt_rows *y, const tt_rows *x, int32_t oy0, int32_t oy1,
+                    const int8_t *w, const int32_t *b, const tt_conv_geom *g,
+                    const tt_q8_requant *q)
+{
+    dw_job J;
+    int32_t c0, oxa, oxb;
+
+    J.y = y;
+    J.x = x;
+    J.oy0 = oy0;
+    J.oy1 = oy1;
+    J.w = w;
+    J.b = b;
+    J.g = g;
+    J.q = q;
+    /* ox * sw - pl >= 0 and ox * sw - pl + kw <= w */
+    oxa = (g->pl + g->sw - 1) / g->sw;
+    oxb = g->w - g->kw + g->pl >= 0 ? (g->w - g->kw + g->pl) / g->sw + 1 : 0;
+    J.oxa = oxa < g->ow ? oxa : g->ow;
+    J.oxb = oxb < g->ow ? oxb : g->ow;
+    J.pairs = J.oxb > J.oxa ? (J.oxb - J.oxa) / 2 : 0;
+    if (g->kh != g->kw ||
+        !((g->kw == 3 && g->sw <= 2) || (g->kw == 5 && g->sw == 1))) {
+        J.pairs = 0;
+    }
+    for (c0 = 0; c0 + 4 <= g->cin; c0 += 4) {
+        dw_group(&J, c0);
+    }
+    if (c0 < g->cin) {
+        dw_tail(&J, c0);
+    }
+}
+
+void tt_conv2d_s8_dw_row(const tt_rows *y, const tt_rows *x, int32_t oy, const int8_t *w,
+                         const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    if (!dw_supported(g, q)) {
+        tt_conv2d_s8_row(y, x, oy, w, b, g, q);
+        return;
+    }
+    dw_rows(y, x, oy, oy + 1, w, b, g, q);
+}
+
+void tt_conv2d_s8_dw(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
+                     const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    /* whole tensors are rings as tall as the tensor; x is only read */
+    const tt_rows yr = {y, g->oh, g->ow * g->cout};
+    const tt_rows xr = {(int8_t *)(uintptr_t)x, g->h, g->w * g->cin};
+
+    if (!dw_supported(g, q)) {
+        tt_conv2d_s8(y, x, w, b, g, q);
+        return;
+    }
+    dw_rows(&yr, &xr, 0, g->oh, w, b, g, q);
+}
+
+/* ===================================== residual add ===================================== */
+
+typedef struct {
+    int32_t aoff, boff;    /* (input offset) << 21, or << 20 for a linear input */
+    int32_t am, ac, ae;    /* input a: SMMLAR multiplier, rounding constant, shift */
+    int32_t bm, bc, be;
+    int32_t om, oc, oe;    /* output: oc includes out_offset << oe */
+    uint32_t lo4, hi4;
+    int32_t act_min, act_max;
+} add_k;
+
+/* Twice input x's rescaled value; lin: the multiplier is exactly 1/2 (m = 2^30, e = 0), so
+ * the rescale is (x + off) << 19 with no rounding. */
+TT_DW_INLINE int32_t add_in2(int32_t x, int32_t off, int32_t m, int32_t c, int32_t e,
+                             int32_t lin)
+{
+    if (lin) {
+        return (int32_t)((uint32_t)off + ((uint32_t)x << 20));
+    } else {
+        const int32_t t = (int32_t)((uint32_t)off + ((uint32_t)x << 21));
+        return 2 * (dw_smmlar(t, m, c + (t >> 31)) >> e);
+    }
+}
+
+TT_DW_INLINE int32_t add_elem(int32_t av, int32_t bv, const add_k *k, int32_t la, int32_t lb)
+{
+    const int32_t tot2 = add_in2(av, k->aoff, k->am, k->ac, k->ae, la) +
+                         add_in2(bv, k->boff, k->bm, k->bc, k->be, lb);
+    return dw_ssat8(dw_smmlar(tot2, k->om, k->oc + (tot2 >> 31)) >> k->oe);
+}
+
+TT_DW_INLINE void add_loop(int8_t *y, const int8_t *a, const int8_t *b, int32_t n,
+                           const add_k *k, int32_t la, int32_t lb)
+{
+    int8_t *const ye = y + (n & ~3);
+
+    for (; y != ye; y += 4, a += 4, b += 4) {
+        uint32_t r = (uint32_t)add_elem(a[0], b[0], k, la, lb);
+        int32_t v = add_elem(a[1], b[1], k, la, lb);
+        DW_INS8(r, v, 8);
+        v = add_elem(a[2], b[2], k, la, lb);
+        DW_INS8(r, v, 16);
+        v = add_elem(a[3], b[3], k, la, lb);
+        DW_INS8(r, v, 24);
+        dw_store32(y, dw_clamp4(r, k->lo4, k->hi4));
+    }
+    for (n &= 3; n > 0; --n) {
+        *y++ = tt_sat8(add_elem(*a++, *b++, k, la, lb), k->act_min, k->act_max);
+    }
+}
+
+TT_DW_NOINLINE void add_loop_lin_gen(int8_t *y, const int8_t *a, const int8_t *b, int32_t n,
+                                     const add_k *k)
+{
+    add_loop(y, a, b, n, k, 1, 0);
+}
+
+TT_DW_NOINLINE void add_loop_gen_gen(int8_t *y, const int8_t *a, const int8_t *b, int32_t n,
+                                     const add_k *k)
+{
+    add_loop(y, a, b, n, k, 0, 0);
+}
+
+TT_DW_NOINLINE void add_loop_lin_lin(int8_t *y, const int8_t *a, const int8_t *b, int32_t n,
+                                     const add_k *k)
+{
+    add_loop(y, a, b, n, k, 1, 1);
+}
+
+/* The reference arithmetic (tt_q8_binary.c's add_one). */
+static int8_t add_ref(int32_t a, int32_t b, const tt_q8_add *p)
+{
+    const int32_t sa = tt_mbqm_double_rounding((a + p->a_offset) * (1 << p->left_shift),
+                                               p->a_mult, p->a_shift);
+    const int32_t sb = tt_mbqm_double_rounding((b + p->b_offset) * (1 << p->left_shift),
+                                               p->b_mult, p->b_shift);
+    return tt_sat8(tt_mbqm_double_rounding(sa + sb, p->out_mult, p->out_shift) +
+                       p->out_offset, p->act_min, p->act_max);
+}
+
+/* Input kind: 1 linear (m = 2^30, e = 0), 0 SMMLAR (m >= 0, e >= 1), -1 neither. */
+static int add_kind(int32_t mult, int32_t shift)
+{
+    if (mult == (1 << 30) && shift == 0) {
+        return 1;
+    }
+    return mult >= 0 && shift <= -1 && shift >= -31 ? 0 : -1;
+}
+
+static void add_in_setup(int32_t *off, int32_t *m, int32_t *c, int32_t *e, int32_t offset,
+                         int32_t mult, int32_t shift, int kind)
+{
+    *off = (int32_t)((uint32_t)offset << (kind == 1 ? 20 : 21));
+    *m = mult;
+    *e = kind == 1 ? 0 : -shift;
+    *c = kind == 1 ? 0 : (int32_t)((uint32_t)1 << (-shift - 1));
+}
+
+static void add_run(int8_t *y, const int8_t *a, const int8_t *b, int32_t n,
+                    const tt_q8_add *p)
+{
+    add_k k;
+    int ka = add_kind(p->a_mult, p->a_shift), kb = add_kind(p->b_mult, p->b_shift);
+    int32_t i;
+
+    /* Ranges: |x + off| <= 383, so (x + off) << 21 fits; a rescaled input is at most
+     * 383 * 2^19 for any m < 2^31, twice their sum < 2^29.6; the output's SRDHM is below
+     * 2^28.6 and |2^(e-1) + out_offset * 2^e| <= 129 * 2^22 for e <= 22: no SMMLAR wraps. */
+    if (p->left_shift != 20 || p->a_offset < -255 || p->a_offset > 255 ||
+        p->b_offset < -255 || p->b_offset > 255 || p->act_min < -128 || p->act_max > 127 ||
+        p->act_min > p->act_max || p->out_offset < -128 || p->out_offset > 127 ||
+        p->out_mult < 0 || p->out_shift > -1 || p->out_shift < -22 || ka < 0 || kb < 0) {
+        for (i = 0; i < n; ++i) {
+            y[i] = add_ref(a[i], b[i], p);
+        }
+        return;
+    }
+    add_in_setup(&k.aoff, &k.am, &k.ac, &k.ae, p->a_offset, p->a_mult, p->a_shift, ka);
+    add_in_setup(&k.boff, &k.bm, &k.bc, &k.be, p->b_offset, p->b_mult, p->b_shift, kb);
+    k.om = p->out_mult;
+    k.oe = -p->out_shift;
+    k.oc = (int32_t)((1u << (k.oe - 1)) + ((uint32_t)p->out_offset << k.oe));
+    k.lo4 = dw_bcast8(p->act_min);
+    k.hi4 = dw_bcast8(p->act_max);
+    k.act_min = p->act_min;
+    k.act_max = p->act_max;
+    if (ka == 1 && kb == 1) {
+        add_loop_lin_lin(y, a, b, n, &k);
+    } else if (ka == 1) {
+        add_loop_lin_gen(y, a, b, n, &k);
+    } else if (kb == 1) { /* the sum is symmetric: swap the inputs */
+        const add_k s = k;
+        k.aoff = s.boff;
+        k.boff = s.aoff;
+        k.am = s.bm;
+        k.bm = s.am;
+        k.ac = s.bc;
+        k.bc = s.ac;
+        k.ae = s.be;
+        k.be = s.ae;
+        add_loop_lin_gen(y, b, a, n, &k);
+    } else {
+        add_loop_gen_gen(y, a, b, n, &k);
+    }
+}
+
+void tt_add_s8_opt(int8_t *y, const int8_t *a, const int8_t *b, int32_t n,
+                   const tt_q8_add *p)
+{
+    add_run(y, a, b, n, p);
+}
+
+void tt_add_s8_row_opt(const tt_rows *y, const tt_rows *a, const tt_rows *b, int32_t r,
+                       const tt_q8_add *p)
+{
+    add_run(tt_row(y, r), tt_row(a, r), tt_row(b, r), y->row_bytes, p);
+}

@@ -1,0 +1,85 @@
+"""Run a kernel test program, the same C, on the host and on the QEMU twins.
+
+A test program includes "harness.h", checks what it wants and calls th_exit(status). On the
+twins it runs bare metal (boards/cortexm/startup.c, semihosting for output and the exit code)
+with the boards' compiler flags, so Cortex-M only code paths (the DSP extension's intrinsics)
+are exercised exactly as in firmware; `-icount shift=0` makes SysTick an instruction counter.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+RUNTIME = ROOT / "runtime_c"
+
+CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off",
+          "-ffunction-sections", "-fdata-sections"]
+TARGETS = {  # QEMU machine and the boards' flags (boards/*.toml)
+    "m7": ("mps2-an500", ["-mcpu=cortex-m7", "-mthumb", "-mfpu=fpv5-sp-d16",
+                          "-mfloat-abi=hard"]),
+    "m4": ("mps2-an386", ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16",
+                          "-mfloat-abi=hard"]),
+}
+LINKER_SCRIPT = """
+MEMORY { FLASH (rx) : ORIGIN = 0x00000000, LENGTH = 4M
+         RAM (rwx) : ORIGIN = 0x20000000, LENGTH = 4M }
+SECTIONS {
+  .text : { KEEP(*(.isr_vector)) *(.text*) *(.rodata*) . = ALIGN(4); } > FLASH
+  _sidata = LOADADDR(.data);
+  .data : { _sdata = .; *(.data*) . = ALIGN(4); _edata = .; } > RAM AT > FLASH
+  .bss (NOLOAD) : { _sbss = .; *(.bss*) *(COMMON) . = ALIGN(4); _ebss = .; } > RAM
+  end = .;
+  _estack = ORIGIN(RAM) + LENGTH(RAM);
+}
+"""
+RUN_TIMEOUT = 600  # seconds: a kernel sweep under QEMU's -icount is slow, never this slow
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+
+
+def available(target: str) -> bool:
+    if target == "host":
+        return shutil.which("gcc") is not None
+    return shutil.which("arm-none-eabi-gcc") is not None and \
+        shutil.which("qemu-system-arm") is not None
+
+
+def run(program: Path, target: str, work: Path, sources: list[Path] = (),
+        defines: list[str] = ()) -> Result:
+    """Compile `program` with `sources` (e.g. runtime_c files) for target host/m7/m4 and run
+    it; returns its exit code and output."""
+    work.mkdir(parents=True, exist_ok=True)
+    inc = [f"-I{HERE}", f"-I{RUNTIME}"]
+    srcs = [str(program), *map(str, sources)]
+    defs = [f"-D{d}" for d in defines]
+    if target == "host":
+        exe = work / f"{program.stem}_host"
+        subprocess.run(["gcc", *CFLAGS, *defs, *inc, "-o", str(exe), *srcs,
+                        str(HERE / "host.c"), "-lm"], check=True, capture_output=True,
+                       text=True)
+        p = subprocess.run([str(exe)], capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        return Result(p.returncode, p.stdout)
+    machine, flags = TARGETS[target]
+    ld = work / "kernel_test.ld"
+    ld.write_text(LINKER_SCRIPT)
+    elf = work / f"{program.stem}_{target}.elf"
+    subprocess.run(["arm-none-eabi-gcc", *CFLAGS, *flags, *defs, *inc, "-nostartfiles",
+                    "--specs=nano.specs", "--specs=nosys.specs", f"-T{ld}",
+                    "-Wl,--gc-sections", "-o", str(elf), *srcs, str(HERE / "semihost.c"),
+                    str(ROOT / "boards" / "cortexm" / "startup.c"), "-lm"],
+                   check=True, capture_output=True, text=True)
+    p = subprocess.run(["qemu-system-arm", "-M", machine, "-nographic", "-monitor", "none",
+                        "-serial", "none", "-icount", "shift=0",
+                        "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=RUN_TIMEOUT)
+    return Result(p.returncode, p.stdout)

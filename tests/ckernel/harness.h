@@ -1,0 +1,21 @@
+/* Tiny harness for kernel tests that run the same C on the host and on the QEMU twins. */
+#ifndef TT_HARNESS_H
+#define TT_HARNESS_H
+#include <stdint.h>
+
+void th_puts(const char *s);
+void th_exit(int status);
+void th_ticks_start(void);
+uint32_t th_ticks(void); /* twins: SysTick ticks of 40 instructions; host: clock() */
+/* Ticks since t0 (the twins' SysTick is 24 bits wide: up to 671 M instructions). */
+uint32_t th_elapsed(uint32_t t0);
+
+/* Deterministic PRNG (xorshift32) so host and twin draw the same test data. */
+static inline uint32_t th_rand(uint32_t *s) {
+    uint32_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return *s = x;
+}
+#endif

@@ -1,0 +1,71 @@
+"""Optimised channel-streamed backward kernels (runtime_c/tt_f32_bwd_opt.c) against the
+reference ones (runtime_c/tt_channel_stream.c), on the host and on the Cortex-M7 / M4 twins.
+
+tests/ckernel/test_cs_opt.c runs both over the inverted-residual blocks of the three benchmark
+networks and random geometries and fails on any difference (bit for bit, except
+tt_cs_pw_input_s8_opt: within its rounding bound PW_SRC_TOL). It prints a hash of every
+optimised kernel's outputs: the twins must produce the host's bits. With CS_BENCH it prints
+instructions per MAC on the M7 twin instead.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests import ckernel
+
+PROGRAM = ckernel.HERE / "test_cs_opt.c"
+SOURCES = [ckernel.RUNTIME / f
+           for f in ("tt_channel_stream.c", "tt_q8_core.c", "tt_f32_bwd_opt.c")]
+KERNELS = 15
+needs_host = pytest.mark.skipif(not ckernel.available("host"), reason="no host gcc")
+needs_twins = pytest.mark.skipif(not ckernel.available("m7"),
+                                 reason="arm-none-eabi-gcc / qemu-system-arm missing")
+
+
+def _hashes(target: str, work) -> dict[str, str]:
+    r = ckernel.run(PROGRAM, target, work, sources=SOURCES)
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("OK"), r.stdout
+    hashes = dict(re.findall(r"^hash (\S+) ([0-9a-f]{8})", r.stdout, re.M))
+    assert len(hashes) == KERNELS, r.stdout
+    return hashes
+
+
+@pytest.fixture(scope="module")
+def host_hashes(tmp_path_factory) -> dict[str, str]:
+    if not ckernel.available("host"):
+        pytest.skip("no host gcc")
+    return _hashes("host", tmp_path_factory.mktemp("cs_opt_host"))
+
+
+@needs_host
+def test_host_matches_reference(host_hashes):
+    assert len(host_hashes) == KERNELS
+
+
+@needs_host
+@needs_twins
+@pytest.mark.parametrize("target", ["m7", "m4"])
+def test_twin_matches_reference_and_host_bits(target, host_hashes, tmp_path):
+    assert _hashes(target, tmp_path) == host_hashes
+
+
+POINTWISE = ("pw_input_s8", "pw_input_f32", "pw_input_add_s8", "pw_input_add_f32",
+             "pw_weight_sgd_f32")
+
+
+@needs_twins
+def test_m7_instructions_per_mac(tmp_path):
+    r = ckernel.run(PROGRAM, "m7", tmp_path, sources=SOURCES, defines=["CS_BENCH"])
+    assert r.returncode == 0, r.stdout
+    rows = re.findall(r"^bench (\S+)(?: \(/elem\))?\s+h(\d+) .* ref\s+([\d.]+)\s+opt\s+([\d.]+)",
+                      r.stdout, re.M)
+    assert len(rows) > 100, r.stdout
+    for name, h, ref, opt in rows:
+        ref, opt = float(ref), float(opt)
+        if name != "clip_f32":  # float compares: about the reference's cost
+            assert opt < ref, (name, h, ref, opt)
+        if name in POINTWISE and int(h) >= 8:  # 8x8 planes and up; 4x4 pay per-call setup
+            assert opt <= 3.0, (name, h, opt)

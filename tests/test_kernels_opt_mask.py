@@ -1,0 +1,24 @@
+"""Optimised 1-bit int8 output masks (runtime_c/tt_q8_mask_opt.c) against tt_q8_clamp_mask,
+bit for bit, on the host and on the Cortex-M7 / M4 twins, where the four-bytes-at-a-time DSP
+path runs (tests/ckernel/test_mask_opt.c)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import ckernel
+
+PROGRAM = ckernel.HERE / "test_mask_opt.c"
+SOURCES = [ckernel.RUNTIME / "tt_q8_core.c", ckernel.RUNTIME / "tt_q8_mask_opt.c"]
+TWIN = "needs arm-none-eabi-gcc and QEMU"
+
+
+@pytest.mark.parametrize("target", [
+    "host",
+    pytest.param("m7", marks=pytest.mark.skipif(not ckernel.available("m7"), reason=TWIN)),
+    pytest.param("m4", marks=pytest.mark.skipif(not ckernel.available("m4"), reason=TWIN)),
+])
+def test_mask_opt_matches_reference(target, tmp_path):
+    r = ckernel.run(PROGRAM, target, tmp_path, sources=SOURCES)
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "mask_opt: 0 failures" in r.stdout

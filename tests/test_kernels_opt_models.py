@@ -1,0 +1,90 @@
+"""Optimised builds (the default, `--kernels optimized`) against `--kernels reference` builds of
+the same models on the STM32F746 twin, over every layer geometry the benchmark networks use.
+
+int8 forward is integer arithmetic, so predictions are bit-identical and so is the first
+step's loss (nothing trained yet). The fp32 backward of the optimised kernels sums in another
+order, so later losses differ by rounding only, carried through the updates. The kernels one by
+one, over random shapes too, are tested in tests/test_kernels_opt_*.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from tests.torch_models import AifesCNN, DigitsCNN, export
+from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES
+from tinytrain.runner import open_program
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None,
+    reason="needs gcc-arm-none-eabi and qemu-system-arm (installed by .ci/run)")
+
+STEPS = 4
+# int8 models: after a step, an fp32 gradient one rounding apart can move a stochastically
+# rounded int8 weight by one LSB, which moves the next losses by far less than this.
+INT8_LOSS_RTOL = 2e-2
+# fp32 models: the same updates up to summation order (~1e-7 per op), over a few steps.
+FP32_LOSS_RTOL = 1e-5
+FP32_OUT_ATOL = 1e-6  # logits near zero, where a relative bound alone says nothing
+
+
+def _train_and_infer(build, x, y) -> tuple[list[float], list[np.ndarray]]:
+    with open_program(build, qemu=True) as dev:
+        outs = [dev.infer(xi) for xi in x[:2]]
+        losses = [dev.train(xi, y[i:i + 1])[0] for i, xi in enumerate(x)]
+    return losses, outs
+
+
+def _builds(cli, model, tmp_path, *extra):
+    for k in ("reference", "optimized"):
+        cli("build", model, "--out", tmp_path / k, "--board", "stm32f746", "--kernels", k,
+            *extra)
+    code = (tmp_path / "optimized" / "model.c").read_text()
+    assert "_opt(" in code  # the optimised build really calls optimised kernels
+    assert "_opt(" not in (tmp_path / "reference" / "model.c").read_text()
+    return tmp_path / "reference", tmp_path / "optimized"
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_int8_tte_network_optimized_matches_reference(name, tmp_path, cli):
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = export(NETWORKS[name](), tmp_path / "m.onnx")
+    rng = np.random.default_rng(2)
+    np.savez(tmp_path / "calib.npz", x=rng.uniform(0, 1, (2, 3, 128, 128)).astype(np.float32))
+    x = rng.uniform(0, 1, (STEPS, 128, 128, 3)).astype(np.float32)
+    y = rng.integers(0, 10, STEPS).astype(np.int32)
+    ref, opt = _builds(cli, model, tmp_path, "--update", SCHEMES[name, MAIN_SCHEME[name]],
+                       "--quantize", "int8", "--calib", tmp_path / "calib.npz")
+    info = json.loads((opt / "program.json").read_text())
+    x = x.reshape(STEPS, *info["input_shape_ir"])
+    ref_losses, ref_out = _train_and_infer(ref, x, y)
+    opt_losses, opt_out = _train_and_infer(opt, x, y)
+    for a, b in zip(opt_out, ref_out, strict=True):
+        np.testing.assert_array_equal(a, b)  # int8 forward: bit for bit
+    assert opt_losses[0] == ref_losses[0]
+    np.testing.assert_allclose(opt_losses, ref_losses, rtol=INT8_LOSS_RTOL)
+
+
+@pytest.mark.parametrize("cls", [AifesCNN, DigitsCNN], ids=lambda c: c.__name__)
+def test_fp32_model_optimized_matches_reference(cls, tmp_path, cli):
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = export(cls(), tmp_path / "m.onnx")
+    rng = np.random.default_rng(3)
+    ref, opt = _builds(cli, model, tmp_path, "--lr", "0.05")
+    info = json.loads((opt / "program.json").read_text())
+    x = rng.uniform(0, 1, (3 * STEPS, *info["input_shape_ir"])).astype(np.float32)
+    y = rng.integers(0, 10, 3 * STEPS).astype(np.int32)
+    ref_losses, ref_out = _train_and_infer(ref, x, y)
+    opt_losses, opt_out = _train_and_infer(opt, x, y)
+    for a, b in zip(opt_out, ref_out, strict=True):
+        np.testing.assert_allclose(a, b, rtol=FP32_LOSS_RTOL, atol=FP32_OUT_ATOL)
+    np.testing.assert_allclose(opt_losses, ref_losses, rtol=FP32_LOSS_RTOL)
