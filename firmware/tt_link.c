@@ -239,6 +239,7 @@ static uint8_t sample(uint8_t cmd, uint8_t *out, uint32_t *len) {
         put_u32(out + 12, ticks);
         *len = 16;
     }
+    if (rc == TT_ERR_TARGET && sample_error == 0) return TT_ST_BAD_ARG; /* nothing trained */
     if (rc != 0 && sample_error == 0) sample_error = TT_SAMPLE_BAD;
     return sample_error == 0 ? TT_ST_OK : TT_ST_BAD_LENGTH;
 }

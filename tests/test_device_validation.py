@@ -1,0 +1,69 @@
+"""The device trusts no train frame: a label outside 0..classes-1 in a frame with a valid CRC
+gets an error reply and changes nothing, on the host build compiled with AddressSanitizer and
+UndefinedBehaviorSanitizer (where an out-of-range label used to read past the logits) and on
+the STM32F746's QEMU twin."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.torch_models import MLP, export  # noqa: E402
+from tinytrain.link.transport import LinkError  # noqa: E402
+from tinytrain.runner import HostProgram, open_program  # noqa: E402
+
+BAD_LABELS = (10, -1, 1048576, -2147483648, 2147483647)
+SANITIZE = ("-fsanitize=address,undefined -fno-sanitize-recover=all "
+            "-fsanitize=float-cast-overflow -g")
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mlp")
+    torch.manual_seed(0)
+    return export(MLP(), d / "mlp.onnx")
+
+
+def _refuses_bad_labels(prog) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, 64).astype(np.float32)
+    before = prog.get_params()
+    steps = prog.device_stats()["steps"]
+    for label in BAD_LABELS:
+        with pytest.raises(LinkError, match="argument out of range"):
+            prog.train_full(x, np.array([label], np.int32))
+    after = prog.get_params()
+    for k in before:
+        np.testing.assert_array_equal(after[k], before[k], err_msg=k)
+    assert prog.device_stats()["steps"] == steps
+    loss, _, _ = prog.train(x, np.array([3], np.int32))  # the link is still in step
+    assert np.isfinite(loss) and loss > 0
+    assert any(not np.array_equal(prog.get_params()[k], before[k]) for k in before)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_sanitized_host_build_refuses_out_of_range_labels(mlp, tmp_path, cli):
+    out = tmp_path / "host"
+    cli("build", mlp, "--out", out, "--lr", "0.05")
+    try:
+        subprocess.run(["make", "-B", f"CFLAGS=$(CFLAGS_COMMON) {SANITIZE}"], cwd=out,
+                       check=True, capture_output=True, text=True)
+    except subprocess.CalledProcessError as e:
+        pytest.skip(f"no sanitizer runtime: {e.stderr[-300:]}")
+    with HostProgram(out) as prog:
+        _refuses_bad_labels(prog)
+
+
+@pytest.mark.skipif(
+    shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None,
+    reason="needs gcc-arm-none-eabi and qemu-system-arm (installed by .ci/run)")
+def test_twin_refuses_out_of_range_labels(mlp, tmp_path, cli):
+    out = tmp_path / "stm32"
+    cli("build", mlp, "--board", "stm32f746", "--out", out, "--lr", "0.05")
+    with open_program(out, qemu=True) as dev:
+        _refuses_bad_labels(dev)
