@@ -114,10 +114,11 @@ def conv_model(*, act_dtype: str = "int8", w_zero_point: object = 0, w_scales: i
     return mb.build([x], [y])
 
 
-def svdf_model() -> bytes:
-    """int8 FULLY_CONNECTED then SVDF (operator 1), as in keyword-spotting models."""
+def svdf_model(nameless: bool = False) -> bytes:
+    """int8 FULLY_CONNECTED then SVDF (operator 1), as in keyword-spotting models; nameless:
+    no tensor has a name, as in TFLite Micro's keyword_scrambled_8bit.tflite."""
     rng = np.random.default_rng(1)
-    mb = ModelBuilder()
+    mb = ModelBuilder(nameless=nameless)
     x = mb.tensor((1, 16), "int8", scale=0.05, zero_point=-3, name="x")
     w = mb.tensor((8, 16), "int8", scale=0.01, data=_weights(rng, (8, 16)), name="fc_w")
     h = mb.tensor((1, 8), "int8", scale=0.05, zero_point=-3, name="features")
@@ -193,6 +194,7 @@ def models(work: Path) -> dict[str, Path]:
         "empty": b"",
         "onnx": onnx_model(),
         "svdf": svdf_model(),
+        "svdf_nameless": svdf_model(nameless=True),
         "lstm": lstm_model(),
         "int16": conv_model(act_dtype="int16"),
         "int16_quantize": conv_model(act_dtype="int16", float_input=True),
@@ -240,6 +242,8 @@ BUILD_CASES: dict[str, tuple[str, tuple[str, ...]]] = {
                                    r"rename it to .*\.onnx")),
     "svdf": ("svdf", (r"operator 1 \('svdf_out', SVDF\)", r"the operator SVDF is not supported",
                       SUPPORTED)),
+    "svdf_nameless": ("svdf_nameless", (r"operator 1 \('tensor7', SVDF\)",
+                                        r"the operator SVDF is not supported", SUPPORTED)),
     "lstm": ("lstm", (r"operator 0 \('lstm_out', UNIDIRECTIONAL_SEQUENCE_LSTM\)",
                       r"the operator UNIDIRECTIONAL_SEQUENCE_LSTM is not supported", SUPPORTED)),
     "int16_input": ("int16", (r"input 'x'", INT16)),

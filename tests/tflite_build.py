@@ -116,9 +116,10 @@ def _aligned_bytes(b: flatbuffers.Builder, data: bytes) -> int:
 class ModelBuilder:
     """Collects tensors and operators of one subgraph, then serialises a Model."""
 
-    def __init__(self) -> None:
+    def __init__(self, nameless: bool = False) -> None:
         self.tensors: list[_Tensor] = []
         self.ops: list[_Op] = []
+        self.nameless = nameless  # write no tensor names (as some TFLite Micro models do)
 
     def tensor(self, shape: Sequence[int], dtype: str = "int8", *,
                scale: float | Sequence[float] | None = None,
@@ -170,7 +171,8 @@ class ModelBuilder:
                 Buffer.BufferAddData(b, vec)
             buffers.append(Buffer.BufferEnd(b))
 
-        tensors = [self._tensor(b, t, buf) for t, buf in zip(self.tensors, tensor_buffer)]
+        tensors = [self._tensor(b, t if not self.nameless else _Tensor(**{**vars(t), "name": ""}),
+                                buf) for t, buf in zip(self.tensors, tensor_buffer)]
         ops = [self._operator(b, o, code_index[(o.code, o.version)]) for o in self.ops]
 
         op_codes = []
@@ -227,13 +229,14 @@ class ModelBuilder:
             Q.QuantizationParametersAddQuantizedDimension(b, t.axis)
             quant = Q.QuantizationParametersEnd(b)
         shape_vec = _int32_vector(b, t.shape)
-        name = b.CreateString(t.name)
+        name = b.CreateString(t.name) if t.name else None
         T = TensorT
         T.TensorStart(b)
         T.TensorAddShape(b, shape_vec)
         T.TensorAddType(b, DTYPES[t.dtype][0])
         T.TensorAddBuffer(b, buffer)
-        T.TensorAddName(b, name)
+        if name is not None:
+            T.TensorAddName(b, name)
         if quant is not None:
             T.TensorAddQuantization(b, quant)
         return T.TensorEnd(b)

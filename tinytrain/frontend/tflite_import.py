@@ -135,11 +135,18 @@ class TFLiteImporter:
         self.infer_output: str | None = None
         self.folded_output: int | None = None
 
+    @staticmethod
+    def _name(t: Any, i: int) -> str:
+        """The tensor's name; tensors may be nameless (TFLite Micro's keyword_scrambled model):
+        those are called 'tensor<i>' after their index."""
+        raw = t.Name()
+        return raw.decode(errors="replace") if raw else f"tensor{i}"
+
     def _tensor(self, i: int) -> TfTensor:
         t = self.sg.Tensors(i)
         kind = t.Type()
         if kind not in TYPES:
-            raise ModelError(f"{self.path}: tensor '{t.Name().decode(errors='replace')}' has "
+            raise ModelError(f"{self.path}: tensor '{self._name(t, i)}' has "
                              f"TFLite type {TYPE_NAMES.get(kind, kind)}, which tinytrain does "
                              "not support")
         q = t.Quantization()
@@ -162,12 +169,12 @@ class TFLiteImporter:
                 want = np.dtype(np_type).itemsize * int(np.prod(shape))
                 if raw.size != want:
                     raise ModelError(f"{self.path}: constant tensor "
-                                     f"'{t.Name().decode(errors='replace')}' of shape "
+                                     f"'{self._name(t, i)}' of shape "
                                      f"{list(shape)} needs {want} bytes but its buffer has "
                                      f"{raw.size}; the file is damaged, re-convert the model")
                 data = np.frombuffer(raw.tobytes(), np_type).reshape(shape).copy()
         shape = tuple(int(s) for s in t.ShapeAsNumpy()) if t.ShapeLength() else ()
-        return TfTensor(i, t.Name().decode(errors="replace"), shape, TYPES[kind], scale, zp,
+        return TfTensor(i, self._name(t, i), shape, TYPES[kind], scale, zp,
                         qdim, data, bi)
 
     # ---- errors -------------------------------------------------------------------------
