@@ -21,6 +21,7 @@ from tinytrain.boards import (
 )
 from tinytrain.codegen.context import C_TYPES, CContext
 from tinytrain.codegen.memory import c_symbol, in_flash, persistent
+from tinytrain.errors import CompileError
 from tinytrain.ir import OPT_STATE, PARAM, PARAM_GRAD, Graph, Tensor
 from tinytrain.ops import get_op
 from tinytrain.ops.base import c_float, size
@@ -43,8 +44,11 @@ def _values(data: np.ndarray, dtype: str = "f32") -> str:
                  for k in range(0, len(flat_i), per)]
         return "\n".join("    " + ln + "," for ln in lines)
     flat = np.asarray(data, np.float32).reshape(-1)
+    if not np.isfinite(flat).all():
+        raise CompileError("a constant tensor holds NaN or infinity; weights and constants "
+                           "must be finite")
     items = [format(float(v), ".9g") for v in flat]
-    items = [s if any(ch in s for ch in ".eni") else s + ".0" for s in items]
+    items = [s if any(ch in s for ch in ".e") else s + ".0" for s in items]
     lines = [", ".join(f"{s}f" for s in items[k:k + 8]) for k in range(0, len(items), 8)]
     return "\n".join("    " + ln + "," for ln in lines)
 

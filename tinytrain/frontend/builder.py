@@ -17,6 +17,20 @@ def sanitize(name: str) -> str:
     return s if s and not s[0].isdigit() else "t_" + s
 
 
+# elements of one tensor: far beyond any MCU, and every byte offset stays inside int32 in C
+MAX_ELEMENTS = 1 << 26
+
+
+def check_shape(shape: Sequence[int]) -> None:
+    """An op's inferred output shape is usable: every dimension >= 1, a sane total size.
+    (ValueError: the importer names the node.)"""
+    if any(int(s) < 1 for s in shape):
+        raise ValueError(f"its output shape would be {list(shape)}: every dimension must be at "
+                         "least 1")
+    if int(np.prod([int(s) for s in shape], dtype=np.int64)) > MAX_ELEMENTS:
+        raise ValueError(f"its output shape {list(shape)} has more than {MAX_ELEMENTS} elements")
+
+
 class GraphBuilder:
     def __init__(self) -> None:
         self.tensors: dict[str, Tensor] = {}
@@ -56,6 +70,7 @@ class GraphBuilder:
         out_name = self.unique(out or node_name)
         probe = Node(node_name, op, tuple(inputs), (out_name,), attrs)
         shape = get_op(op).infer(probe, [self.tensors[i].shape for i in inputs])[0]
+        check_shape(shape)
         alias = inputs[0] if op == "reshape" else None
         self.add_tensor(Tensor(out_name, tuple(int(s) for s in shape), ACTIVATION, dtype=dtype,
                                quant=quant, alias_of=alias))

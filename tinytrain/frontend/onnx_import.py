@@ -155,7 +155,7 @@ class Importer:
             first, *more = unknown.values()
             raise self.unsupported(first, more)
         for init in g.initializer:
-            self.env[init.name] = numpy_helper.to_array(init)
+            self.env[init.name] = self.initializer(init)
         data_inputs = [x for x in g.input if x.name not in self.env]
         if len(data_inputs) != 1:
             raise ModelError(f"{self.path}: tinytrain needs exactly one input tensor, the model "
@@ -187,7 +187,17 @@ class Importer:
             handler: Callable | None = HANDLERS.get(node.op_type)
             if handler is None:
                 raise self.unsupported(i)
-            handler(self, i, node, attrs_of(node))
+            try:
+                handler(self, i, node, attrs_of(node))
+            except ModelError:
+                raise
+            except (ValueError, IndexError, KeyError, TypeError, AssertionError,
+                    ZeroDivisionError, OverflowError, FloatingPointError) as e:
+                # attributes or inputs no check in the handler anticipated
+                raise self.fail(i, f"its attributes or inputs are inconsistent and cannot be "
+                                   f"imported ({type(e).__name__}: {e}); check the node's "
+                                   "attributes and input shapes against the ONNX operator "
+                                   "specification") from None
 
         if len(g.output) != 1:
             raise ModelError(f"{self.path}: tinytrain needs exactly one output, the model has "
@@ -214,6 +224,21 @@ class Importer:
         if qdq is not None:
             meta["qdq"] = qdq
         return self.b.graph([in_name], [out.name], meta)
+
+    def initializer(self, init: onnx.TensorProto) -> np.ndarray:
+        """An initialiser's values, checked: data that fits its dims and dtype, finite floats."""
+        try:
+            a = numpy_helper.to_array(init)
+        except Exception as e:  # onnx raises ValueError/KeyError/TypeError on damaged data
+            raise ModelError(f"{self.path}: initializer '{init.name}' (dims {list(init.dims)}, "
+                             f"data type {init.data_type}) cannot be read: {e}; the file is "
+                             "damaged, re-export the model") from None
+        if a.dtype.kind == "f" and a.size and not np.isfinite(a).all():
+            k = int(np.argmax(~np.isfinite(a.reshape(-1))))
+            raise ModelError(f"{self.path}: initializer '{init.name}' holds a non-finite value "
+                             f"({a.reshape(-1)[k]} at flat index {k}); weights and constants "
+                             "must be finite")
+        return a
 
     def input_shape(self, inp: onnx.ValueInfoProto) -> tuple[int, ...]:
         dims = inp.type.tensor_type.shape.dim

@@ -54,6 +54,16 @@ class TfTensor:
         return QuantParams(self.scale, self.zero_point)
 
 
+def _vec(v: Any) -> np.ndarray:
+    """A flatbuffer int vector as an array (the generated code returns 0 for an absent one)."""
+    return np.zeros(0, np.int64) if isinstance(v, int) else np.asarray(v, np.int64)
+
+
+# zero points each tensor type can hold (the others must be 0, as TFLite writes them)
+ZERO_POINT_RANGE = {"s8": (-128, 127), "u8": (0, 255), "s16": (0, 0), "s32": (-128, 127),
+                    "s64": (0, 0), "f32": (-128, 127)}
+
+
 def read_tflite(path: Path) -> tuple[bytes, Any]:
     try:
         buf = path.read_bytes()
@@ -158,6 +168,7 @@ class TFLiteImporter:
             zp = tuple(int(v) for v in q.ZeroPointAsNumpy()) if q.ZeroPointLength() else \
                 (0,) * len(scale)
             qdim = int(q.QuantizedDimension())
+            self._check_quant(t, i, TYPES[kind], scale, zp)
         data = None
         bi = int(t.Buffer())
         if 0 < bi < self.model.BuffersLength():
@@ -177,6 +188,53 @@ class TFLiteImporter:
         return TfTensor(i, self._name(t, i), shape, TYPES[kind], scale, zp,
                         qdim, data, bi)
 
+    def _check_quant(self, t: Any, i: int, dtype: str, scale: tuple[float, ...],
+                     zp: tuple[int, ...]) -> None:
+        """Scales finite and positive, zero points inside the type, one per scale."""
+        name = self._name(t, i)
+        bad = [v for v in scale if not (np.isfinite(v) and 0.0 < v < 1e30)]
+        if bad:
+            raise ModelError(f"{self.path}: tensor '{name}' has quantisation scale {bad[0]}; "
+                             "scales must be finite and positive (the file is damaged or was "
+                             "not converted by TFLite)")
+        lo, hi = ZERO_POINT_RANGE.get(dtype, (0, 0))
+        if len(zp) not in (1, len(scale)) or any(not lo <= z <= hi for z in zp):
+            raise ModelError(f"{self.path}: tensor '{name}' ({TYPE_NAMES.get(t.Type(), dtype)}) "
+                             f"has zero points {list(zp)[:4]} for {len(scale)} scales; each "
+                             f"must lie in [{lo}, {hi}]")
+
+    def _check_indices(self) -> None:
+        """Every tensor, buffer and opcode index the operators and the subgraph use exists."""
+        n_t, n_b = self.sg.TensorsLength(), self.model.BuffersLength()
+        n_codes = self.model.OperatorCodesLength()
+        for i in range(n_t):
+            b = int(self.sg.Tensors(i).Buffer())
+            if b >= n_b:
+                raise ModelError(f"{self.path}: tensor {i} refers to buffer {b}, the file has "
+                                 f"{n_b}; the file is damaged, re-convert the model")
+        for which, idx in (("input", self.sg.InputsAsNumpy()),
+                           ("output", self.sg.OutputsAsNumpy())):
+            for v in _vec(idx):
+                if not 0 <= int(v) < n_t:
+                    raise ModelError(f"{self.path}: the subgraph's {which} is tensor {int(v)}, "
+                                     f"the file has {n_t} tensors; the file is damaged")
+        for k in range(self.sg.OperatorsLength()):
+            op = self.sg.Operators(k)
+            if not 0 <= int(op.OpcodeIndex()) < n_codes:
+                raise ModelError(f"{self.path}: operator {k} uses opcode {op.OpcodeIndex()}, the "
+                                 f"file has {n_codes}; the file is damaged")
+            ins, outs = _vec(op.InputsAsNumpy()), _vec(op.OutputsAsNumpy())
+            if not len(outs):
+                raise ModelError(f"{self.path}: operator {k} has no output tensor; the file is "
+                                 "damaged")
+            for kind, vals, low in (("input", ins, -1), ("output", outs, 0)):
+                for v in vals:
+                    if not low <= int(v) < n_t:
+                        raise ModelError(f"{self.path}: operator {k} has {kind} tensor {int(v)}, "
+                                         f"the file has {n_t} tensors (0..{n_t - 1}"
+                                         f"{', or -1 for none' if low < 0 else ''}); the file is "
+                                         "damaged")
+
     # ---- errors -------------------------------------------------------------------------
     def fail(self, k: int, msg: str) -> ModelError:
         op = self.sg.Operators(k)
@@ -187,7 +245,9 @@ class TFLiteImporter:
     def op_label(self, k: int) -> str:
         """Operators have no names in TFLite; use the name of the first output tensor."""
         outs = self.sg.Operators(k).OutputsAsNumpy()
-        return self.tensors[int(outs[0])].name if len(outs) else f"op{k}"
+        if isinstance(outs, int) or not len(outs) or not 0 <= int(outs[0]) < len(self.tensors):
+            return f"op{k}"
+        return self.tensors[int(outs[0])].name
 
     # ---- helpers for handlers -------------------------------------------------------------
     def act(self, k: int, i: int) -> str:
@@ -207,7 +267,9 @@ class TFLiteImporter:
     def run(self) -> Graph:
         from tinytrain.frontend.tflite_ops import HANDLERS, SUPPORTED
 
+        self._check_indices()
         ins, outs = self.sg.InputsAsNumpy(), self.sg.OutputsAsNumpy()
+        ins, outs = _vec(ins), _vec(outs)
         if len(ins) != 1 or len(outs) != 1:
             raise ModelError(f"{self.path}: tinytrain needs exactly one input and one output; "
                              f"the model has {len(ins)} and {len(outs)}")
@@ -241,7 +303,17 @@ class TFLiteImporter:
         for k in range(n_ops):
             op = self.sg.Operators(k)
             handler: Callable = HANDLERS[opcode(self.model, op)]
-            handler(self, k, op)
+            try:
+                handler(self, k, op)
+            except ModelError:
+                raise
+            except (ValueError, IndexError, KeyError, TypeError, AssertionError,
+                    ZeroDivisionError, OverflowError, FloatingPointError) as e:
+                # a damaged operator whose tensors or options no check above anticipated
+                raise self.fail(k, f"its tensors or options are inconsistent and cannot be "
+                                   f"imported ({type(e).__name__}: {e}); the file is damaged "
+                                   "or uses a form of this operator tinytrain does not "
+                                   "support") from None
         t_out = self.tensors[int(outs[0])]
         if t_out.index not in self.env:
             raise ModelError(f"{self.path}: the output '{t_out.name}' does not depend on the "

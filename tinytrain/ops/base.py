@@ -118,6 +118,11 @@ def reduce_to(g: np.ndarray, shape: Shape) -> np.ndarray:
 def c_float(v: float) -> str:
     """A C float literal that round-trips the fp32 value exactly."""
     f = float(np.float32(v))
+    if np.isnan(f):
+        from tinytrain.errors import CompileError
+
+        raise CompileError("the model needs a NaN constant, which has no meaning in training; "
+                           "check the model's attributes and weights for NaN")
     if np.isinf(f):
         return "INFINITY" if f > 0 else "(-INFINITY)"
     return f"{f!r}f" if "e" in repr(f) or "." in repr(f) else f"{f!r}.0f"

@@ -12,11 +12,19 @@ from tinytrain.ops.base import OpDef, Shape
 # attrs: stride (sh, sw), pads (top, left, bottom, right), dilation (dh, dw), groups
 
 
+# the largest kernel extent or padding accepted: beyond any real model, inside int32 in C
+MAX_EXTENT = 1 << 16
+
+
 def out_hw(h: int, w: int, a: dict) -> tuple[int, int]:
     sh, sw = a["stride"]
     pt, pl, pb, pr = a["pads"]
     dh, dw = a["dilation"]
     kh, kw = a["kernel"]
+    for what, vals, lo in (("strides", (sh, sw), 1), ("dilations", (dh, dw), 1),
+                           ("kernel sizes", (kh, kw), 1), ("pads", (pt, pl, pb, pr), 0)):
+        if any(not lo <= int(v) <= MAX_EXTENT for v in vals):
+            raise ValueError(f"{what} {list(vals)} must lie in [{lo}, {MAX_EXTENT}]")
     oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
     ow = (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
     return oh, ow

@@ -15,7 +15,13 @@ class Dense(OpDef):
     source_ops = ("Gemm", "MatMul", "FULLY_CONNECTED")
 
     def infer(self, node, shapes):
-        return [(shapes[1][0],)]
+        x, w = shapes[0], shapes[1]
+        if len(w) != 2 or int(np.prod(x, dtype=np.int64)) != w[1]:
+            raise ValueError(f"the weight must be (outputs, inputs) with inputs = the input's "
+                             f"{int(np.prod(x, dtype=np.int64))} values; it is {list(w)}")
+        if len(shapes) > 2 and tuple(shapes[2]) != (w[0],):
+            raise ValueError(f"the bias must have shape [{w[0]}], not {list(shapes[2])}")
+        return [(w[0],)]
 
     def forward(self, node, xs):
         x, w = xs[0].reshape(-1).astype(np.float64), xs[1].astype(np.float64)
