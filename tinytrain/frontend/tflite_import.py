@@ -256,6 +256,10 @@ class TFLiteImporter:
             t = self.tensors[i]
             raise self.fail(k, f"input '{t.name}' is not produced by an earlier operator "
                                "(constant activations are not supported)")
+        t, ir = self.tensors[i], self.b.tensors[self.env[i]]
+        if ir.dtype != t.dtype:  # a damaged type field, or an op wired to the wrong tensor
+            raise self.fail(k, f"input '{t.name}' is declared {t.type_name}, but the operator "
+                               f"producing it makes {ir.dtype}")
         return self.env[i]
 
     def per_sample(self, k: int, t: TfTensor) -> tuple[int, ...]:
@@ -307,7 +311,7 @@ class TFLiteImporter:
                 handler(self, k, op)
             except ModelError:
                 raise
-            except (ValueError, IndexError, KeyError, TypeError, AssertionError,
+            except (ValueError, IndexError, KeyError, TypeError, AssertionError, struct.error,
                     ZeroDivisionError, OverflowError, FloatingPointError) as e:
                 # a damaged operator whose tensors or options no check above anticipated
                 raise self.fail(k, f"its tensors or options are inconsistent and cannot be "
