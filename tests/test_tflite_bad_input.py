@@ -11,6 +11,7 @@ and stay bit-exact with LiteRT's reference kernels.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -77,7 +78,7 @@ def _weights(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 def conv_model(*, act_dtype: str = "int8", w_zero_point: object = 0, w_scales: int = F,
                w_axis: int = 0, cin: int = C, float_input: bool = False,
-               short_bias: bool = False) -> bytes:
+               short_bias: bool = False, transpose_input: bool = False) -> bytes:
     """input -> CONV_2D 3x3 SAME (RELU, per-channel weights) -> RESHAPE -> FULLY_CONNECTED.
 
     act_dtype "int16" makes it 16x8 quantised (int16 activations, int64 bias, zero points 0);
@@ -92,6 +93,11 @@ def conv_model(*, act_dtype: str = "int8", w_zero_point: object = 0, w_scales: i
         x = mb.tensor((1, H, W, cin), "float32", name="x")
         xq = mb.tensor((1, H, W, cin), act_dtype, scale=s_in, zero_point=zp, name="x_quant")
         mb.op("QUANTIZE", [x], [xq])
+    elif transpose_input:  # an NCHW input and its layout change, as PyTorch exports have
+        x = mb.tensor((1, cin, H, W), act_dtype, scale=s_in, zero_point=zp, name="x")
+        perm = mb.tensor((4,), "int32", data=np.array([0, 2, 3, 1]), name="perm")
+        xq = mb.tensor((1, H, W, cin), act_dtype, scale=s_in, zero_point=zp, name="x_nhwc")
+        mb.op("TRANSPOSE", [x, perm], [xq], Options("TransposeOptions"))
     else:
         x = xq = mb.tensor((1, H, W, cin), act_dtype, scale=s_in, zero_point=zp, name="x")
     s_w = rng.uniform(0.002, 0.01, w_scales)
@@ -324,3 +330,26 @@ def test_mismatched_quantized_dimension_builds_bit_exact(work: Path,
             y = p.infer(x.reshape(-1))
             ours = (np.round(y.astype(np.float64) / s_out) + zp_out).astype(np.int64)
             assert np.array_equal(ours, ref)
+
+
+def test_input_transpose_builds_and_matches_litert(work: Path) -> None:
+    """A model whose first op is TRANSPOSE (NCHW -> NHWC) builds; samples are given in the
+    model's own NCHW layout and the C program's outputs equal LiteRT's reference kernels."""
+    from tinytrain.runner import HostProgram
+
+    model = work / "transposed.tflite"
+    model.write_bytes(conv_model(transpose_input=True))
+    out = work / "transposed"
+    r = tt("build", model, "--out", out, "--update", "none", cwd=work)
+    assert r.returncode == 0, r.stderr
+    info = json.loads((out / "program.json").read_text())
+    assert info["input_logical_shape"] == [C, H, W] and info["input_perm"] == [1, 2, 0]
+    rng = np.random.default_rng(3)
+    xs = rng.integers(-128, 128, (20, 1, C, H, W)).astype(np.int8)
+    with HostProgram(out) as p:
+        for x in xs:
+            ref = run_reference(model.read_bytes(), [x])[0].reshape(-1)
+            codes = np.transpose(x[0], (1, 2, 0))  # the host's reorder (tinytrain.data)
+            ours = p.infer(codes)
+            ours_q = np.round(ours / 0.1).astype(np.int64) + 5  # logits: scale 0.1, zp 5
+            np.testing.assert_array_equal(ours_q, ref.astype(np.int64))

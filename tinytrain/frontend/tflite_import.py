@@ -288,6 +288,7 @@ class TFLiteImporter:
             "input", tuple(shape), INPUT, dtype=t_in.dtype,
             quant=t_in.qparams() if t_in.dtype == "s8" else None))
         self.env[t_in.index] = in_name
+        self.input_index, self.input_perm = t_in.index, None  # set by a leading TRANSPOSE
         n_ops = self.sg.OperatorsLength()
         unsupported = []
         for k in range(n_ops):
@@ -330,7 +331,8 @@ class TFLiteImporter:
             "model_name": self.path.name,
             "input_name": t_in.name,
             "input_logical_shape": list(shape),
-            "input_perm": list(range(len(shape))),  # TFLite is already channel-last
+            # TFLite is channel-last; a leading TRANSPOSE (NCHW exports) relabels the input
+            "input_perm": self.input_perm or list(range(len(shape))),
             "output_name": t_out.name,
             "output_logical_shape": list(self.b.tensors[out].shape),
             "output_perm": list(range(len(self.b.tensors[out].shape))),

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import tflite
 
-from tinytrain.frontend.tflite_import import TFLiteImporter, TfTensor
+from tinytrain.frontend.tflite_import import TFLiteImporter, TfTensor, _vec
 from tinytrain.ir import ParamSource, QuantParams
 from tinytrain.quant.fixedpoint import activation_range
 from tinytrain.quant.params import grad_range, requant
@@ -215,6 +215,39 @@ def fully_connected(im: TFLiteImporter, k: int, op: Any) -> None:
     if math.prod(want) != out_n:
         raise im.fail(k, f"output shape {list(y.shape)} does not match {out_n} units")
     im.env[y.index] = out
+
+
+@handles(B.TRANSPOSE)
+def transpose(im: TFLiteImporter, k: int, op: Any) -> None:
+    """A layout change of the model input (NCHW -> NHWC in PyTorch exports) becomes a relabel:
+    samples arrive in the model's own layout and the host reorders them (data files, the
+    link), as for ONNX. Elsewhere only a transpose that moves axes of size 1 (a reshape)."""
+    x, p, y = in_tensor(im, op, 0), in_tensor(im, op, 1), out_tensor(im, op)
+    if x is None or p is None or p.data is None:
+        raise im.fail(k, "TRANSPOSE needs a constant permutation")
+    perm = [int(v) for v in p.data.reshape(-1)]
+    if sorted(perm) != list(range(len(x.shape))) or len(y.shape) != len(x.shape):
+        raise im.fail(k, f"permutation {perm} does not fit input shape {list(x.shape)}")
+    if [x.shape[i] for i in perm] != list(y.shape):
+        raise im.fail(k, f"output shape {list(y.shape)} is not the input {list(x.shape)} "
+                         f"permuted by {perm}")
+    src = im.b.tensors[im.act(k, x.index)]
+    readers = sum(int(j) == x.index for q in range(im.sg.OperatorsLength())
+                  for j in _vec(im.sg.Operators(q).InputsAsNumpy()))
+    if (x.index == im.input_index and im.input_perm is None and readers == 1 and perm[0] == 0
+            and x.shape and x.shape[0] == 1):
+        sample = [v - 1 for v in perm[1:]]  # per-sample axes: IR axis i = logical axis sample[i]
+        im.b.tensors[src.name] = src.replace(shape=tuple(x.shape[1:][i] for i in sample))
+        im.input_perm = sample
+        im.env[y.index] = src.name
+        return
+    kept = [i for i in perm if x.shape[i] != 1]
+    if kept != sorted(kept):
+        raise im.fail(k, "TRANSPOSE is supported on the model input (a layout change, e.g. "
+                         "NCHW -> NHWC) and where it only moves axes of size 1")
+    shape = im.per_sample(k, y) if y.shape and y.shape[0] == 1 else y.shape
+    im.env[y.index] = im.b.node("reshape", im.op_label(k), [src.name], {"shape": tuple(shape)},
+                                dtype=src.dtype, quant=src.quant)
 
 
 @handles(B.RESHAPE, B.SQUEEZE)
