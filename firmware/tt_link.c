@@ -176,7 +176,9 @@ static uint8_t cmd_hello(uint32_t *len) {
 #define TT_SAMPLE_SHORT 1 /* the frame ended before the whole input arrived */
 #define TT_SAMPLE_BAD 2   /* a bad CRC, a broken escape, or the link closed */
 #define TT_SAMPLE_LENGTH 3 /* a good frame with more bytes than the sample */
+#define TT_SAMPLE_NONFINITE 4 /* a float sample holding NaN or an infinity */
 static int sample_error;
+static int sample_nonfinite;
 
 /* The model's input source (model.h): row r of the sample from the frame; at the end
  * (r == -1) the rest of the frame is read and checked. Nothing is trained unless it passes. */
@@ -201,11 +203,19 @@ static int32_t link_rows_io(void *row, int32_t r) {
             }
             dst[i] = (uint8_t)c;
         }
+#ifndef TT_INPUT_SCALE /* a float input: a NaN or infinity (exponent bits all set) is refused */
+        for (uint32_t i = 0; i + 4 <= TT_INPUT_ROW_BYTES; i += 4) {
+            uint32_t v;
+            memcpy(&v, dst + i, 4);
+            sample_nonfinite |= (v & 0x7F800000u) == 0x7F800000u;
+        }
+#endif
         return 0;
     }
     uint32_t extra = drain(NULL, 0);
     if (!frame_ok()) sample_error = TT_SAMPLE_BAD;
     else if (extra != TT_CRC || sample_error) sample_error = TT_SAMPLE_LENGTH;
+    else if (sample_nonfinite) sample_error = TT_SAMPLE_NONFINITE;
     return sample_error != 0;
 }
 
@@ -215,6 +225,7 @@ static int32_t link_rows_io(void *row, int32_t r) {
 static uint8_t sample(uint8_t cmd, uint8_t *out, uint32_t *len) {
     int32_t pred = 0, updated = 0, rc;
     sample_error = 0;
+    sample_nonfinite = 0;
     if (cmd == 'I') {
         float y[TT_OUTPUT_SIZE];
         rc = tt_infer_from(link_rows, NULL, y);
@@ -240,6 +251,7 @@ static uint8_t sample(uint8_t cmd, uint8_t *out, uint32_t *len) {
         *len = 16;
     }
     if (rc == TT_ERR_TARGET && sample_error == 0) return TT_ST_BAD_ARG; /* nothing trained */
+    if (sample_error == TT_SAMPLE_NONFINITE) return TT_ST_BAD_ARG;       /* nor here */
     if (rc != 0 && sample_error == 0) sample_error = TT_SAMPLE_BAD;
     return sample_error == 0 ? TT_ST_OK : TT_ST_BAD_LENGTH;
 }

@@ -1,7 +1,7 @@
-"""The device trusts no train frame: a label outside 0..classes-1 in a frame with a valid CRC
-gets an error reply and changes nothing, on the host build compiled with AddressSanitizer and
-UndefinedBehaviorSanitizer (where an out-of-range label used to read past the logits) and on
-the STM32F746's QEMU twin."""
+"""The device trusts no train frame: a label outside 0..classes-1, or a float sample with NaN
+or an infinity, in a frame with a valid CRC gets an error reply and changes nothing, on the
+host build compiled with AddressSanitizer and UndefinedBehaviorSanitizer (where an
+out-of-range label used to read past the logits) and on the STM32F746's QEMU twin."""
 
 from __future__ import annotations
 
@@ -38,6 +38,15 @@ def _refuses_bad_labels(prog) -> None:
     after = prog.get_params()
     for k in before:
         np.testing.assert_array_equal(after[k], before[k], err_msg=k)
+    for bad in (np.nan, np.inf, -np.inf):  # a float sample that is not finite
+        xb = x.copy()
+        xb[7] = bad
+        with pytest.raises(LinkError, match="inputs must be finite"):  # the host refuses
+            prog.train_full(xb, np.array([3], np.int32))
+        with pytest.raises(LinkError, match="argument out of range"):  # so does the device
+            prog.request("T", np.array([3], np.int32).tobytes() + xb.tobytes())
+        with pytest.raises(LinkError, match="argument out of range"):
+            prog.request("I", xb.tobytes())
     assert prog.device_stats()["steps"] == steps
     loss, _, _ = prog.train(x, np.array([3], np.int32))  # the link is still in step
     assert np.isfinite(loss) and loss > 0

@@ -81,7 +81,8 @@ def fuzz_frame(family: str, rng: np.random.Generator, seq: int, info: dict,
         x = np.frombuffer(sample, np.float32).copy()
         x[rng.integers(0, x.size, 1 + int(rng.integers(x.size)))] = \
             rng.choice([np.nan, np.inf, -np.inf])
-        return _frame(seq, ord("I"), x.tobytes())  # inference: nothing to train on
+        cmd = ord(rng.choice(["T", "I"]))  # the device refuses both
+        return _frame(seq, cmd, (label_ok if cmd == ord("T") else b"") + x.tobytes())
     if family == "short":
         cmd = ord(rng.choice(["T", "I"]))
         head = label_ok if cmd == ord("T") else b""

@@ -192,7 +192,12 @@ class Device:
             raise LinkError(f"sample has {a.size} values, the program expects "
                             f"{self.device.input_size}")
         if self.info.get("input_dtype", "f32") != "s8":
-            return np.ascontiguousarray(a, np.float32).reshape(-1).tobytes()
+            f = np.ascontiguousarray(a, np.float32).reshape(-1)
+            bad = ~np.isfinite(f)
+            if bad.any():
+                k = int(np.argmax(bad))
+                raise LinkError(f"sample value {k} is {f[k]}: inputs must be finite")
+            return f.tobytes()
         if a.dtype == np.int8:
             return a.reshape(-1).tobytes()
         return quantize_input(a, self.info["input_quant"]).tobytes()
