@@ -73,3 +73,18 @@ def test_twin_refuses_out_of_range_labels(mlp, tmp_path, cli):
     cli("build", mlp, "--board", "stm32f746", "--out", out, "--lr", "0.05")
     with open_program(out, qemu=True) as dev:
         _refuses_bad_labels(dev)
+
+
+def test_reply_timeouts_follow_frame_size_and_measured_pace(mlp, tmp_path, cli):
+    """A command not yet measured waits for its bytes at a slow UART's pace (a 192 KB sample
+    is not resent every 2 s); once measured, RTT_MARGIN times its slowest clean round trip,
+    never less than the base timeout."""
+    from tinytrain.link import device as d
+
+    out = tmp_path / "host"
+    cli("build", mlp, "--out", out, "--lr", "0.05")
+    with HostProgram(out, timeout=0.5) as prog:
+        assert prog._wait("T", 196_612) >= 196_612 / d.LINE_RATE > 17
+        prog.train(np.zeros(64, np.float32), np.array([1], np.int32))
+        assert prog._rtt["T"] > 0
+        assert prog._wait("T", 196_612) == max(0.5, d.RTT_MARGIN * prog._rtt["T"])
