@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tinytrain.codegen.memory import c_symbol
+from tinytrain.errors import CompileError
 from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph
 from tinytrain.passes.memory_plan import Plan
 
@@ -58,6 +59,9 @@ class CContext:
         return name
 
     def ints(self, values) -> str:
+        bad = [int(v) for v in values if not -(2**31) <= int(v) < 2**31]
+        if bad:
+            raise CompileError(f"an index table holds {bad[0]}, which does not fit int32_t")
         body = ", ".join(str(int(v)) for v in values)
         decl = f"static const int32_t {{name}}[{len(values)}] = {{{{{body}}}}};"
         return self.static(decl)
