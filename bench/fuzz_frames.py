@@ -21,13 +21,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests import sanitize  # noqa: E402
-from tests.fuzz.frames import run_frames  # noqa: E402
+from tests.fuzz.frames import fuzz_against_clean  # noqa: E402
 from tests.torch_models import MLP, export  # noqa: E402
 from tinytrain.build import build  # noqa: E402
 from tinytrain.compiler import Options  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
-from tinytrain.runner import HostProgram  # noqa: E402
 
 SAMPLES = 50
 
@@ -48,26 +46,17 @@ def main() -> None:
         rng = np.random.default_rng(a.seed)
         x = rng.uniform(0, 1, (SAMPLES, 64)).astype(np.float32)
         y = rng.integers(0, 10, (SAMPLES, 1)).astype(np.int32)
-        with HostProgram(out) as clean:
-            for xi, yi in zip(x, y, strict=True):
-                clean.train(xi, yi)
-            want = clean.get_params()
-        if not sanitize.rebuild(out):
+        r = fuzz_against_clean(out, a.frames, a.seed, x, y, t / "sanitizer")
+        if r is None:
             sys.exit("this gcc has no sanitizer runtime")
-        log = t / "sanitizer"
-        with HostProgram(out, env=sanitize.env(log)) as dev:
-            r = run_frames(dev, a.frames, a.seed, x, y)
-            link = dev.stats
-        reports = sanitize.reports(log)
-        same = all(np.array_equal(r["params"][k], want[k]) for k in want)
     print("| family | frames |\n|---|---:|")
     for fam, n in r["sent"].items():
         print(f"| {fam} | {n:,} |")
-    print(f"\ndevice: {r['stats']}\nhost link: {link}")
-    print(f"sanitizer reports: {'none' if not reports else reports[:2000]}")
+    print(f"\ndevice: {r['stats']}\nhost link: {r['link']}")
+    print(f"sanitizer reports: {r['reports'][:2000] or 'none'}")
     print(f"valid samples trained: {r['stats']['steps']} of {SAMPLES}; parameters equal to the "
-          f"clean run's: {same}")
-    sys.exit(0 if same and not reports and r["stats"]["steps"] == SAMPLES else 1)
+          f"clean run's: {r['same']}")
+    sys.exit(0 if r["same"] and not r["reports"] and r["stats"]["steps"] == SAMPLES else 1)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests import sanitize  # noqa: E402
-from tests.fuzz.frames import FAMILIES, run_frames  # noqa: E402
+from tests.fuzz.frames import FAMILIES, fuzz_against_clean  # noqa: E402
 from tests.torch_models import MLP, export  # noqa: E402
-from tinytrain.runner import HostProgram  # noqa: E402
 
 FRAMES = 2600  # 200 per family in CI; bench/fuzz_frames.py is the long run
 SAMPLES = 20
@@ -34,17 +32,11 @@ def test_malformed_frames_change_nothing(tmp_path, cli):
     rng = np.random.default_rng(0)
     x = rng.uniform(0, 1, (SAMPLES, 64)).astype(np.float32)
     y = rng.integers(0, 10, (SAMPLES, 1)).astype(np.int32)
-    with HostProgram(build) as clean:
-        for xi, yi in zip(x, y, strict=True):
-            clean.train(xi, yi)
-        want = clean.get_params()
-    if not sanitize.rebuild(build):
+    r = fuzz_against_clean(build, FRAMES, 5, x, y, tmp_path / "sanitizer")
+    if r is None:
         pytest.skip("this gcc has no sanitizer runtime")
-    log = tmp_path / "sanitizer"
-    with HostProgram(build, env=sanitize.env(log)) as dev:
-        r = run_frames(dev, FRAMES, seed=5, x=x, y=y)
-    assert sanitize.reports(log) == ""
+    assert r["reports"] == ""
     assert set(r["sent"]) == set(FAMILIES) and sum(r["sent"].values()) == FRAMES
     assert r["stats"]["steps"] == SAMPLES  # only the valid samples trained
-    for k in want:
-        np.testing.assert_array_equal(r["params"][k], want[k], err_msg=k)
+    for k in r["want"]:
+        np.testing.assert_array_equal(r["params"][k], r["want"][k], err_msg=k)

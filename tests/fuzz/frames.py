@@ -28,7 +28,7 @@ import zlib
 
 import numpy as np
 
-from tinytrain.link.frames import ESC, FLAG, HEADER, VERSION, encode, stuff
+from tinytrain.link.frames import ESC, FLAG, VERSION, encode, stuff
 
 FAMILIES = ("garbage", "bad_crc", "bad_escape", "cut", "version", "unknown", "label",
             "nonfinite", "short", "long", "get", "set", "lengths")
@@ -144,5 +144,23 @@ def run_frames(dev, count: int, seed: int, x: np.ndarray, y: np.ndarray) -> dict
     return {"sent": dict(sent), "params": dev.get_params(), "stats": dev.device_stats()}
 
 
-def header_size() -> int:
-    return HEADER.size
+def fuzz_against_clean(build, frames: int, seed: int, x: np.ndarray, y: np.ndarray,
+                       log) -> dict | None:
+    """Train x, y on a clean run of the host build in `build`, then rebuild it with the
+    sanitizers and fuzz it (run_frames) with the same samples in between; returns run_frames'
+    result plus the clean parameters ("want"), the sanitizer reports and the host's link
+    statistics, or None when this gcc has no sanitizer runtime."""
+    from tests import sanitize
+    from tinytrain.runner import HostProgram
+
+    with HostProgram(build) as clean:
+        for xi, yi in zip(x, y, strict=True):
+            clean.train(xi, yi)
+        want = clean.get_params()
+    if not sanitize.rebuild(build):
+        return None
+    with HostProgram(build, env=sanitize.env(log)) as dev:
+        r = run_frames(dev, frames, seed, x, y)
+        link = dev.stats
+    return {**r, "want": want, "reports": sanitize.reports(log), "link": link,
+            "same": all(np.array_equal(r["params"][k], want[k]) for k in want)}
