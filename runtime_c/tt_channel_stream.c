@@ -270,6 +270,18 @@ void tt_cs_pw_input_add_f32(float *dx, const float *dy, const float *w, int32_t 
     }
 }
 
+/* element j of weight row c from its gradient acc (x's real scale not yet applied) */
+static void pw_step_s8(int8_t *w, uint8_t *shadow, float acc, float x_scale, int32_t k,
+                       int32_t w_cin, const int32_t *idx, int32_t c, int32_t j,
+                       const float *step, const tt_q8_update *u)
+{
+    const int32_t si = c * k + j;
+    const int32_t wi = c * w_cin + channel(idx, j);
+    const int32_t at = u->packed ? si : wi;
+    w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL, acc * x_scale * step[c],
+                          u, (uint32_t)wi);
+}
+
 void tt_cs_pw_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,
                             float x_scale, int32_t x_zp, int32_t n, int32_t k, int32_t w_cin,
                             const int32_t *idx, int32_t c, const float *step,
@@ -278,15 +290,11 @@ void tt_cs_pw_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const i
     int32_t j, p;
 
     for (j = 0; j < k; ++j) {
-        const int32_t si = c * k + j;
-        const int32_t wi = c * w_cin + channel(idx, j);
-        const int32_t at = u->packed ? si : wi;
         float acc = 0.0f;
         for (p = 0; p < n; ++p) {
             acc += dy[p] * (float)((int32_t)x[p * k + j] - x_zp);
         }
-        w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL,
-                              acc * x_scale * step[c], u, (uint32_t)wi);
+        pw_step_s8(w, shadow, acc, x_scale, k, w_cin, idx, c, j, step, u);
     }
 }
 
@@ -307,15 +315,11 @@ void tt_cs_pw_weight_sgd_s8f(int8_t *w, uint8_t *shadow, const float *dy, const 
     int32_t j, p;
 
     for (j = 0; j < k; ++j) {
-        const int32_t si = c * k + j;
-        const int32_t wi = c * w_cin + channel(idx, j);
-        const int32_t at = u->packed ? si : wi;
         float acc = 0.0f;
         for (p = 0; p < n; ++p) {
             acc += dy[p] * xf[p * k + j];
         }
-        w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL,
-                              acc * x_scale * step[c], u, (uint32_t)wi);
+        pw_step_s8(w, shadow, acc, x_scale, k, w_cin, idx, c, j, step, u);
     }
 }
 
