@@ -10,13 +10,22 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 
-$(VENV)/.installed: pyproject.toml
+# The demo needs only the package and scikit-learn (for the digits data): a ~360 MB
+# virtualenv. The tests add their oracles (PyTorch, onnxruntime, LiteRT: over 1 GB).
+$(VENV)/.installed-demo: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[example]'
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,example]'
-	touch $@
+	touch $@ $(VENV)/.installed-demo
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed-test
+demo-env: $(VENV)/.installed-demo
 
 # The Cortex-M cross compiler, newlib and QEMU (Debian/Ubuntu package names).
 ARM_PACKAGES = gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
@@ -31,7 +40,7 @@ toolchain:
 BOARD ?= stm32f746
 EPOCHS ?= 4
 
-demo: $(VENV)/.installed toolchain
+demo: $(VENV)/.installed-demo toolchain
 	$(BIN)/python examples/digits/make_data.py $(OUT)
 	$(BIN)/tinytrain build examples/digits/digits_cnn.onnx --board $(BOARD) \
 		--out $(OUT)/digits --lr 0.05 --momentum 0.9 --batch 16
@@ -42,7 +51,7 @@ demo: $(VENV)/.installed toolchain
 		--out $(OUT)/digits_trained.onnx
 
 # The same on this machine's CPU, no toolchain needed: 15 epochs in about 10 s.
-demo-host: $(VENV)/.installed
+demo-host: $(VENV)/.installed-demo
 	$(BIN)/python examples/digits/make_data.py $(OUT)
 	$(BIN)/tinytrain build examples/digits/digits_cnn.onnx --board host --out $(OUT)/digits-host \
 		--lr 0.05 --momentum 0.9 --batch 16
@@ -50,17 +59,17 @@ demo-host: $(VENV)/.installed
 		--eval $(OUT)/digits_test.npz --epochs 15 --shuffle --seed 1
 
 
-test: $(VENV)/.installed toolchain
+test: $(VENV)/.installed-test toolchain
 	$(BIN)/python -m pytest -n auto -q
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed-test
 	$(BIN)/ruff check tinytrain tests bench examples
 
-bench: $(VENV)/.installed toolchain
+bench: $(VENV)/.installed-test toolchain
 	$(BIN)/python bench/compile_memory.py
 	$(BIN)/python bench/qemu_instructions.py
 
 clean:
 	rm -rf $(OUT) build
 
-.PHONY: install toolchain demo demo-host test lint bench clean
+.PHONY: install demo-env toolchain demo demo-host test lint bench clean

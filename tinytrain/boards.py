@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from tinytrain.assets import asset_dir
 from tinytrain.errors import OptionError
 
-BOARDS_DIR = Path(__file__).resolve().parents[1] / "boards"
+BOARDS_DIR = asset_dir("boards")
 # The QEMU twins' board layer: CMSDK UART, SysTick, RAM-backed "flash" (boards/qemu/mps2.c).
 QEMU_SOURCE = "qemu/mps2.c"
 

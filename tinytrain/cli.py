@@ -23,8 +23,8 @@ from tinytrain.errors import TinyTrainError
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, rich_markup_mode=None,
     pretty_exceptions_enable=False,
-    help="tinytrain compiles a trained ONNX model into a static C program that trains on a "
-         "microcontroller (or on this machine), and runs, evaluates and exports it.")
+    help="tinytrain compiles a trained ONNX or TFLite model into a static C program that "
+         "trains on a microcontroller (or on this machine), and runs, evaluates and exports it.")
 console = Console()
 err = Console(stderr=True)
 
@@ -380,6 +380,21 @@ def bench(
 def version() -> None:
     """Print the tinytrain version."""
     console.print(__version__)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(f"tinytrain {__version__}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """tinytrain compiles a trained ONNX or TFLite model into a static C program that trains
+    on a microcontroller (or on this machine), and runs, evaluates and exports it."""
 
 
 def main() -> None:

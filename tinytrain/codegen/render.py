@@ -11,6 +11,7 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from tinytrain import __version__
+from tinytrain.assets import asset_dir
 from tinytrain.boards import (
     BOARDS_DIR,
     QEMU_SOURCE,
@@ -27,10 +28,9 @@ from tinytrain.ops import get_op
 from tinytrain.ops.base import c_float, size
 from tinytrain.passes.memory_plan import Plan
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES = ROOT / "templates"
-RUNTIME = ROOT / "runtime_c"
-FIRMWARE = ROOT / "firmware"
+TEMPLATES = asset_dir("templates")
+RUNTIME = asset_dir("runtime_c")
+FIRMWARE = asset_dir("firmware")
 HOST_BINARY = "tt_host"
 # Firmware sources every build gets; the host build adds port_host*.c, a board its own layer.
 FIRMWARE_COMMON = ("tt_main.c", "tt_link.c", "tt_crc32.c", "tt_checkpoint.c")
