@@ -159,6 +159,23 @@ def test_int8_training_lowers_the_loss(tmp_path, name, model, data, args):
     ("full", "stochastic", 2),
 ])
 def test_c_training_matches_numpy_simulation(tmp_path, update, rounding, batch):
+    _check_against_simulation(tmp_path, update, rounding, batch)
+
+
+def test_partial_dense_on_an_hwc_input_gathers_flat_features(tmp_path):
+    """micro_speech's FULLY_CONNECTED reads its (25, 20, 8) input flattened: a quarter of its
+    4000 input features is 1000 features of that flat vector, not 1000 "channels" of the last
+    axis (which once planned a (25, 20, 1000) buffer of 500,000 bytes)."""
+    plan = tmp_path / "plan.toml"
+    plan.write_text("[[layer]]\nindex = 1\nweight = 0.25\nbias = false\n")
+    g, p = compile_model(SPEECH, Options(update=str(plan)))
+    gathered = [t for n in g.nodes if n.op == "gather_channels" for t in n.outputs]
+    assert [g.t(t).shape for t in gathered] == [(1000,)]
+    assert p.arena_size < 40_000, p.arena_size
+    _check_against_simulation(tmp_path, str(plan), "stochastic", 1)
+
+
+def _check_against_simulation(tmp_path, update: str, rounding: str, batch: int) -> None:
     args = ["--update", update, "--rounding", rounding, "--batch", str(batch), "--lr", "0.005"]
     out = tmp_path / "b"
     tinytrain("build", SPEECH, "--out", out, *args)

@@ -1,4 +1,5 @@
-"""Copy selected channels (last axis) of a saved activation for a partial weight update."""
+"""Copy selected channels (last axis) of a saved activation for a partial weight update.
+attrs: `channels`; `flat`: index the whole tensor flattened (a dense layer's input features)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,17 @@ class GatherChannels(OpDef):
     has_gradient = False  # inserted after autodiff; its output only feeds a weight gradient
 
     def infer(self, node, shapes):
-        return [tuple(shapes[0][:-1]) + (len(node.attrs["channels"]),)]
+        keep = () if node.attrs.get("flat") else tuple(shapes[0][:-1])
+        return [keep + (len(node.attrs["channels"]),)]
 
     def forward(self, node, xs):
-        return [np.ascontiguousarray(xs[0][..., list(node.attrs["channels"])])]
+        x = xs[0].reshape(-1) if node.attrs.get("flat") else xs[0]
+        return [np.ascontiguousarray(x[..., list(node.attrs["channels"])])]
 
     def c_call(self, node, cg):
         x = cg.shape(node.inputs[0])
+        if node.attrs.get("flat"):
+            x = (size(x),)
         ch = node.attrs["channels"]
         idx = "NULL" if tuple(ch) == tuple(range(len(ch))) else cg.ints(ch)
         kernel = "tt_gather_channels_s8" if cg.g.t(node.inputs[0]).dtype == "s8" else \

@@ -61,10 +61,14 @@ def apply_update_plan(g: Graph, plan: UpdatePlan) -> Graph:
                     k += 1
                     tag = f"{len(channels)}_{k}"
                 xs = f"{x}_ch{tag}"
-                tensors[xs] = Tensor(xs, tensors[x].shape[:-1] + (len(channels),), ACTIVATION,
+                # a dense layer reads its input flattened (TFLite's FULLY_CONNECTED on an HWC
+                # tensor): its "channels" index that flat vector, not the last axis
+                flat = n.op.startswith("dense") and len(tensors[x].shape) > 1
+                keep = () if flat else tensors[x].shape[:-1]
+                tensors[xs] = Tensor(xs, keep + (len(channels),), ACTIVATION,
                                      dtype=tensors[x].dtype, quant=tensors[x].quant)
                 gathers[(x, channels)] = Node(f"{x}_gather{tag}", "gather_channels", (x,),
-                                              (xs,), {"channels": channels})
+                                              (xs,), {"channels": channels, "flat": flat})
             xs = gathers[(x, channels)].outputs[0]
             op, attrs = n.op, {**n.attrs}
             if p in depthwise:  # the trained channels' rows of the (C, kh, kw, 1) weight
