@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define TT_MODEL_ALIASES /* model.h's tt_* names, whatever the build's --prefix */
 #include "model.h"
 #include "tt_port.h"
 

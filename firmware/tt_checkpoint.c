@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#define TT_MODEL_ALIASES /* model.h's tt_* names, whatever the build's --prefix */
 #include "model.h"
 #include "tt_crc32.h"
 #include "tt_port.h"

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#define TT_MODEL_ALIASES /* model.h's tt_* names, whatever the build's --prefix */
 #include "model.h"
 #include "tt_checkpoint.h"
 #include "tt_crc32.h"

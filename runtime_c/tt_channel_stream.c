@@ -172,13 +172,14 @@ void tt_cs_dw_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const i
                             float x_scale, int32_t x_zp, const tt_conv_geom *g, int32_t c,
                             const float *step, const tt_q8_update *u)
 {
+    const float s = tt_q8_lr_step(step, c, u);
     int32_t ky, kx;
 
     for (ky = 0; ky < g->kh; ++ky) {
         for (kx = 0; kx < g->kw; ++kx) {
             const int32_t i = (c * g->kh + ky) * g->kw + kx;
             const float gr = dw_weight_elem_s8(dy, x, x_zp, g, c, ky, kx) * x_scale;
-            w[i] = tt_q8_step_s8(w[i], shadow != NULL ? &shadow[i] : NULL, gr * step[c], u,
+            w[i] = tt_q8_step_s8(w[i], shadow != NULL ? &shadow[i] : NULL, gr * s, u,
                                  (uint32_t)i);
         }
     }
@@ -223,7 +224,7 @@ void tt_cs_bias_sgd_s32(int32_t *b, const float *dy, int32_t n, int32_t c, const
     for (p = 0; p < n; ++p) {
         acc += dy[p];
     }
-    b[c] = tt_q8_step_s32(b[c], acc * step[c], u, (uint32_t)c);
+    b[c] = tt_q8_step_s32(b[c], acc * tt_q8_lr_step(step, c, u), u, (uint32_t)c);
 }
 
 void tt_cs_bias_sgd_f32(float *b, float *m, const float *dy, int32_t n, int32_t c, float lr,
@@ -278,8 +279,8 @@ static void pw_step_s8(int8_t *w, uint8_t *shadow, float acc, float x_scale, int
     const int32_t si = c * k + j;
     const int32_t wi = c * w_cin + channel(idx, j);
     const int32_t at = u->packed ? si : wi;
-    w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL, acc * x_scale * step[c],
-                          u, (uint32_t)wi);
+    w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL,
+                          acc * x_scale * tt_q8_lr_step(step, c, u), u, (uint32_t)wi);
 }
 
 void tt_cs_pw_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,

@@ -146,13 +146,14 @@ void tt_dw_weight_sgd_partial_s8(int8_t *w, uint8_t *shadow, const float *dy, co
 
     for (j = 0; j < g->cin; ++j) {
         const int32_t c = row_of(idx, j);
+        const float s = tt_q8_lr_step(step, c, u);
         for (ky = 0; ky < g->kh; ++ky) {
             for (kx = 0; kx < g->kw; ++kx) {
                 const int32_t si = (j * g->kh + ky) * g->kw + kx;
                 const int32_t wi = (c * g->kh + ky) * g->kw + kx;
                 const float gr = dw_elem_s8(dy, x, x_scale, x_zp, g, dy_c, c, j, ky, kx);
-                w[wi] = tt_q8_step_s8(w[wi], shadow != NULL ? &shadow[si] : NULL,
-                                      gr * step[c], u, (uint32_t)wi);
+                w[wi] = tt_q8_step_s8(w[wi], shadow != NULL ? &shadow[si] : NULL, gr * s, u,
+                                      (uint32_t)wi);
             }
         }
     }
@@ -165,11 +166,12 @@ void tt_sgd_rows_s8(int8_t *p, float *g, uint8_t *shadow, int32_t n, const int32
 
     for (j = 0; j < k; ++j) {
         const int32_t c = row_of(idx, j);
+        const float s = tt_q8_lr_step(step, c, u);
         for (i = 0; i < n; ++i) {
             const int32_t gi = j * n + i;
             const int32_t pi = c * n + i;
             p[pi] = tt_q8_step_s8(p[pi], shadow != NULL ? &shadow[gi] : NULL,
-                                  g[gi] * grad_scale * step[c], u, (uint32_t)pi);
+                                  g[gi] * grad_scale * s, u, (uint32_t)pi);
             g[gi] = 0.0f;
         }
     }

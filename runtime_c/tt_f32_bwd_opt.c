@@ -421,11 +421,11 @@ static void pw_update_s8(int8_t *w, uint8_t *shadow, const float *acc, float x_s
                          int32_t j0, int32_t nb, int32_t k, int32_t w_cin, const int32_t *idx,
                          int32_t c, const float *step, const tt_q8_update *u)
 {
+    const float s = tt_q8_lr_step(step, c, u); /* hoisted: one multiply per row */
     int32_t j;
 
     if (u->mode == TT_Q8_STOCHASTIC) { /* the rounding inline, its key hoisted */
         const uint32_t key = tt_sr_key(u->salt, u->step);
-        const float s = step[c];
         if (idx == NULL) { /* the row's elements j0.. in order (packed or whole) */
             int8_t *const row = &w[(u->packed ? c * k : c * w_cin) + j0];
             const uint32_t seed = (uint32_t)(c * w_cin + j0);
@@ -445,8 +445,8 @@ static void pw_update_s8(int8_t *w, uint8_t *shadow, const float *acc, float x_s
         const int32_t si = c * k + j0 + j;
         const int32_t wi = c * w_cin + channel(idx, j0 + j);
         const int32_t at = u->packed ? si : wi;
-        w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL,
-                              acc[j] * x_scale * step[c], u, (uint32_t)wi);
+        w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL, acc[j] * x_scale * s,
+                              u, (uint32_t)wi);
     }
 }
 
@@ -549,7 +549,7 @@ void tt_cs_pw_weight_sgd_f32_opt(float *w, float *m, const float *dy, const floa
 void tt_cs_bias_sgd_s32_opt(int32_t *b, const float *dy, int32_t n, int32_t c, const float *step,
                             const tt_q8_update *u)
 {
-    const float d = cs_sum(dy, n) * step[c];
+    const float d = cs_sum(dy, n) * tt_q8_lr_step(step, c, u);
     b[c] = u->mode == TT_Q8_STOCHASTIC ? tt_sr_s32(b[c], d, tt_sr_key(u->salt, u->step),
                                                    (uint32_t)c)
                                        : tt_q8_step_s32(b[c], d, u, (uint32_t)c);
@@ -1256,15 +1256,16 @@ void tt_cs_dw_weight_sgd_s8_opt(int8_t *w, uint8_t *shadow, const float *dy, con
                                 const float *step, const tt_q8_update *u)
 {
     float acc[CS_KK];
+    float s;
     int32_t i;
 
     if (!dw_weight_fast(acc, dy, x, NULL, x_zp, g, c)) {
         tt_cs_dw_weight_sgd_s8(w, shadow, dy, x, x_scale, x_zp, g, c, step, u);
         return;
     }
+    s = tt_q8_lr_step(step, c, u); /* hoisted: one multiply per channel */
     if (u->mode == TT_Q8_STOCHASTIC) { /* the rounding inline, its key hoisted */
         const uint32_t key = tt_sr_key(u->salt, u->step);
-        const float s = step[c];
         for (i = 0; i < g->kh * g->kw; ++i) {
             const int32_t wi = c * g->kh * g->kw + i;
             w[wi] = tt_sr_s8(w[wi], acc[i] * x_scale * s, key, (uint32_t)wi);
@@ -1274,7 +1275,7 @@ void tt_cs_dw_weight_sgd_s8_opt(int8_t *w, uint8_t *shadow, const float *dy, con
     for (i = 0; i < g->kh * g->kw; ++i) {
         const int32_t wi = c * g->kh * g->kw + i;
         const float gr = acc[i] * x_scale;
-        w[wi] = tt_q8_step_s8(w[wi], shadow != NULL ? &shadow[wi] : NULL, gr * step[c], u,
+        w[wi] = tt_q8_step_s8(w[wi], shadow != NULL ? &shadow[wi] : NULL, gr * s, u,
                               (uint32_t)wi);
     }
 }

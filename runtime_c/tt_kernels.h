@@ -225,7 +225,16 @@ typedef struct {
     uint32_t step;  /* training-step counter, for stochastic rounding */
     int32_t packed; /* 1: the weight holds only its trained input channels, packed (a split
                      * partial update); indices into the whole weight still seed the rounding */
+    float lr_scale; /* the run-time learning rate over the build's (model's set_lr): every
+                     * per-channel step is multiplied by it; exactly 1.0f by default, so an
+                     * unchanged rate gives the build's results bit for bit */
 } tt_q8_update;
+
+/* step[c] (the build's lr / scale, or lr * scale without QAS) at the run-time learning rate */
+static inline float tt_q8_lr_step(const float *step, int32_t c, const tt_q8_update *u)
+{
+    return step[c] * u->lr_scale;
+}
 
 extern uint32_t tt_q8_saturations; /* int32 bias updates that had to saturate */
 

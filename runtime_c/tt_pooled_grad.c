@@ -287,6 +287,7 @@ void tt_conv2d_weight_sgd_pooled_s8(int8_t *w, uint8_t *shadow, const tt_pooled 
     int32_t oc, ky, kx, ic;
 
     for (oc = 0; oc < g->cout; ++oc) {
+        const float s = tt_q8_lr_step(step, oc, u);
         for (ky = 0; ky < g->kh; ++ky) {
             for (kx = 0; kx < g->kw; ++kx) {
                 for (ic = 0; ic < cin_g; ++ic) {
@@ -296,8 +297,8 @@ void tt_conv2d_weight_sgd_pooled_s8(int8_t *w, uint8_t *shadow, const tt_pooled 
                     const int32_t at = u->packed ? si : wi;
                     const float gr = pooled_dw_elem_s8(dy, x, x_scale, x_zp, g, oc, ky, kx,
                                                        (oc / cout_g) * cin_g + ic);
-                    w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL,
-                                          gr * step[oc], u, (uint32_t)wi);
+                    w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL, gr * s, u,
+                                          (uint32_t)wi);
                 }
             }
         }
@@ -310,7 +311,8 @@ void tt_bias_sgd_pooled_s32(int32_t *b, const tt_pooled *dy, int32_t rows, int32
     int32_t ch;
 
     for (ch = 0; ch < c; ++ch) {
-        b[ch] = tt_q8_step_s32(b[ch], pooled_channel_sum(dy, rows, c, ch) * step[ch], u,
-                               (uint32_t)ch);
+        b[ch] = tt_q8_step_s32(b[ch],
+                               pooled_channel_sum(dy, rows, c, ch) * tt_q8_lr_step(step, ch, u),
+                               u, (uint32_t)ch);
     }
 }

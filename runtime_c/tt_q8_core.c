@@ -5,8 +5,9 @@
  *
  * Gradients of int8 tensors are float32 values w.r.t. the tensor's real value
  * scale * (q - zero_point). Update constants `step` (per output channel) already contain
- * the learning rate and the quantisation-aware scaling, so one update is
- *     q -= round_mode(step[oc] * gradient).
+ * the build's learning rate and the quantisation-aware scaling; u->lr_scale carries a rate
+ * changed at run time (tt_q8_lr_step), so one update is
+ *     q -= round_mode(step[oc] * lr_scale * gradient).
  */
 #include "tt_kernels.h"
 #include "tt_q8_round.h"
@@ -402,6 +403,7 @@ void tt_conv2d_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const 
     int32_t oc, ky, kx, ic;
 
     for (oc = 0; oc < g->cout; ++oc) {
+        const float s = tt_q8_lr_step(step, oc, u);
         for (ky = 0; ky < g->kh; ++ky) {
             for (kx = 0; kx < g->kw; ++kx) {
                 for (ic = 0; ic < cin_g; ++ic) {
@@ -410,8 +412,8 @@ void tt_conv2d_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const 
                     const int32_t at = u->packed ? si : wi;
                     const float gr = conv_dw_elem(dy, x, x_scale, x_zp, g, oc, ky, kx,
                                                   (oc / cout_g) * cin_g + ic);
-                    w[at] = update_s8(w[at], shadow != NULL ? &shadow[si] : NULL,
-                                      gr * step[oc], u, (uint32_t)wi);
+                    w[at] = update_s8(w[at], shadow != NULL ? &shadow[si] : NULL, gr * s, u,
+                                      (uint32_t)wi);
                 }
             }
         }
@@ -425,12 +427,13 @@ void tt_dense_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const i
     int32_t o, j;
 
     for (o = 0; o < out; ++o) {
+        const float s = tt_q8_lr_step(step, o, u);
         for (j = 0; j < k; ++j) {
             const int32_t wi = o * w_in + channel(idx, j);
             const int32_t at = u->packed ? o * k + j : wi;
             const float gr = dy[o] * ((float)((int32_t)x[j] - x_zp) * x_scale);
-            w[at] = update_s8(w[at], shadow != NULL ? &shadow[o * k + j] : NULL,
-                              gr * step[o], u, (uint32_t)wi);
+            w[at] = update_s8(w[at], shadow != NULL ? &shadow[o * k + j] : NULL, gr * s, u,
+                              (uint32_t)wi);
         }
     }
 }
@@ -445,7 +448,7 @@ void tt_bias_sgd_s32(int32_t *b, const float *dy, int32_t rows, int32_t c, const
         for (r = 0; r < rows; ++r) {
             acc += dy[r * c + j];
         }
-        b[j] = update_s32(b[j], acc * step[j], u, (uint32_t)j);
+        b[j] = update_s32(b[j], acc * tt_q8_lr_step(step, j, u), u, (uint32_t)j);
     }
 }
 
@@ -461,8 +464,8 @@ void tt_sgd_s8(int8_t *p, float *g, uint8_t *shadow, int32_t rows, int32_t c,
             const int32_t pi = r * c + channel(idx, j);
             const int32_t at = u->packed ? gi : pi;
             p[at] = update_s8(p[at], shadow != NULL ? &shadow[gi] : NULL,
-                              g[gi] * grad_scale * step[r / rows_per_channel], u,
-                              (uint32_t)pi);
+                              g[gi] * grad_scale * tt_q8_lr_step(step, r / rows_per_channel, u),
+                              u, (uint32_t)pi);
             g[gi] = 0.0f;
         }
     }
@@ -474,7 +477,7 @@ void tt_sgd_s32(int32_t *p, float *g, int32_t n, const float *step, float grad_s
     int32_t i;
 
     for (i = 0; i < n; ++i) {
-        p[i] = update_s32(p[i], g[i] * grad_scale * step[i], u, (uint32_t)i);
+        p[i] = update_s32(p[i], g[i] * grad_scale * tt_q8_lr_step(step, i, u), u, (uint32_t)i);
         g[i] = 0.0f;
     }
 }

@@ -42,6 +42,7 @@ class Options:
     # "optimized": the Cortex-M kernels of runtime_c/tt_kernels_opt.h where a geometry
     # qualifies; "reference": only the portable reference kernels (the specification).
     kernels: str = "optimized"
+    prefix: str = "tt"  # the generated model's C names: prefix_init, PREFIX_INPUT_SIZE, ...
 
 
 def load_model(path: Path) -> Graph:

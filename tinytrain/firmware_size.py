@@ -112,7 +112,7 @@ def measure_link(project: Path, board: Board) -> dict[str, int]:
             out["code"] += n
         elif const:
             out["constants"] += n
-        elif name == "tt_arena":
+        elif name.endswith("_arena"):  # tt_arena, or NAME_arena with --prefix NAME
             out["arena"] += n
         elif name in ("rx", "tx"):
             out["link_buffers"] += n
@@ -160,3 +160,51 @@ def explain_overflow(project: Path, board: Board, over: list[tuple[str, str]]) -
     if advice:
         lines.append("  what would fit: " + "; ".join(advice))
     return "\n".join(lines)
+
+
+# The statics the plan counts (report.sram_bytes): the model's arena (PREFIX_arena), its
+# trainable parameters, gradients and optimizer state (tt_p_/tt_g_/tt_m_, codegen/memory.py),
+# and the link's request and reply buffers (firmware/tt_link.c). The stack is planned too.
+PLANNED_SYMBOL = re.compile(r"[a-z][a-z0-9_]*?_(?:arena|[pgm]_\w+)|rx|tx")
+RAM_SECTIONS = (".data", ".bss", ".stack")  # what section_sizes counts as static SRAM
+_OUT_SECTION = re.compile(r"^(\.\S+)")
+_IN_SECTION = re.compile(r"^ (\S+)?\s+0x[0-9a-f]+\s+0x([0-9a-f]+)(?:\s+(\S.*))?$")
+
+
+def unplanned_sram(map_file: Path, linked: int, planned: int) -> dict[str, int]:
+    """Why the linked static SRAM differs from the plan, from the linker's map: statics the
+    firmware keeps besides the planned buffers (link and profiling state), the C library's
+    own data (newlib, libgcc: objects from outside the project), and the rest, alignment
+    padding (gaps between objects, the stack's alignment, the plan rounding a buffer to 4
+    bytes). The three add up to linked - planned exactly."""
+    project = map_file.resolve().parent  # the link ran there: our objects are inside it
+    ours = libc = 0
+    section = ""
+    pending = ""  # an input section whose name filled its own line
+    for line in map_file.read_text(errors="replace").splitlines():
+        if line and not line[0].isspace():
+            m = _OUT_SECTION.match(line)
+            section = m.group(1) if m else ""
+            pending = ""
+            continue
+        if section not in RAM_SECTIONS:
+            continue
+        m = _IN_SECTION.match(line)
+        if m is None:
+            name = line.strip()
+            pending = name if line.startswith(" ") and not line.startswith("  ") and \
+                " " not in name else ""
+            continue
+        name, size, origin = m.group(1) or pending, int(m.group(2), 16), m.group(3) or ""
+        pending = ""
+        if not name or name == "*fill*" or not origin:
+            continue  # padding: counted as the remainder
+        if ".a(" in origin or not _inside(project, origin):  # newlib, libgcc, crt files
+            libc += size
+        elif not PLANNED_SYMBOL.fullmatch(name.split(".", 2)[-1]):
+            ours += size
+    return {"firmware_state": ours, "libc": libc, "alignment": linked - planned - ours - libc}
+
+
+def _inside(project: Path, origin: str) -> bool:
+    return (project / origin).resolve().is_relative_to(project)

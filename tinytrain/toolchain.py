@@ -15,7 +15,8 @@ APT_HINT = ("install it with `apt-get install gcc-arm-none-eabi libnewlib-arm-no
 
 
 def compile_project(project: Path, board: Board) -> list[Path]:
-    """Build the project; returns the programs it produced (host binary or the two ELFs)."""
+    """Build the project; returns the programs it produced (the host binary, or the board's and
+    the QEMU twin's ELFs, each with its .bin and .hex)."""
     if shutil.which(board.cc) is None:
         hint = f"; {APT_HINT}" if board.is_mcu else ""
         raise BuildError(f"the C compiler '{board.cc}' for board {board.name} is not installed"
@@ -37,6 +38,7 @@ def compile_project(project: Path, board: Board) -> list[Path]:
         raise BuildError(f"compiling the generated C for {board.name} failed:\n{tail}")
     from tinytrain.codegen.render import HOST_BINARY
 
-    if board.is_mcu:
-        return [project / "firmware.elf", project / "firmware_qemu.elf"]
+    if board.is_mcu:  # each ELF with its flashable images (templates/Makefile.j2)
+        return [project / f"{elf}.{ext}" for elf in ("firmware", "firmware_qemu")
+                for ext in ("elf", "bin", "hex")]
     return [project / HOST_BINARY]

@@ -253,6 +253,8 @@ static void random_update(tt_q8_update *u, int packed)
     u->salt = rnd();
     u->step = rnd() % 1000u;
     u->packed = packed;
+    /* a learning rate changed at run time (the model's set_lr) half of the time */
+    u->lr_scale = (rnd() & 1u) ? 1.0f : 0.25f + 2.0f * absf(frand());
 }
 
 static void t_pw_weight(int32_t n, int32_t k, int32_t w_cin, int32_t rows, int32_t c,
@@ -425,7 +427,7 @@ static void t_dw_nonfinite(const tt_conv_geom *g, int32_t c)
     const int32_t hw = g->h * g->w, ohw = g->oh * g->ow, kk = g->kh * g->kw;
     const uint32_t bad = BAD[rnd() % 3u];
     const int32_t where = (int32_t)(rnd() % 3u);
-    tt_q8_update u = {TT_Q8_SHADOW, 1u, 2u, 0};
+    tt_q8_update u = {TT_Q8_SHADOW, 1u, 2u, 0, 1.0f};
     int32_t i;
 
     fill(g_dy, ohw);
@@ -670,7 +672,7 @@ static void bench_block(const block *b)
 {
     const int32_t ho = out_side(b), n_in = b->h * b->h, n_out = ho * ho, kk = b->k * b->k;
     tt_conv_geom g;
-    tt_q8_update u = {TT_Q8_STOCHASTIC, 7u, 1u, 0};
+    tt_q8_update u = {TT_Q8_STOCHASTIC, 7u, 1u, 0, 1.0f};
     uint32_t tr, to;
     int32_t c;
 
@@ -803,7 +805,7 @@ static const char *const SUB_NAME[NSUB] = {"pw_input", "q8_clamp(out)", "bias(ou
 
 static uint32_t bench_net(int32_t first, int32_t last, int opt, int which)
 {
-    tt_q8_update u = {TT_Q8_STOCHASTIC, 7u, 1u, 0};
+    tt_q8_update u = {TT_Q8_STOCHASTIC, 7u, 1u, 0, 1.0f};
     uint32_t t = 0;
     int32_t i, c;
 

@@ -28,7 +28,7 @@ int main(void)
                                   -1e30f, 1e-30f, -1e-30f};
     const float specials[] = {bits_f(0x7F800000u), bits_f(0xFF800000u), bits_f(0x7FC00000u),
                               bits_f(0xFFC00001u), bits_f(0x7F800001u)};
-    tt_q8_update u = {TT_Q8_STOCHASTIC, 0x1234567u, 9u, 0};
+    tt_q8_update u = {TT_Q8_STOCHASTIC, 0x1234567u, 9u, 0, 1.0f};
     uint32_t seed = 7u, failures = 0, cases = 0;
     char line[160];
     int32_t w, i, r;

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from tinytrain.codegen.memory import c_symbol
-from tinytrain.errors import CompileError
+from tinytrain.errors import CompileError, OptionError
 from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph
+from tinytrain.ops.base import c_float
 from tinytrain.passes.memory_plan import Plan
 
 C_TYPES = {"f32": "float", "s32": "int32_t", "s8": "int8_t", "u8": "uint8_t"}
@@ -24,13 +27,46 @@ OPTIMIZED_KERNELS = frozenset({
 })
 
 
+DEFAULT_PREFIX = "tt"
+MAX_PREFIX = 24  # characters; NAME_ plus the longest API name stays readable in a map file
+_PREFIX_RE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
+# model.c's static struct of the SGD scalars (templates/model.c.j2); file-local, so two
+# models' copies never meet at link time
+HYPER = "tt_hyper"
+
+
+def check_prefix(prefix: str) -> str:
+    """`--prefix`: the name every public symbol of the generated model starts with."""
+    why = ""
+    if not prefix or len(prefix) > MAX_PREFIX:
+        why = f"it must have 1 to {MAX_PREFIX} characters"
+    elif not _PREFIX_RE.fullmatch(prefix):
+        why = ("it must be a C identifier of lowercase letters, digits and single underscores, "
+               "starting with a letter and not ending with an underscore (leading and double "
+               "underscores are reserved in C and C++)")
+    elif prefix.startswith("tt_"):
+        why = "names starting with tt_ belong to the shared runtime kernels (tt_conv2d_f32, ...)"
+    if why:
+        raise OptionError(f"--prefix {prefix!r} cannot name the model's C symbols: {why}. "
+                          f"Examples: kws, gesture_v2 (the default is {DEFAULT_PREFIX}).")
+    return prefix
+
+
 class CContext:
-    def __init__(self, g: Graph, plan: Plan, optimized: bool = True) -> None:
+    # Defaults for contexts built without __init__ (tests compiling single c_call()s): the
+    # build's SGD scalars as literals and the default arena name.
+    arena = f"{DEFAULT_PREFIX}_arena"
+    hyper: str | None = None  # model.c's run-time SGD scalars (None: literals)
+
+    def __init__(self, g: Graph, plan: Plan, optimized: bool = True,
+                 prefix: str = DEFAULT_PREFIX) -> None:
         self.g, self.plan = g, plan
         # c_call()s may pick an optimised kernel (runtime_c/tt_kernels_opt.h) for a geometry
         self.optimized = optimized
         self.decls: list[str] = []
         self._declared: dict[str, str] = {}  # declaration text -> symbol
+        self.arena = f"{prefix}_arena"
+        self.hyper = HYPER  # lr, momentum and weight decay can change at run time
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self.g.tensors[name].shape
@@ -39,7 +75,18 @@ class CContext:
         t = self.g.tensors[name]
         if t.kind in (PARAM, CONST, PARAM_GRAD, OPT_STATE):
             return c_symbol(t)
-        return f"(({C_TYPES[t.dtype]} *)(tt_arena + {self.plan.offset(name)}))"
+        return f"(({C_TYPES[t.dtype]} *)({self.arena} + {self.plan.offset(name)}))"
+
+    def sgd_scalars(self, a: dict) -> str:
+        """`lr, momentum, wd` of an fp32 update call: the model's run-time values (the
+        build's until set_lr & co. change them), or the node's literals."""
+        if self.hyper is None:
+            return f"{c_float(a['lr'])}, {c_float(a['momentum'])}, {c_float(a['wd'])}"
+        return f"{self.hyper}.lr, {self.hyper}.momentum, {self.hyper}.weight_decay"
+
+    def lr_scale(self) -> str:
+        """int8 updates: the run-time learning rate over the build's (tt_q8_update.lr_scale)."""
+        return "1.0f" if self.hyper is None else f"{self.hyper}.lr_scale"
 
     def kernel(self, name: str) -> str:
         """The C function to call for reference kernel `name` in this build."""

@@ -20,7 +20,7 @@ from tinytrain.boards import (
     checkpoint_bytes,
     load_board,
 )
-from tinytrain.codegen.context import C_TYPES, CContext
+from tinytrain.codegen.context import C_TYPES, DEFAULT_PREFIX, HYPER, CContext, check_prefix
 from tinytrain.codegen.memory import c_symbol, in_flash, persistent
 from tinytrain.errors import CompileError
 from tinytrain.ir import OPT_STATE, PARAM, PARAM_GRAD, Graph, Tensor
@@ -120,10 +120,12 @@ def profile_ops(g: Graph) -> list[dict[str, Any]]:
 
 
 def render(g: Graph, plan: Plan, board: Board | str,
-           kernels: str = "optimized") -> dict[str, str]:
-    """Return {relative path: file text} for the whole generated project."""
+           kernels: str = "optimized", prefix: str = DEFAULT_PREFIX) -> dict[str, str]:
+    """Return {relative path: file text} for the whole generated project. `prefix` names the
+    model's public C symbols (check_prefix)."""
     board = load_board(board) if isinstance(board, str) else board
-    cg = CContext(g, plan, optimized=kernels == "optimized")
+    check_prefix(prefix)
+    cg = CContext(g, plan, optimized=kernels == "optimized", prefix=prefix)
     calls = {ph: [] for ph in ("forward", "loss", "backward", "update")}
     for k, n in enumerate(g.nodes):
         call = get_op(n.op).c_call(n, cg)
@@ -141,8 +143,8 @@ def render(g: Graph, plan: Plan, board: Board | str,
         "loss": g.meta.get("loss", "ce"),
         "arena_size": plan.arena_size,
         "batch": g.meta.get("sgd", {}).get("batch", 1),
-        "trainable": [{"name": t.name, "symbol": c_symbol(t), "size": t.size, "bytes": t.nbytes}
-                      for t in trainable],
+        "trainable": [{"name": t.name, "symbol": c_symbol(t), "size": t.size, "bytes": t.nbytes,
+                       "dtype": t.dtype.upper()} for t in trainable],
         "trainable_bytes": sum(t.nbytes for t in trainable),
         "arrays": [_array(t) for t in persistent(g)],
         "zeroed": [c_symbol(t) for t in persistent(g) if t.kind in (PARAM_GRAD, OPT_STATE)],
@@ -158,6 +160,7 @@ def render(g: Graph, plan: Plan, board: Board | str,
         "pred_ptr": cg.ptr("pred"),
         "loss_ptr": cg.ptr("loss"),
         "head": _head(g, cg),
+        **_library_context(g, prefix),
         "runtime_sources": [f"runtime/{p.name}" for p in sorted(RUNTIME.glob("*.c"))],
         "target": HOST_BINARY,
         "firmware_sources": [f"firmware/{n}" for n in FIRMWARE_COMMON],
@@ -185,6 +188,55 @@ def render(g: Graph, plan: Plan, board: Board | str,
     if board.is_mcu:
         files.update(_board_files(board, env, banner, layout))
     return files
+
+
+# The model's public names without their prefix (templates/model.h.j2): a build with another
+# --prefix maps the tt_* spellings our firmware uses onto them under TT_MODEL_ALIASES.
+API_NAMES = ("init", "train_step", "train_step_from", "apply_update", "infer", "infer_from",
+             "skipped_steps", "trainable", "set_lr", "set_momentum", "set_weight_decay",
+             "get_lr", "get_momentum", "get_weight_decay", "input_t", "input_fn", "param_info",
+             "profile_ticks")
+API_MACROS = ("INPUT_SIZE", "INPUT_ROWS", "INPUT_ROW_BYTES", "INPUT_BYTES", "OUTPUT_SIZE",
+              "TARGET_SIZE", "ARENA_SIZE", "BATCH", "TARGET_BYTES", "NUM_TRAINABLE",
+              "TRAINABLE_BYTES", "MODEL_ID", "PROFILE_OPS", "DTYPE_F32", "DTYPE_S8", "DTYPE_S32",
+              "INPUT_DTYPE", "INPUT_INT8", "BUILD_LR", "BUILD_MOMENTUM", "BUILD_WEIGHT_DECAY",
+              "ERR_INPUT", "ERR_TARGET", "ERR_RANGE", "ERR_UNSUPPORTED")
+INT8_INPUT_NAMES, INT8_INPUT_MACROS = ("quantize_input",), ("INPUT_SCALE", "INPUT_ZERO_POINT")
+
+
+def api_aliases(prefix: str, input_int8: bool) -> list[tuple[str, str]]:
+    """(tt_* name, prefixed name) for every public name of the model; empty for tt itself."""
+    if prefix == DEFAULT_PREFIX:
+        return []
+    names = API_NAMES + (INT8_INPUT_NAMES if input_int8 else ())
+    macros = API_MACROS + (INT8_INPUT_MACROS if input_int8 else ())
+    up = prefix.upper()
+    return ([(f"tt_{n}", f"{prefix}_{n}") for n in names]
+            + [(f"TT_{m}", f"{up}_{m}") for m in macros])
+
+
+def _short_float(v: float) -> str:
+    """The shortest C float literal of v's float32 value (0.05f, not 0.05000000074505806f):
+    parsed as a float it is that value exactly, as the option's value reads."""
+    text = str(np.float32(v))
+    return (text if any(ch in text for ch in ".e") else text + ".0") + "f"
+
+
+def _library_context(g: Graph, prefix: str) -> dict[str, Any]:
+    """Names and run-time SGD scalars of the model as a library (model.h/model.c)."""
+    sgd = g.meta.get("sgd") or {}
+    trainable = g.params(trainable=True)
+    return {
+        "prefix": prefix, "PREFIX": prefix.upper(), "header": "model.h", "hyper": HYPER,
+        "aliases": api_aliases(prefix, g.t(g.inputs[0]).dtype == "s8"),
+        "sgd_lr": _short_float(sgd.get("lr", 0.01)),
+        "sgd_momentum": _short_float(sgd.get("momentum", 0.0)),
+        "sgd_weight_decay": _short_float(sgd.get("weight_decay", 0.0)),
+        # int8 parameters train with plain SGD; momentum needs the buffers only a build with
+        # momentum allocates (passes/optimizer)
+        "q8_updates": any(t.dtype in ("s8", "s32") for t in trainable),
+        "has_momentum": any(t.kind == OPT_STATE and t.dtype == "f32" for t in g.tensors.values()),
+    }
 
 
 def flash_layout(g: Graph, board: Board) -> FlashLayout:

@@ -102,7 +102,7 @@ class ChannelStream(OpDef):
                 return (f"tt_cs_bias_sgd_s32({p(ins[1])}, {p(ins[0])}, {hw}, c, "
                         f"{floats(cg, a['step'])}, {_update(cg, n, 2)});")
             return (f"tt_cs_bias_sgd_f32({p(ins[1])}, {_m(cg, n, 2)}, {p(ins[0])}, {hw}, c, "
-                    f"{_hyper(a)});")
+                    f"{_hyper(cg, a)});")
         dw = a.get("groups", 1) > 1
         if n.op in ("conv2d_backward_input", "conv2d_backward_input_q8"):
             dy, dx = shapes[ins[0]], shapes[n.outputs[0]]
@@ -137,7 +137,7 @@ class ChannelStream(OpDef):
                 tail = f"c, {floats(cg, a['step'])}, {_update(cg, n, 3)}"
             else:
                 head = f"{p(ins[2])}, {_m(cg, n, 3)}, {p(ins[0])}, {p(ins[1])}"
-                tail = f"c, {_hyper(a)}"
+                tail = f"c, {_hyper(cg, a)}"
             sfx = "s8" if q8 else "f32"
             if dw:
                 return f"tt_cs_dw_weight_sgd_{sfx}({head}, &{geom_decl(cg, n, x, dy)}, {tail});"

@@ -105,7 +105,7 @@ class DwWeightSGDPartial(OpDef):
         m = cg.ptr(node.inputs[3]) if len(node.inputs) > 3 else "NULL"
         return (f"tt_dw_weight_sgd_partial_f32({cg.ptr(node.inputs[2])}, {m}, "
                 f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {_args(node, cg)}, "
-                f"{c_float(a['lr'])}, {c_float(a['momentum'])}, {c_float(a['wd'])});")
+                f"{cg.sgd_scalars(a)});")
 
     def macs(self, node, shapes, out_shapes):
         return _macs(node, shapes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef, c_float, size, trained_index
+from tinytrain.ops.base import OpDef, size, trained_index
 from tinytrain.ops.conv2d import conv_backward_weight, geom, geom_decl
 
 
@@ -26,8 +26,9 @@ def sgd_apply(p: np.ndarray, grad: np.ndarray, m: np.ndarray | None, a: dict) ->
     return p
 
 
-def _hyper(a: dict) -> str:
-    return f"{c_float(a['lr'])}, {c_float(a['momentum'])}, {c_float(a['wd'])}"
+def _hyper(cg, a: dict) -> str:
+    """lr, momentum, wd: the model's run-time SGD scalars (see CContext.sgd_scalars)."""
+    return cg.sgd_scalars(a)
 
 
 def _idx(cg, a: dict) -> str:
@@ -57,7 +58,7 @@ class Conv2dWeightSGD(OpDef):
         return (f"{cg.kernel('tt_conv2d_backward_weight_sgd_f32')}({cg.ptr(node.inputs[2])}, "
                 f"{_m(cg, node, 3)}, {cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
                 f"&{geom_decl(cg, node, x, dy)}, {w[-1]}, {_idx(cg, node.attrs)}, "
-                f"{_hyper(node.attrs)});")
+                f"{_hyper(cg, node.attrs)});")
 
     def macs(self, node, shapes, out_shapes):
         oh, ow, cout = shapes[0]
@@ -82,7 +83,7 @@ class DenseWeightSGD(OpDef):
         return (f"{cg.kernel('tt_dense_backward_weight_sgd_f32')}({cg.ptr(node.inputs[2])}, "
                 f"{_m(cg, node, 3)}, {cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {k}, "
                 f"{out}, {w_in}, "
-                f"{_idx(cg, node.attrs)}, {_hyper(node.attrs)});")
+                f"{_idx(cg, node.attrs)}, {_hyper(cg, node.attrs)});")
 
     def macs(self, node, shapes, out_shapes):
         return size(shapes[0]) * size(shapes[1])
@@ -103,7 +104,7 @@ class BiasSGD(OpDef):
         s = cg.shape(node.inputs[0])
         return (f"{cg.kernel('tt_bias_backward_sgd_f32')}({cg.ptr(node.inputs[1])}, "
                 f"{_m(cg, node, 2)}, {cg.ptr(node.inputs[0])}, {size(s[:-1])}, {s[-1]}, "
-                f"{_hyper(node.attrs)});")
+                f"{_hyper(cg, node.attrs)});")
 
 
 OPS = (Conv2dWeightSGD(), DenseWeightSGD(), BiasSGD())

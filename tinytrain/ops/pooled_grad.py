@@ -91,7 +91,7 @@ def _call(node: Node, cg) -> str:
         g = geom_decl(cg, n, cg.shape(ins[1]), dy)
         return (f"tt_conv2d_backward_weight_sgd_pooled_f32({cg.ptr(ins[2])}, {_m(cg, n, 3)}, "
                 f"{p}, {cg.ptr(ins[1])}, &{g}, {cg.shape(ins[2])[-1]}, {_channels(cg, a)}, "
-                f"{_hyper(a)});")
+                f"{_hyper(cg, a)});")
     if n.op == "conv2d_weight_sgd_q8":
         g = geom_decl(cg, n, cg.shape(ins[1]), dy)
         return (f"tt_conv2d_weight_sgd_pooled_s8({cg.ptr(ins[2])}, {_shadow(cg, n, 4)}, {p}, "
@@ -103,7 +103,7 @@ def _call(node: Node, cg) -> str:
         return f"tt_bias_backward_pooled_f32({out}, {p}, {rows}, {c});"
     if n.op == "bias_sgd":
         return (f"tt_bias_backward_sgd_pooled_f32({cg.ptr(ins[1])}, {_m(cg, n, 2)}, {p}, "
-                f"{rows}, {c}, {_hyper(a)});")
+                f"{rows}, {c}, {_hyper(cg, a)});")
     if n.op == "bias_sgd_q8":
         return (f"tt_bias_sgd_pooled_s32({cg.ptr(ins[1])}, {p}, {rows}, {c}, "
                 f"{floats(cg, a['step'])}, {_update(cg, n, 2)});")

@@ -43,7 +43,8 @@ def _apply_s8(w: np.ndarray, grad: np.ndarray, a: dict, step: int,
 def _update(cg, node, k_step: int) -> str:
     a = node.attrs
     return (f"&(tt_q8_update){{{MODES[a['mode']]}, {a['salt']}u, "
-            f"(uint32_t){cg.ptr(node.inputs[k_step])}[0], {1 if a.get('packed_cin') else 0}}}")
+            f"(uint32_t){cg.ptr(node.inputs[k_step])}[0], {1 if a.get('packed_cin') else 0}, "
+            f"{cg.lr_scale()}}}")
 
 
 def _shadow(cg, node, k: int) -> str:

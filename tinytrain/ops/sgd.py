@@ -35,8 +35,7 @@ class SGD(OpDef):
     def c_call(self, node, cg):
         a = node.attrs
         m = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
-        hyper = (f"{c_float(a['lr'])}, {c_float(a['momentum'])}, {c_float(a['wd'])}, "
-                 f"{c_float(a['scale'])} * scale")
+        hyper = f"{cg.sgd_scalars(a)}, {c_float(a['scale'])} * scale"
         if a.get("channels") is not None and a.get("channel_axis") == 0:  # depthwise rows
             p, ch = cg.shape(node.inputs[0]), a["channels"]
             idx = "NULL" if tuple(ch) == tuple(range(len(ch))) else cg.ints(ch)
@@ -49,8 +48,7 @@ class SGD(OpDef):
             return (f"tt_sgd_channels_f32({cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
                     f"{m}, {size(p[:-1])}, {p[-1]}, {idx}, {len(ch)}, {hyper});")
         return (f"tt_sgd_f32({cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {m}, "
-                f"{size(cg.shape(node.inputs[0]))}, {c_float(a['lr'])}, "
-                f"{c_float(a['momentum'])}, {c_float(a['wd'])}, {c_float(a['scale'])} * scale);")
+                f"{size(cg.shape(node.inputs[0]))}, {hyper});")
 
 
 OPS = (SGD(),)
