@@ -120,7 +120,10 @@ def test_run_cli_on_the_twin(stm32_mlp, tmp_path, cli):
 
 
 def test_checkpoint_restores_on_the_twin(stm32_mlp):
+    from tinytrain.qemu import erase_flash
+
     x, y = _data(MLP, 5)
+    erase_flash(stm32_mlp)  # the twin's flash persists: forget test_run_cli_on_the_twin's
     with open_program(stm32_mlp, qemu=True) as p:
         assert p.restore() is None  # fresh flash: nothing to load
         _run(p, x, y)

@@ -25,8 +25,10 @@ class PipeTransport:
     """The host build: tt_host as a child process, the link on its stdin/stdout."""
 
     def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        # A session of its own: Ctrl-C in the terminal is for tinytrain, which finishes the
+        # current step and saves; the program ends when its stdin closes.
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     env=env)
+                                     env=env, start_new_session=True)
         assert self.proc.stdin and self.proc.stdout
         self._in, self._out = self.proc.stdin, self.proc.stdout.fileno()
 
