@@ -69,7 +69,12 @@ bench: $(VENV)/.installed-test toolchain
 	$(BIN)/python bench/compile_memory.py
 	$(BIN)/python bench/qemu_instructions.py
 
+# The README's memory plot, docs/memory.png: the demo's build, drawn with the `plot` extra.
+memory-plot: $(VENV)/.installed-demo toolchain
+	$(BIN)/python -m pip install -q -e '.[plot]'
+	$(BIN)/python bench/plot_memory.py --out docs/memory.png
+
 clean:
 	rm -rf $(OUT) build
 
-.PHONY: install demo-env toolchain demo demo-host test lint bench clean
+.PHONY: install demo-env toolchain demo demo-host test lint bench memory-plot clean

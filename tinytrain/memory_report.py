@@ -1,14 +1,28 @@
-"""`tinytrain report`: where every byte of SRAM goes, buffer by buffer and step by step."""
+"""`tinytrain report`: where every byte of SRAM goes, buffer by buffer and step by step.
+
+SRAM is the arena, whose buffers change from step to step, plus components that stay the same
+(trainable parameters, their gradient accumulators and optimizer state, and on a board the
+link's buffers and the stack). Their sum with the arena's planned size is the one SRAM figure
+`build` and `report` print and the linked ELF is compared with (report.py).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tinytrain.ir import ACTIVATION, GRAD, INPUT, LABEL, LOSS, OPT_STATE, PARAM, PARAM_GRAD, Graph
+from tinytrain.layer_report import LayerCapture, layer_table
 from tinytrain.passes.memory_plan import Plan, step_nodes
 
-CATEGORIES = ("input", "activations", "saved for backward", "gradients", "masks", "scratch",
-              "outputs", "trainable params", "param gradients", "optimizer state")
+# The kinds of the arena's buffers, which change from step to step ...
+ARENA_KINDS = ("input", "activations", "saved for backward", "gradients", "masks", "scratch",
+               "outputs")
+# ... and the SRAM components that stay the same, by their names in report.json's sram_bytes.
+CONSTANT = {"trainable_params": "trainable params", "param_grads": "param gradients",
+            "optimizer_state": "optimizer state", "link_buffers": "link buffers",
+            "stack": "stack"}
+CATEGORIES = ARENA_KINDS + tuple(CONSTANT.values())
+PEAK_BUFFERS = 5  # the largest buffers named as live at the peak
 
 
 def _category(g: Graph, name: str, backward_reads: set[str], scratch: set[str]) -> str:
@@ -26,7 +40,10 @@ def _category(g: Graph, name: str, backward_reads: set[str], scratch: set[str]) 
     return "saved for backward" if name in backward_reads else "activations"
 
 
-def buffer_table(g: Graph, plan: Plan) -> dict[str, Any]:
+def buffer_table(g: Graph, plan: Plan, sram: dict[str, int] | None = None) -> dict[str, Any]:
+    """Every arena buffer with its kind and lifetime, and the SRAM over the program's steps.
+    `sram` is report.json's sram_bytes (memory_report), whose total is the SRAM figure; without
+    it the constant components are the trainable parameters and their state."""
     nodes = step_nodes(g)
     backward_reads = set()
     for n in nodes:
@@ -47,42 +64,77 @@ def buffer_table(g: Graph, plan: Plan) -> dict[str, Any]:
         rows.append({"name": b.name, "kind": cat, "bytes": b.size, "offset": plan.offsets[b.name],
                      "first_step": b.first, "last_step": b.last, "first_op": step_name(b.first),
                      "last_op": step_name(b.last), "views": sorted(views.get(b.name, []))})
-    persistent = {
-        "trainable params": sum(t.nbytes for t in g.tensors.values()
-                                if t.kind == PARAM and t.trainable),
-        "param gradients": sum(t.nbytes for t in g.tensors.values() if t.kind == PARAM_GRAD),
-        "optimizer state": sum(t.nbytes for t in g.tensors.values() if t.kind == OPT_STATE),
-    }
-    live = [0] * (len(nodes) + 2)
+    if sram is None:
+        ts = g.tensors.values()
+        sram = {"arena": plan.arena_size,
+                "trainable_params": sum(t.nbytes for t in ts if t.kind == PARAM and t.trainable),
+                "param_grads": sum(t.nbytes for t in ts if t.kind == PARAM_GRAD),
+                "optimizer_state": sum(t.nbytes for t in ts if t.kind == OPT_STATE)}
+        sram["total"] = sum(sram.values())
+    constant = {CONSTANT[k]: v for k, v in sram.items() if k in CONSTANT}
+    live = [0] * len(nodes)
     for r in rows:
-        for k in range(max(r["first_step"], -1), r["last_step"] + 1):
-            live[k + 1] += r["bytes"]
-    peak_k = max(range(len(live)), key=lambda k: (live[k], -k))
-    at_peak: dict[str, int] = {c: 0 for c in CATEGORIES}
-    for r in rows:
-        if r["first_step"] <= peak_k - 1 <= r["last_step"]:
-            at_peak[r["kind"]] += r["bytes"]
-    totals = {c: sum(r["bytes"] for r in rows if r["kind"] == c) for c in CATEGORIES}
-    totals.update(persistent)
-    at_peak.update(persistent)
+        for k in range(max(r["first_step"], 0), min(r["last_step"], len(nodes) - 1) + 1):
+            live[k] += r["bytes"]
+    peak_k = max(range(len(live)), key=lambda k: (live[k], -k), default=-1)
+    at_peak = [r for r in rows if r["first_step"] <= peak_k <= r["last_step"]]
+    by_kind = {c: sum(r["bytes"] for r in at_peak if r["kind"] == c) for c in ARENA_KINDS}
+    totals = {c: sum(r["bytes"] for r in rows if r["kind"] == c) for c in ARENA_KINDS}
     return {
         "arena_bytes": plan.arena_size,
-        "sram_bytes": plan.arena_size + sum(persistent.values()),
-        "peak_live_bytes": live[peak_k],
-        "peak_step": peak_k - 1,
-        "peak_op": step_name(peak_k - 1),
-        "peak_by_kind": {k: v for k, v in at_peak.items() if v},
-        "totals_by_kind": {k: v for k, v in totals.items() if v},
-        "steps": [{"step": k, "op": n.name, "phase": n.phase, "live_bytes": live[k + 1]}
+        "sram_bytes": sram["total"],  # the SRAM figure: the plan, as `build` prints it
+        "sram": sram,
+        "peak_live_bytes": live[peak_k] if live else 0,  # arena bytes live at the peak step
+        "peak_sram_bytes": (live[peak_k] if live else 0) + sum(constant.values()),
+        "peak_step": peak_k,
+        "peak_op": step_name(peak_k),
+        "peak_by_kind": {k: v for k, v in by_kind.items() if v},  # the arena's, at the peak
+        "peak_buffers": [{"name": r["name"], "kind": r["kind"], "bytes": r["bytes"]} for r in
+                         sorted(at_peak, key=lambda r: (-r["bytes"], r["name"]))[:PEAK_BUFFERS]],
+        "totals_by_kind": {k: v for k, v in {**totals, **constant}.items() if v},
+        "steps": [{"step": k, "op": n.name, "phase": n.phase, "live_bytes": live[k]}
                   for k, n in enumerate(nodes)],
         "buffers": rows,
     }
 
 
-def format_short(m: dict[str, Any]) -> str:
-    kinds = ", ".join(f"{k} {v / 1024:.1f} KB" for k, v in m["peak_by_kind"].items())
-    return (f"  peak {m['sram_bytes'] / 1024:.1f} KB SRAM at step {m['peak_step']} "
-            f"({m['peak_op']}): {kinds}")
+def kb(n: float) -> str:
+    return f"{n / 1024:.1f} KB"
+
+
+SRAM_PARTS = (("arena", "arena"), ("trainable_params", "trainable params"),
+              ("param_grads", "param gradients"), ("optimizer_state", "optimizer state"),
+              ("link_buffers", "link buffers"), ("stack", "stack"))
+UNPLANNED_PARTS = (("firmware_state", "firmware statics"), ("libc", "newlib"),
+                   ("alignment", "alignment"))
+
+
+def sram_lines(s: dict[str, int], capacity: int | None,
+               fw: dict[str, Any] | None = None) -> list[str]:
+    """The SRAM figure, the same in `build`, `report` and the ELF check: the plan (arena +
+    every constant component), of the board's capacity; with a linked firmware, what the ELF
+    reserves and where the difference comes from (firmware_size.unplanned_sram)."""
+    of = f" of {capacity // 1024} KB" if capacity else ""
+    lines = [f"SRAM {kb(s['total'])}{of} planned = " + " + ".join(
+        f"{name} {kb(s[k])}" for k, name in SRAM_PARTS if k in s)]
+    if fw:
+        extra = fw["sram_used"] - fw["planned_sram"]
+        why = fw.get("unplanned_sram", {})
+        parts = ", ".join(f"{name} {why[k]} B" for k, name in UNPLANNED_PARTS if k in why)
+        lines.append(f"linked firmware.elf: {kb(fw['sram_used'])} static SRAM = plan "
+                     f"{'+' if extra >= 0 else '-'} {abs(extra)} B" + (f" ({parts})" if parts
+                                                                        else ""))
+    return lines
+
+
+def format_peak(m: dict[str, Any]) -> str:
+    """Where the most SRAM is live, and what: the arena's buffers by kind, the largest ones."""
+    kinds = ", ".join(f"{k} {kb(v)}" for k, v in m["peak_by_kind"].items())
+    big = ", ".join(f"{b['name']} {kb(b['bytes'])}" for b in m.get("peak_buffers", []))
+    return (f"peak {kb(m['peak_sram_bytes'])} live at step {m['peak_step']} ({m['peak_op']}) = "
+            f"constant {kb(m['peak_sram_bytes'] - m['peak_live_bytes'])} + arena buffers "
+            f"{kb(m['peak_live_bytes'])} ({kinds})"
+            + (f"; largest live buffers: {big}" if big else ""))
 
 
 def format_table(m: dict[str, Any]) -> str:
@@ -94,39 +146,22 @@ def format_table(m: dict[str, Any]) -> str:
     lines.append("")
     lines.append("totals by kind (bytes): " + ", ".join(
         f"{k} {v}" for k, v in m["totals_by_kind"].items()))
-    lines.append(f"arena {m['arena_bytes']} bytes; SRAM {m['sram_bytes']} bytes "
-                 "(arena + trainable params + param gradients + optimizer state)")
-    lines.append(format_short(m).strip())
+    lines += sram_lines(m["sram"], m.get("sram_capacity"), m.get("firmware_sram"))
+    lines.append(format_peak(m))
     return "\n".join(lines)
 
 
-def plot(m: dict[str, Any], path: str) -> None:
-    """Arena over time: one rectangle per buffer (x = steps, y = offset)."""
-    try:
-        import matplotlib
-    except ImportError:
-        from tinytrain.errors import OptionError
+# The peak figures report.json repeats from memory.json (build's summary, the budget check).
+PEAK_KEYS = ("peak_live_bytes", "peak_sram_bytes", "peak_step", "peak_op", "peak_by_kind",
+             "peak_buffers", "totals_by_kind")
 
-        raise OptionError("--plot needs matplotlib: pip install 'tinytrain[plot]'") from None
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
-
-    colors = dict(zip(CATEGORIES, plt.cm.tab10.colors, strict=False))
-    fig, ax = plt.subplots(figsize=(12, 6))
-    for r in m["buffers"]:
-        ax.add_patch(Rectangle((r["first_step"], r["offset"] / 1024),
-                               r["last_step"] - r["first_step"] + 1, r["bytes"] / 1024,
-                               facecolor=colors[r["kind"]], edgecolor="black", linewidth=0.2))
-    for k, c in colors.items():
-        ax.add_patch(Rectangle((0, 0), 0, 0, facecolor=c, label=k))
-    ax.set_xlim(-1, len(m["steps"]) + 1)
-    ax.set_ylim(0, max(m["arena_bytes"], 1) / 1024 * 1.05)
-    ax.set_xlabel("step (forward, loss, backward)")
-    ax.set_ylabel("arena offset (KB)")
-    ax.set_title(f"arena {m['arena_bytes'] / 1024:.1f} KB, peak at {m['peak_op']}")
-    ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+def memory_details(g: Graph, plan: Plan, report: dict[str, Any],
+                   capture: LayerCapture) -> dict[str, Any]:
+    """memory.json: the buffer table over the report's SRAM components, the board's capacity,
+    and the per-layer table (computed here, where the IR is, so `report DIR` needs no
+    recompiling). `capture` is the layer_report.LayerCapture compile_model ran with."""
+    m = buffer_table(g, plan, report["sram_bytes"])
+    m.update(board=report["board"], sram_capacity=report.get("sram_capacity"),
+             layers=layer_table(g, plan, m["buffers"], capture))
+    return m

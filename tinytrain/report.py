@@ -10,6 +10,7 @@ from tinytrain.boards import Board
 from tinytrain.codegen.memory import in_flash
 from tinytrain.compiler import macs
 from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph
+from tinytrain.memory_report import format_peak, sram_lines
 from tinytrain.passes.memory_plan import Plan
 
 
@@ -36,6 +37,7 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
         flash["program_region"] = lay.program_bytes
     return {
         "board": board.name,
+        "sram_capacity": board.sram_bytes,  # None: not limited (the host)
         "model": g.meta.get("model_name"),
         "model_sha256": g.meta.get("model_sha256"),
         "loss": g.meta.get("loss"),
@@ -70,25 +72,19 @@ def kb(n: int) -> str:
 
 def summary(r: dict[str, Any]) -> str:
     s, f, m = r["sram_bytes"], r["flash_bytes"], r["macs"]
-    lines = [
-        f"board {r['board']}: {r['params']['trainable']} trainable / "
-        f"{r['params']['frozen']} frozen parameters",
-        f"  SRAM  {kb(s['total']):>10}  = arena {kb(s['arena'])} + trainable params "
-        f"{kb(s['trainable_params'])} + gradients {kb(s['param_grads'])} + optimizer state "
-        f"{kb(s['optimizer_state'])}"
-        + (f" + link buffers {kb(s['link_buffers'])} + stack {kb(s['stack'])}"
-           if "stack" in s else ""),
-        f"  flash {kb(f['total']):>10}  = frozen params {kb(f['frozen_params'])} + trainable "
+    fw = r.get("firmware")
+    lines = [f"board {r['board']}: {r['params']['trainable']} trainable / "
+             f"{r['params']['frozen']} frozen parameters"]
+    lines += ["  " + line for line in sram_lines(s, r.get("sram_capacity"), fw)]
+    lines += [
+        f"  flash {kb(f['total'])} = frozen params {kb(f['frozen_params'])} + trainable "
         f"initial values {kb(f['trainable_init'])} (code not included)",
         f"  MACs  forward {m['forward']:,}  backward {m['backward']:,} per sample",
     ]
-    if "firmware" in r:
-        fw = r["firmware"]
+    if fw:
         lines.append(f"  linked firmware.elf: flash {kb(fw['flash_used'])} (code "
-                     f"{kb(fw['text'])}), static SRAM {kb(fw['sram_used'])} (stack reserve "
-                     f"{kb(fw['stack_reserved'])}, deepest chain ~{fw['stack_estimate']} B)")
+                     f"{kb(fw['text'])}); stack reserve {kb(fw['stack_reserved'])}, deepest "
+                     f"chain ~{fw['stack_estimate']} B")
     if "memory" in r:
-        mm = r["memory"]
-        kinds = ", ".join(f"{k} {v / 1024:.1f} KB" for k, v in mm["peak_by_kind"].items())
-        lines.append(f"  update {r.get('update')}; peak at {mm['peak_op']}: {kinds}")
+        lines.append(f"  update {r.get('update')}; {format_peak(r['memory'])}")
     return "\n".join(lines)
