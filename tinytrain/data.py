@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.errors import DataError
+from tinytrain.samples import input_batch, targets_to_ir
 
 
 def load_npz(path: Path, info: dict[str, Any],
@@ -38,16 +39,8 @@ def load_npz(path: Path, info: dict[str, Any],
     if "x" not in arrays:
         raise DataError(f"{path} has no array 'x' (it has: {', '.join(sorted(arrays)) or 'none'}); "
                         f"x must be float32 of shape (N, {', '.join(map(str, want))})")
-    x = arrays["x"]
-    if x.ndim == len(want) and tuple(x.shape) == want:
-        x = x[None]
-    if tuple(x.shape[1:]) != want or x.shape[0] == 0:
-        raise DataError(f"{path}: x has shape {tuple(x.shape)}, the model expects "
-                        f"(N, {', '.join(map(str, want))}) in its own input layout")
-    if not np.issubdtype(x.dtype, np.number):
-        raise DataError(f"{path}: x has dtype {x.dtype}, expected float32")
-    x = np.ascontiguousarray(np.transpose(x.astype(np.float32),
-                                          (0,) + tuple(p + 1 for p in info["input_perm"])))
+    # the same shape, layout, dtype and finiteness checks as the Python API's samples
+    x, _ = input_batch(arrays["x"], info, name=f"{path}: x", batch_only=True)
     y = arrays.get("y")
     if y is None:
         if need_y:
@@ -72,9 +65,9 @@ def load_npz(path: Path, info: dict[str, Any],
     y = np.asarray(y, np.float32).reshape(len(y), -1)
     if y.shape[1] != n_out:
         raise DataError(f"{path}: mse targets need {n_out} values per sample, y has {y.shape[1]}")
-    y = y.reshape((len(y),) + tuple(info["output_logical_shape"]))
-    y = np.transpose(y, (0,) + tuple(p + 1 for p in info["output_perm"]))
-    return x, np.ascontiguousarray(y).reshape(len(y), -1)
+    if not np.isfinite(y).all():
+        raise DataError(f"{path}: mse targets y hold values that are not finite")
+    return x, targets_to_ir(y, info)
 
 
 def to_logical(out: np.ndarray, info: dict[str, Any]) -> np.ndarray:

@@ -198,8 +198,15 @@ class Device:
         return r.loss, r.pred, r.updated
 
     def train_full(self, x: np.ndarray, target: np.ndarray) -> TrainResult:
-        t = np.asarray(target, np.int32 if self.info["target_dtype"] == "s32"
-                       else np.float32)
+        label = self.info["target_dtype"] == "s32"
+        t = np.asarray(target)
+        if t.dtype.kind not in ("iu" if label else "iuf"):
+            raise LinkError(f"target has dtype {t.dtype}: " + (
+                "a label is an int32 class index" if label else "mse targets are real numbers"))
+        t = np.asarray(t, np.int32 if label else np.float32)
+        if t.nbytes != self.device.target_bytes:  # the device would answer "wrong length"
+            raise LinkError(f"target has {t.size} values, the program expects "
+                            f"{self.device.target_bytes // 4}")
         data = self.request("T", t.tobytes() + self.encode_input(x))
         loss, pred, upd, skipped, _, ticks = struct.unpack("<fiBBHI", data)
         return TrainResult(loss, pred, bool(upd), bool(skipped), ticks)
@@ -213,8 +220,13 @@ class Device:
     def encode_input(self, x: np.ndarray) -> bytes:
         """The sample as it crosses the link: in the model input's own dtype. An int8 model
         takes int8 codes as they are, and real values (any float array) quantised with the
-        input's scale and zero point exactly as TFLite's QUANTIZE does."""
+        input's scale and zero point exactly as TFLite's QUANTIZE does. The sample is already
+        in the IR layout (NHWC, flattened is fine); tinytrain.online and tinytrain.data check
+        the model's own layout before they get here (tinytrain.samples)."""
         a = np.asarray(x)
+        if a.dtype.kind not in "iuf":  # numpy would parse strings and drop imaginary parts
+            raise LinkError(f"sample has dtype {a.dtype}: inputs must be real numbers "
+                            "(float32, or int8 codes for an int8 model)")
         if a.size != self.device.input_size:
             raise LinkError(f"sample has {a.size} values, the program expects "
                             f"{self.device.input_size}")
