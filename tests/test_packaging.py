@@ -135,6 +135,15 @@ def test_installed_wheel_builds_runs_and_exports(dists, tmp_path) -> None:
         tt("export", out, "--state", f"{out}.npz", "--out", f"{out}.onnx")
         assert (work / f"{out}.onnx").stat().st_size > 0
     assert (work / "b_m7" / "firmware.elf").exists()
+    assert (work / "b_m7" / "firmware.hex").exists() and (work / "b_m7" / "firmware.bin").exists()
+    # the model as a library: the export's example program builds with CMake and trains
+    tt("export-lib", "b_m7", "--format", "cmake", "--out", "lib")
+    if shutil.which("cmake"):
+        _run(["cmake", "-S", "lib", "-B", "lib_build"], cwd=work, env=env)
+        _run(["cmake", "--build", "lib_build"], cwd=work, env=env)
+        steps = _run([work / "lib_build" / "tt_example"], cwd=work, env=env).stdout
+        losses = [float(ln.split()[3]) for ln in steps.splitlines() if ln.startswith("step ")]
+        assert len(losses) > 2 and losses[-1] < losses[0], steps
     # the twin and the host compute the same training steps, so they export the same weights
     host, twin = np.load(work / "b_host.npz"), np.load(work / "b_m7.npz")
     assert set(host.files) == set(twin.files)

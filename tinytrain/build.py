@@ -12,12 +12,14 @@ from typing import Any
 import numpy as np
 
 from tinytrain.boards import Board, load_board
+from tinytrain.codegen.context import check_prefix
 from tinytrain.codegen.render import model_id, profile_ops, render, write_files
 from tinytrain.compiler import KERNELS, Options, compile_model
 from tinytrain.errors import BuildError, OptionError, TinyTrainError
-from tinytrain.firmware_size import section_sizes, stack_depth
+from tinytrain.firmware_size import section_sizes, stack_depth, unplanned_sram
 from tinytrain.ir import Graph
-from tinytrain.memory_report import buffer_table
+from tinytrain.layer_report import LayerCapture
+from tinytrain.memory_report import PEAK_KEYS, memory_details
 from tinytrain.report import memory_report
 from tinytrain.toolchain import compile_project
 
@@ -26,12 +28,13 @@ REPORT_JSON = "report.json"
 MEMORY_JSON = "memory.json"
 
 
-def program_info(g: Graph, board: Board) -> dict[str, Any]:
+def program_info(g: Graph, board: Board, prefix: str = "tt") -> dict[str, Any]:
     """What the runner and exporter need to know about the built program."""
     label = next(t for t in g.tensors.values() if t.kind == "label")
     x = g.t(g.inputs[0])
     return {
         "board": board.name,
+        "c_prefix": prefix,  # the model's C names (tinytrain export-lib names its files so)
         "model_id": model_id(g),
         "profile_ops": profile_ops(g),
         **{k: v for k, v in g.meta.items() if k != "sgd"},
@@ -129,6 +132,8 @@ def firmware_figures(project: Path, board: Board, report: dict[str, Any]) -> dic
     fw["stack_chain"] = stack["chain"]
     fw["planned_sram"] = report["sram_bytes"]["total"]
     fw["planned_arena"] = report["sram_bytes"]["arena"]
+    fw["unplanned_sram"] = unplanned_sram(project / "firmware.map", fw["sram_used"],
+                                          fw["planned_sram"])
     if stack["bytes"] > fw["stack_reserved"]:
         raise BuildError(
             f"the deepest call chain needs about {stack['bytes']} bytes of stack, more than "
@@ -138,19 +143,29 @@ def firmware_figures(project: Path, board: Board, report: dict[str, Any]) -> dic
 
 
 def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | None = None,
-          max_flash: int | None = None) -> dict[str, Any]:
+          max_flash: int | None = None, auto: Any = None) -> dict[str, Any]:
+    """`auto` (tinytrain.autoplan.AutoOptions) is read when opts.update is "auto"."""
     board = load_board(opts.board)
     opts.sgd.check()
+    check_prefix(opts.prefix)
     if opts.kernels not in KERNELS:
         raise OptionError(f"--kernels must be one of {', '.join(KERNELS)}, got {opts.kernels!r}")
     check_out_dir(Path(out))
-    g, plan = compile_model(model, opts, on_pass)
-    memory = buffer_table(g, plan)
+    chosen = None
+    if opts.update == "auto":  # choose the plan first, then build it as any TOML plan
+        from tinytrain.autoplan import resolve_for_build
+
+        chosen, opts = resolve_for_build(Path(model), Path(out), opts, board, auto, max_sram,
+                                         max_flash)
+    layers = LayerCapture(on_pass)  # the layers as --update numbers them, for the report
+    g, plan = compile_model(model, opts, layers)
     report = memory_report(g, plan, board)
-    report["memory"] = {k: memory[k] for k in ("peak_live_bytes", "peak_step", "peak_op",
-                                               "peak_by_kind", "totals_by_kind")}
+    memory = memory_details(g, plan, report, layers)
+    report["memory"] = {k: memory[k] for k in PEAK_KEYS}
     check_budget(Path(model), opts, report, board, max_sram, max_flash)
-    files = render(g, plan, board, kernels=opts.kernels)
+    if chosen is not None:
+        report["auto_plan"] = chosen.summary()
+    files = render(g, plan, board, kernels=opts.kernels, prefix=opts.prefix)
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tt-tmp-{os.getpid()}")
     if tmp.exists():
@@ -158,12 +173,16 @@ def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | N
     try:
         tmp.mkdir(parents=True)
         write_files(files, tmp)
+        if chosen is not None:  # the chosen plan's TOML and the measurements, for next time
+            write_files(chosen.files(), tmp)
         shutil.copyfile(model, tmp / ("source_model" + Path(model).suffix.lower()))
-        info = json.dumps(program_info(g, board), indent=1, sort_keys=True)
+        info = json.dumps(program_info(g, board, opts.prefix), indent=1, sort_keys=True)
         (tmp / PROGRAM_JSON).write_text(info + "\n")
         report["programs"] = [p.name for p in compile_project(tmp, board)]
         if board.is_mcu:
             report["firmware"] = firmware_figures(tmp, board, report)
+            memory["firmware_sram"] = {k: report["firmware"][k] for k in
+                                       ("sram_used", "planned_sram", "unplanned_sram")}
         (tmp / REPORT_JSON).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
         (tmp / MEMORY_JSON).write_text(json.dumps(memory, indent=1) + "\n")
         _swap_into_place(tmp, out)

@@ -6,10 +6,10 @@ import json
 import sys
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, TextIO
 
 import numpy as np
 import typer
@@ -18,7 +18,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tinytrain import __version__
+from tinytrain.boards import available as available_boards
+from tinytrain.cli_help import GroupedCommand
+from tinytrain.compiler import KERNELS, Options, pipeline
 from tinytrain.errors import TinyTrainError
+from tinytrain.passes.add_loss import LOSSES
+from tinytrain.qemu import TWIN_FLASH
+from tinytrain.quant.update import MODES as ROUNDINGS
+
+if TYPE_CHECKING:
+    from tinytrain.link.device import Device
+    from tinytrain.train import EpochStats, StopRequest
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -38,62 +48,140 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(2) from None
 
 
+class Bars:
+    """Progress bars on stderr, drawn only when stderr is a terminal: one display holding a
+    bar per task (rich allows one live display at a time, and `run` evaluates while its
+    training bar is up), each with an optional live text such as the running loss."""
+
+    def __init__(self, p: Progress) -> None:
+        self.p = p
+
+    @contextmanager
+    def task(self, label: str, total: int) -> Iterator:
+        """Yields advance(n, text=None): n more done; `text` replaces the live text."""
+        t = self.p.add_task(label, total=total, text="")
+        try:
+            yield lambda n, text=None: self.p.update(
+                t, advance=n, **({} if text is None else {"text": text}))
+        finally:
+            self.p.remove_task(t)
+
+
+@contextmanager
+def bars() -> Iterator[Bars]:
+    cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[text]}"), TimeRemainingColumn()]
+    # stdout is routed through the display only when it shares the terminal; redirected to a
+    # file it stays stdout.
+    with Progress(*cols, console=err, transient=True, disable=not err.is_terminal,
+                  redirect_stdout=console.is_terminal) as p:
+        yield Bars(p)
+
+
 @contextmanager
 def progress(label: str, total: int) -> Iterator:
-    cols = [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
-    with Progress(*cols, console=err, transient=True, disable=not err.is_terminal) as p:
-        task = p.add_task(label, total=total)
-        yield lambda n: p.advance(task, n)
+    """One bar: yields advance(n)."""
+    with bars() as b, b.task(label, total) as adv:
+        yield adv
 
 
-@app.command()
+# Option groups of `--help` (tinytrain.cli_help.GroupedCommand).
+TARGET, TRAINING, INT8, MEMORY, DEBUG = ("Target", "Training (SGD)", "int8", "Memory", "Debugging")
+DEVICE, DATA, STATE = ("Where it runs", "Data", "Parameters and checkpoints")
+# What `--dump-ir` accepts: the model as imported, then every pass of the pipeline.
+DUMP_IR_PASSES = ("import", *(name for name, _ in pipeline(Options())))
+
+BUILD_EXAMPLES = """\
+Examples:
+  tinytrain build model.onnx --out build/host
+  tinytrain build examples/digits/digits_cnn.onnx --board stm32f746 --out build/digits \\
+      --lr 0.05 --momentum 0.9 --batch 16
+  tinytrain build model.tflite --board nrf52840 --update bias --out build/int8
+"""
+
+
+def _choices(values: Iterable[str]) -> str:
+    return "One of: " + ", ".join(values) + "."
+
+
+@app.command(cls=GroupedCommand, epilog=BUILD_EXAMPLES)
 def build(
     model: Path = typer.Argument(..., help="Trained model: .onnx (fp32) or .tflite (int8 or "
                                  "fp32)."),
-    board: str = typer.Option("host", help="Target board (see `tinytrain boards`)."),
+    board: str = typer.Option("host", help=f"Target board. {_choices(available_boards())} "
+                              "Details: `tinytrain boards`.", rich_help_panel=TARGET),
     out: Path = typer.Option(Path("build"), "--out", "-o", help="Directory for the C project; "
-                             "replaced atomically, never left half-written."),
-    loss: str = typer.Option("ce", help="ce: softmax cross-entropy on integer labels (a trailing "
-                             "Softmax is folded in); mse: mean squared error for regressors."),
-    lr: float = typer.Option(0.01, help="SGD learning rate."),
-    momentum: float = typer.Option(0.0, help="SGD momentum (PyTorch semantics, no dampening)."),
-    weight_decay: float = typer.Option(0.0, "--weight-decay", help="L2 weight decay."),
+                             "replaced atomically, never left half-written.",
+                             rich_help_panel=TARGET),
+    loss: str = typer.Option("ce", help=f"{_choices(LOSSES)} ce: softmax cross-entropy on "
+                             "integer labels (a trailing Softmax is folded in); mse: mean "
+                             "squared error for regressors.", rich_help_panel=TRAINING),
+    lr: float = typer.Option(0.01, help="SGD learning rate.", rich_help_panel=TRAINING),
+    momentum: float = typer.Option(0.0, help="SGD momentum (PyTorch semantics, no dampening).",
+                                   rich_help_panel=TRAINING),
+    weight_decay: float = typer.Option(0.0, "--weight-decay", help="L2 weight decay.",
+                                       rich_help_panel=TRAINING),
     batch: int = typer.Option(1, help="Samples per optimizer step (gradient accumulation: "
-                              "memory does not grow with the batch)."),
-    update: str = typer.Option("full", help="Which parameters learn: full, bias (all biases + "
+                              "memory does not grow with the batch).", rich_help_panel=TRAINING),
+    update: str = typer.Option("full", rich_help_panel=TRAINING,
+                               help="Which parameters learn: full, bias (all biases + "
                                "the classifier), last:K (last K layers), none, "
                                "tte:n_bias=N,idx=I-J,ratio=R-S (TTE's sparse update), or a "
                                ".toml plan. Layer indices count conv/dense layers from the "
-                               "input; a bad plan lists them."),
+                               "input; a bad plan lists them. auto: chosen for you within the "
+                               "SRAM budget (the board's, or --max-sram) from --data (see "
+                               "`tinytrain plan`); written to OUT/update_plan.toml."),
+    data: Optional[Path] = typer.Option(None, "--data", rich_help_panel=TRAINING,
+                                        help="With --update auto: labelled samples of the task "
+                                        "(.npz with x and y, as for `run`) on which candidate "
+                                        "plans are fine-tuned and scored."),
+    search_time: float = typer.Option(120.0, "--search-time", rich_help_panel=TRAINING,
+                                      help="With --update auto: seconds the plan search may "
+                                      "spend asking the memory planner."),
     memory_passes: bool = typer.Option(True, "--memory-passes/--no-memory-passes",
+                                       rich_help_panel=MEMORY,
                                        help="Fused updates (batch 1), 1-bit ReLU masks, "
                                        "backward reordering and in-place ops. Results are "
                                        "identical either way; only memory differs."),
     qas: bool = typer.Option(True, "--qas/--no-qas", help="int8 models: quantisation-aware "
-                             "scaling of weight and bias updates."),
-    rounding: str = typer.Option("stochastic", help="int8 models: how updates smaller than one "
-                                 "LSB are kept: stochastic (seeded stochastic rounding), shadow "
-                                 "(a 1-byte fraction per trained weight) or truncate (TTE's; "
-                                 "drops them)."),
-    seed: int = typer.Option(0, help="Seed of the stochastic rounding stream."),
-    quantize: Optional[str] = typer.Option(None, help="int8: quantise an fp32 model after "
+                             "scaling of weight and bias updates.", rich_help_panel=INT8),
+    rounding: str = typer.Option("stochastic", rich_help_panel=INT8,
+                                 help=f"int8 models: how updates smaller than one LSB are kept. "
+                                 f"{_choices(ROUNDINGS)} stochastic: seeded stochastic "
+                                 "rounding; shadow: a 1-byte fraction per trained weight; "
+                                 "truncate: TTE's, drops them."),
+    seed: int = typer.Option(0, help="Seed of the stochastic rounding stream.",
+                             rich_help_panel=INT8),
+    quantize: Optional[str] = typer.Option(None, rich_help_panel=INT8,
+                                           help="One of: int8. Quantise an fp32 model after "
                                            "training (per-channel weights) before compiling."),
     calib: Optional[Path] = typer.Option(None, help="Calibration inputs for --quantize: an "
-                                         ".npz with x (N, ...) in the model's input layout."),
+                                         ".npz with x (N, ...) in the model's input layout.",
+                                         rich_help_panel=INT8),
     max_sram: Optional[float] = typer.Option(None, "--max-sram", help="Fail (with the "
                                              "breakdown and smaller plans) above this many KB "
-                                             "of SRAM, before any compiler runs."),
-    max_flash: Optional[float] = typer.Option(None, "--max-flash", help="Same for flash, KB."),
-    dump_ir: Optional[str] = typer.Option(None, "--dump-ir", help="Print the IR after this pass "
-                                          "(import, add_loss, autodiff, optimizer)."),
-    kernels: str = typer.Option("optimized", help="optimized: Cortex-M kernels specialised "
-                                "per layer shape (DSP extension intrinsics on M4F/M7; the "
-                                "same loops in portable C elsewhere); reference: only the "
-                                "portable reference kernels. int8 results are identical."),
+                                             "of SRAM, before any compiler runs (with --update "
+                                             "auto: the budget the plan is chosen for).",
+                                             rich_help_panel=MEMORY),
+    max_flash: Optional[float] = typer.Option(None, "--max-flash", help="Same for flash, KB.",
+                                              rich_help_panel=MEMORY),
+    dump_ir: Optional[str] = typer.Option(None, "--dump-ir", rich_help_panel=DEBUG,
+                                          help="Print the IR after this pass. "
+                                          f"{_choices(DUMP_IR_PASSES)}"),
+    kernels: str = typer.Option("optimized", rich_help_panel=TARGET,
+                                help=f"{_choices(KERNELS)} optimized: Cortex-M kernels "
+                                "specialised per layer shape (DSP extension intrinsics on "
+                                "M4F/M7; the same loops in portable C elsewhere); reference: "
+                                "only the portable reference kernels. int8 results are "
+                                "identical."),
+    prefix: str = typer.Option("tt", rich_help_panel=TARGET,
+                               help="Name of the model's C API: PREFIX_init, "
+                               "PREFIX_train_step, PREFIX_INPUT_SIZE, ... (lowercase letters, "
+                               "digits, single underscores; up to 24 characters). Two models "
+                               "with different prefixes link into one firmware."),
 ) -> None:
     """Compile MODEL into a C training program in OUT, build it and report its memory."""
     from tinytrain.build import build as do_build
-    from tinytrain.compiler import Options
     from tinytrain.ir import dump
     from tinytrain.passes.optimizer import SGDConfig
     from tinytrain.report import summary
@@ -107,15 +195,53 @@ def build(
         opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, weight_decay, batch,
                                                               qas, rounding, seed),
                        update=update, memory_passes=memory_passes, quantize=quantize,
-                       calib=calib, kernels=kernels)
+                       calib=calib, kernels=kernels, prefix=prefix)
+        if dump_ir is not None:
+            _check_dump_ir(dump_ir, opts)
         with err.status("compiling and building", spinner="dots") if err.is_terminal else _null():
             report = do_build(model, out, opts, on_pass,
                               max_sram=int(max_sram * 1024) if max_sram else None,
-                              max_flash=int(max_flash * 1024) if max_flash else None)
-        console.print(summary(report), markup=False, highlight=False)
+                              max_flash=int(max_flash * 1024) if max_flash else None,
+                              auto=_auto_options(update, data, search_time))
+        if "auto_plan" in report:
+            from tinytrain.autoplan.frontier_report import format_choice
+
+            console.print(format_choice(report["auto_plan"], out), markup=False,
+                          highlight=False, soft_wrap=True)
+        console.print(summary(report), markup=False, highlight=False, soft_wrap=True)
         made = ", ".join(str(out / p) for p in report["programs"])
         console.print(f"built {made} in {time.perf_counter() - t0:.1f} s; "
                       f"report in {out / 'report.json'}", markup=False, highlight=False)
+
+
+def _auto_options(update: str, data: Path | None, search_time: float):
+    """--data and --search-time belong to --update auto; alone they would be ignored."""
+    from tinytrain.autoplan import AutoOptions
+    from tinytrain.errors import OptionError
+
+    if update != "auto":
+        if data is not None:
+            raise OptionError("--data on `build` is for --update auto (choosing the plan); "
+                              "train with `tinytrain run DIR --data FILE`")
+        return None
+    if not search_time > 0:
+        raise OptionError(f"--search-time must be positive seconds, got {search_time}")
+    return AutoOptions(data=data, search_time=search_time,
+                       log=lambda s: err.print(s, markup=False, highlight=False))
+
+
+def _check_dump_ir(name: str, opts: Options) -> None:
+    """Before compiling: a pass name that never runs would print nothing, silently."""
+    from tinytrain.errors import OptionError
+
+    runs = ["import", *(n for n, _ in pipeline(opts))]
+    if name in runs:
+        return
+    if name in DUMP_IR_PASSES:
+        raise OptionError(f"--dump-ir {name}: that pass runs only with the memory passes; drop "
+                          f"--no-memory-passes or choose one of: {', '.join(runs)}")
+    raise OptionError(f"--dump-ir: unknown pass '{name}'; the passes, in pipeline order, are: "
+                      f"{', '.join(runs)}")
 
 
 @contextmanager
@@ -123,59 +249,258 @@ def _null() -> Iterator[None]:
     yield
 
 
-@app.command()
+PLAN_EXAMPLES = """
+Examples:
+  tinytrain plan model.onnx --data train.npz --max-sram 64 --plot frontier.png
+  tinytrain plan model.tflite --board stm32f746 --data train.npz --write plan.toml
+  tinytrain build model.tflite --board stm32f746 --update plan.toml
+"""
+
+
+@app.command("plan", cls=GroupedCommand, epilog=PLAN_EXAMPLES)
+def plan_cmd(
+    model: Path = typer.Argument(..., help="Trained model: .onnx (fp32) or .tflite (int8 or "
+                                 "fp32)."),
+    data: Path = typer.Option(..., "--data", help="Labelled samples of the task (.npz with x "
+                              "and y, as for `run`): candidate plans are fine-tuned on part "
+                              "and scored on the rest.", rich_help_panel=DATA),
+    board: str = typer.Option("host", help=f"Target board. {_choices(available_boards())}",
+                              rich_help_panel=TARGET),
+    max_sram: Optional[float] = typer.Option(None, "--max-sram", help="SRAM budget in KB (the "
+                                             "figure `build` reports and checks); default: "
+                                             "the board's SRAM less 2 KB for the firmware's "
+                                             "own statics.", rich_help_panel=MEMORY),
+    budgets: int = typer.Option(8, help="Budgets (rows) in the frontier table, from the "
+                                "smallest plan's SRAM to the budget.", rich_help_panel=MEMORY),
+    search_time: float = typer.Option(120.0, "--search-time", help="Seconds the search may "
+                                      "spend asking the memory planner.",
+                                      rich_help_panel=MEMORY),
+    write: Optional[Path] = typer.Option(None, "--write", help="Write the chosen plan here "
+                                         "(TOML for --update).", rich_help_panel=DATA),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Directory keeping the "
+                                         "measurements, so a second run is fast (a `build "
+                                         "--update auto` directory works).",
+                                         rich_help_panel=DATA),
+    plot: Optional[Path] = typer.Option(None, help="Draw the frontier to this PNG (needs "
+                                        "matplotlib: the `plot` extra).", rich_help_panel=DATA),
+    loss: str = typer.Option("ce", help=_choices(LOSSES), rich_help_panel=TRAINING),
+    lr: float = typer.Option(0.01, help="SGD learning rate (as you will build with).",
+                             rich_help_panel=TRAINING),
+    momentum: float = typer.Option(0.0, help="SGD momentum.", rich_help_panel=TRAINING),
+    batch: int = typer.Option(1, help="Samples per optimizer step.", rich_help_panel=TRAINING),
+    quantize: Optional[str] = typer.Option(None, help="One of: int8 (with --calib), as for "
+                                           "`build`.", rich_help_panel=INT8),
+    calib: Optional[Path] = typer.Option(None, help="Calibration inputs for --quantize.",
+                                         rich_help_panel=INT8),
+    rounding: str = typer.Option("stochastic", help=f"int8 models. {_choices(ROUNDINGS)}",
+                                 rich_help_panel=INT8),
+) -> None:
+    """Choose an update plan within an SRAM budget without building: measure what each
+    layer's update is worth on DATA (short fine-tuning runs from the pretrained model), search
+    plans with the real memory planner, and print the accuracy/memory frontier and the chosen
+    plan (what `build --update auto` would build)."""
+    from tinytrain.autoplan import AutoOptions, Session, sram_budget
+    from tinytrain.autoplan.frontier_report import format_choice, format_frontier, plot_frontier
+    from tinytrain.boards import load_board
+    from tinytrain.errors import OptionError
+    from tinytrain.passes.optimizer import SGDConfig
+
+    with user_errors():
+        b = load_board(board)
+        opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, 0.0, batch, True,
+                                                             rounding, 0),
+                       quantize=quantize, calib=calib)
+        opts.sgd.check()
+        if budgets < 1 or not search_time > 0:
+            raise OptionError("--budgets must be at least 1 and --search-time positive")
+        budget, text = sram_budget(b, int(max_sram * 1024) if max_sram else None)
+        log = lambda s: err.print(s, markup=False, highlight=False)  # noqa: E731
+        session = Session(model, opts, b, AutoOptions(data, search_time, log=log), cache)
+        session.check_smallest(budget, text)
+        chosen = session.choose(budget, text)
+        low = int(session.oracle(session.space.last(1).spec).sram or 0)  # the smallest plan
+        grid = sorted({budget - (budget - low) * k // max(1, budgets - 1)
+                       for k in range(budgets)})
+        rows = session.frontier(grid)
+        c = chosen.contributions
+        console.print(format_frontier(rows, chosen.metric, c.before,
+                                      {k: m.score for k, m in c.runs.items()}),
+                      markup=False, highlight=False, soft_wrap=True)
+        console.print("\n" + format_choice(chosen.summary()), markup=False, highlight=False,
+                      soft_wrap=True)
+        if write:
+            write.write_text(chosen.toml)
+            console.print(f"wrote {write}")
+        if cache:
+            from tinytrain.autoplan.choose import CACHE_FILE
+
+            cache.mkdir(parents=True, exist_ok=True)
+            (cache / CACHE_FILE).write_text(chosen.files()[CACHE_FILE])
+        if plot:
+            base = [(k.name, k.sram, k.measured) for k in chosen.candidates
+                    if not k.name.startswith("search")]
+            plot_frontier(rows, chosen.metric, c.before, plot,
+                          (chosen.chosen.sram, chosen.chosen.measured), tuple(base))
+            console.print(f"wrote {plot}")
+
+
+RUN_EXAMPLES = """
+Examples:
+  tinytrain run build/host --data train.npz --eval test.npz --epochs 15
+  tinytrain run build/digits --qemu --data train.npz --save s.npz --checkpoint
+  tinytrain run build/digits --port /dev/ttyACM0 --data new.npz --state s.npz
+
+Ctrl-C finishes the current step, saves --save and --checkpoint and exits
+with code 130 (a second Ctrl-C aborts at once). --state then starts from the
+saved parameters (not from momentum buffers or the position in the data).
+"""
+
+
+@app.command(cls=GroupedCommand, epilog=RUN_EXAMPLES)
 def run(
     build_dir: Path = typer.Argument(..., help="A directory made by `tinytrain build`."),
     data: Path = typer.Option(..., "--data", help=".npz with x (N, ...) float32 in the model's "
-                              "input layout and y (N,) integer labels (float targets for mse)."),
-    epochs: int = typer.Option(1, help="Passes over the data."),
-    shuffle: bool = typer.Option(False, help="Shuffle each epoch (default: file order)."),
-    seed: int = typer.Option(0, help="Seed for --shuffle."),
-    metrics: Optional[Path] = typer.Option(None, help="Write one JSON object per training step."),
-    eval_data: Optional[Path] = typer.Option(None, "--eval", help="Held-out .npz to report "
-                                             "accuracy on before and after training."),
-    save: Optional[Path] = typer.Option(None, help="Save the trained parameters (.npz)."),
-    state: Optional[Path] = typer.Option(None, help="Start from parameters saved by --save."),
+                              "input layout and y (N,) integer labels (float targets for mse).",
+                              rich_help_panel=DATA),
+    epochs: int = typer.Option(1, help="Passes over the data.", rich_help_panel=DATA),
+    shuffle: bool = typer.Option(False, help="Shuffle each epoch (default: file order).",
+                                 rich_help_panel=DATA),
+    seed: int = typer.Option(0, help="Seed for --shuffle.", rich_help_panel=DATA),
+    eval_data: Optional[Path] = typer.Option(None, "--eval", help="Held-out .npz: accuracy "
+                                             "before training and after each epoch.",
+                                             rich_help_panel=DATA),
+    metrics: Optional[Path] = typer.Option(None, help="Write one JSON object per training step "
+                                           "(a line as each step ends).",
+                                           rich_help_panel=DATA),
     qemu: bool = typer.Option(False, "--qemu", help="Run a firmware build on its board's QEMU "
-                              "twin, over the serial link on a local socket."),
+                              "twin, over the serial link on a local socket. The twin's flash "
+                              "persists in DIR/twin_flash.bin.", rich_help_panel=DEVICE),
     port: Optional[str] = typer.Option(None, "--port", help="Run on a board over this serial "
-                                       "port (/dev/ttyACM0, COM3, socket://HOST:PORT)."),
+                                       "port (/dev/ttyACM0, COM3, socket://HOST:PORT).",
+                                       rich_help_panel=DEVICE),
+    erase_flash: bool = typer.Option(False, "--erase-flash", help="With --qemu: start the twin "
+                                     "with erased flash (forget its checkpoints).",
+                                     rich_help_panel=DEVICE),
+    state: Optional[Path] = typer.Option(None, help="Start from parameters saved by --save.",
+                                         rich_help_panel=STATE),
+    save: Optional[Path] = typer.Option(None, help="Save the trained parameters (.npz), also "
+                                        "on Ctrl-C.", rich_help_panel=STATE),
     checkpoint: bool = typer.Option(False, "--checkpoint", help="Save the trained parameters "
-                                    "to the device's flash at the end (kept across power "
-                                    "loss; loaded at boot)."),
+                                    "to the device's flash at the end, also on Ctrl-C (kept "
+                                    "across power loss; loaded at boot).",
+                                    rich_help_panel=STATE),
 ) -> None:
     """Train the built program on DATA, sample by sample, and report loss and accuracy."""
     from tinytrain.data import load_npz
     from tinytrain.runner import open_program
-    from tinytrain.train import accuracy, train
+    from tinytrain.train import StopRequest
 
     with user_errors():
-        with open_program(build_dir, port=port, qemu=qemu) as prog:
+        _erase_twin_flash(build_dir, erase_flash, qemu)
+        with open_program(build_dir, port=port, qemu=qemu) as prog, StopRequest() as stop:
             x, y = load_npz(data, prog.info)
+            ev = load_npz(eval_data, prog.info) if eval_data else None
             if state:
                 prog.set_params(_load_state(state))
-            if eval_data:
-                with progress("eval", 0) as adv:
-                    console.print(f"eval accuracy before: {accuracy(prog, eval_data, adv):.4f}")
-            fh = open(metrics, "w") if metrics else None
+            fh = open(metrics, "w", buffering=1) if metrics else None  # line-buffered: tail -f
             try:
-                with progress("train", epochs * len(x)) as adv:
-                    stats = train(prog, x, y, epochs, shuffle, seed, fh, adv)
+                steps = _train_and_report(prog, x, y, ev, epochs, shuffle, seed, fh, stop)
             finally:
                 if fh:
                     fh.close()
-            for s in stats:
-                acc = f"  accuracy {s.accuracy:.4f}" if s.accuracy is not None else ""
-                console.print(f"epoch {s.epoch + 1}: mean loss {s.mean_loss:.6f}{acc}")
-            if eval_data:
-                with progress("eval", 0) as adv:
-                    console.print(f"eval accuracy after: {accuracy(prog, eval_data, adv):.4f}")
+            if stop():
+                what = " and ".join(o for o, on in (("--save", save), ("--checkpoint", checkpoint))
+                                    if on)
+                err.print(f"interrupted after {steps} training steps"
+                          + (f"; doing {what} (Ctrl-C again aborts)" if what else ""),
+                          markup=False, highlight=False, soft_wrap=True)
             if save:
-                np.savez(save, **prog.get_params())
-                console.print(f"saved trained parameters to {save}")
+                path = save if save.suffix == ".npz" else Path(f"{save}.npz")  # as np.savez
+                np.savez(path, **prog.get_params())
+                console.print(f"saved trained parameters after {steps} steps to {path}",
+                              markup=False, highlight=False, soft_wrap=True)
             if checkpoint:
-                console.print(f"checkpoint {prog.checkpoint()} written to flash")
+                kept = f" (kept in {build_dir / TWIN_FLASH})" if qemu else ""
+                console.print(f"checkpoint {prog.checkpoint()} written to flash{kept}",
+                              markup=False, highlight=False, soft_wrap=True)
             _print_link_health(prog)
+        if stop():
+            hint = f"; continue with --state {path}" if save else ""
+            err.print(f"interrupted{hint}", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(130)
+
+
+def _erase_twin_flash(build_dir: Path, erase: bool, qemu: bool) -> None:
+    from tinytrain.errors import OptionError
+    from tinytrain.qemu import erase_flash
+
+    if not erase:
+        return
+    if not qemu:
+        raise OptionError("--erase-flash erases the QEMU twin's flash file; use it with --qemu "
+                          "(a board keeps its checkpoints; the next --checkpoint supersedes them)")
+    if erase_flash(build_dir):
+        err.print(f"erased the twin's flash ({build_dir / TWIN_FLASH})", markup=False,
+                  highlight=False)
+
+
+def _live(adv: Callable[..., None], epochs: int) -> Callable[..., None]:
+    """The training bar's live text: the epoch, its mean loss and accuracy so far."""
+    def update(n: int, epoch: int, loss: float, accuracy: float | None) -> None:
+        acc = f"  acc {accuracy:.3f}" if accuracy is not None else ""
+        adv(n, text=f"epoch {epoch + 1}/{epochs}  loss {loss:.4f}{acc}")
+    return update
+
+
+def _train_and_report(prog: Device, x: np.ndarray, y: np.ndarray,
+                      ev: tuple[np.ndarray, np.ndarray] | None, epochs: int, shuffle: bool,
+                      seed: int, fh: TextIO | None, stop: StopRequest) -> int:
+    """Evaluate (with --eval), then train with a line per epoch as it ends and an evaluation
+    after each epoch; stops early once `stop()` turns true. Returns the steps trained."""
+    from tinytrain.train import evaluate, train
+
+    total, t0 = epochs * len(x), time.monotonic()
+    done, last_eval = 0, None
+    with bars() as b:
+        def run_eval() -> float | None:
+            assert ev is not None
+            with b.task("eval", len(ev[0])) as adv:
+                return evaluate(prog, ev[0], ev[1], adv, stop)
+
+        if ev is not None:
+            before = run_eval()
+            if before is not None:
+                console.print(f"eval accuracy before: {before:.4f}")
+        if stop():
+            return 0
+
+        def on_epoch(s: EpochStats) -> None:
+            nonlocal done, last_eval
+            done += s.steps
+            last_eval = run_eval() if ev is not None and not s.interrupted and not stop() else None
+            figures = [f"mean loss {s.mean_loss:.6f}"]
+            if s.accuracy is not None:
+                figures.append(f"accuracy {s.accuracy:.4f}")
+            if last_eval is not None:
+                figures.append(f"eval accuracy {last_eval:.4f}")
+            cut = f" (interrupted after {s.steps} of {len(x)} samples)" if s.interrupted else ""
+            console.print(f"epoch {s.epoch + 1}{cut}: {'  '.join(figures)}", markup=False,
+                          highlight=False, soft_wrap=True)
+            if not err.is_terminal:  # no bar: a plain progress line for logs
+                secs = time.monotonic() - t0
+                left = secs / done * (total - done) if not stop() else 0.0
+                eta = f", about {left:.0f} s left" if left >= 1 else ""
+                err.print(f"train epoch {s.epoch + 1}/{epochs}{' (interrupted)' * s.interrupted}"
+                          f": {done}/{total} steps, {', '.join(figures)}, {secs:.1f} s{eta}",
+                          markup=False, highlight=False, soft_wrap=True)
+
+        with b.task("train", total) as adv:
+            train(prog, x, y, epochs, shuffle, seed, fh, _live(adv, epochs), on_epoch, stop)
+        if ev is not None and not stop():
+            after = last_eval if epochs else run_eval()
+            if after is not None:
+                console.print(f"eval accuracy after: {after:.4f}")
+    return done
 
 
 def _print_link_health(prog) -> None:
@@ -201,14 +526,24 @@ def _load_state(path: Path) -> dict[str, np.ndarray]:
         raise DataError(f"cannot read state file {path}: {e}") from None
 
 
-@app.command()
+@app.command(cls=GroupedCommand)
 def infer(
     build_dir: Path = typer.Argument(..., help="A directory made by `tinytrain build`."),
-    data: Path = typer.Option(..., "--data", help=".npz with x (N, ...) in the model's layout."),
-    out_path: Path = typer.Option(..., "--out", help="Where to save the outputs (.npy)."),
-    state: Optional[Path] = typer.Option(None, help="Parameters saved by `run --save`."),
-    qemu: bool = typer.Option(False, "--qemu", help="Run on the board's QEMU twin."),
-    port: Optional[str] = typer.Option(None, "--port", help="Run on a board over this port."),
+    data: Path = typer.Option(..., "--data", help=".npz with x (N, ...) in the model's layout.",
+                              rich_help_panel=DATA),
+    out_path: Path = typer.Option(..., "--out", help="Where to save the outputs (.npy).",
+                                  rich_help_panel=DATA),
+    qemu: bool = typer.Option(False, "--qemu", help="Run on the board's QEMU twin (it boots "
+                              "with the checkpoint in DIR/twin_flash.bin, if any).",
+                              rich_help_panel=DEVICE),
+    port: Optional[str] = typer.Option(None, "--port", help="Run on a board over this port.",
+                                       rich_help_panel=DEVICE),
+    erase_flash: bool = typer.Option(False, "--erase-flash", help="With --qemu: start the twin "
+                                     "with erased flash (forget its checkpoints).",
+                                     rich_help_panel=DEVICE),
+    state: Optional[Path] = typer.Option(None, help="Parameters saved by `run --save` "
+                                         "(default: the device's own: its checkpoint or the "
+                                         "build's initial ones).", rich_help_panel=STATE),
 ) -> None:
     """Run inference only and save the raw model outputs (N, ...) to OUT."""
     from tinytrain.data import load_npz
@@ -216,6 +551,7 @@ def infer(
     from tinytrain.train import infer_all
 
     with user_errors():
+        _erase_twin_flash(build_dir, erase_flash, qemu)
         with open_program(build_dir, port=port, qemu=qemu) as prog:
             x, _ = load_npz(data, prog.info, need_y=False)
             if state:
@@ -244,30 +580,75 @@ def export(
         console.print(f"wrote {out_path}")
 
 
+EXPORT_LIB_EXAMPLES = """\
+Examples:
+  tinytrain build model.onnx --board nrf52840 --prefix kws --out build/kws
+  tinytrain export-lib build/kws --format cmake --out libs/kws
+  tinytrain export-lib build/kws --format arduino --out libs/kws_arduino
+"""
+
+
+@app.command("export-lib", cls=GroupedCommand, epilog=EXPORT_LIB_EXAMPLES)
+def export_lib(
+    build_dir: Path = typer.Argument(..., help="A directory made by `tinytrain build` (any "
+                                     "board: the model's C is the same)."),
+    fmt: str = typer.Option(..., "--format", help="One of: cmake, arduino, zephyr, "
+                            "platformio. The project's build system."),
+    out_path: Path = typer.Option(..., "--out", help="The directory to write; replaced "
+                                  "atomically, and only if it is an earlier export."),
+) -> None:
+    """Write the model's C (named after its --prefix), the runtime kernels and the packaging
+    files of FORMAT, with a README holding the API and an example main, for use as a library
+    in your own firmware. Several models share one runtime (see the README)."""
+    from tinytrain.library.export import export_library
+
+    with user_errors():
+        done = export_library(build_dir, fmt, out_path)
+        console.print(f"wrote the {done['prefix']}_model {fmt} library to {out_path} "
+                      f"({len(done['files'])} files; see {out_path / 'README.md'})",
+                      markup=False, highlight=False)
+
+
 @app.command()
 def report(
     build_dir: Path = typer.Argument(..., help="A directory made by `tinytrain build`."),
-    as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
-    plot: Optional[Path] = typer.Option(None, help="Draw the arena over time to this PNG."),
+    as_json: bool = typer.Option(False, "--json", help="Print memory.json: every buffer, the "
+                                 "SRAM components, the peak and the per-layer table."),
+    layers: bool = typer.Option(False, "--layers", help="Print one row per conv/dense layer "
+                                "(the indices --update uses) instead of the buffers: bytes "
+                                "saved for its backward, its gradient peak, its trainable and "
+                                "frozen parameters, MACs, and what trains."),
+    plot: Optional[Path] = typer.Option(None, help="Draw every SRAM component over the "
+                                        "program's steps to this PNG (needs matplotlib: the "
+                                        "`plot` extra)."),
 ) -> None:
-    """Where the SRAM goes: every buffer (kind, bytes, offset, first/last step), totals by
-    kind, and the peak with the op where it happens."""
+    """Where the SRAM goes: every arena buffer (kind, bytes, offset, first/last step), totals
+    by kind, the SRAM figure `build` printed (of the board's capacity; for a firmware, the
+    linked ELF's with the difference explained) and the peak with what is live there."""
     from tinytrain.build import MEMORY_JSON
     from tinytrain.errors import BuildError
-    from tinytrain.memory_report import format_table
-    from tinytrain.memory_report import plot as draw
+    from tinytrain.layer_report import format_layers
+    from tinytrain.memory_plot import plot as draw
+    from tinytrain.memory_report import format_table, sram_lines
 
     with user_errors():
         path = build_dir / MEMORY_JSON
         if not path.exists():
             raise BuildError(f"{build_dir} has no {MEMORY_JSON}; run `tinytrain build` first")
         m = json.loads(path.read_text())
+        if "sram" not in m or "layers" not in m:
+            raise BuildError(f"{path} was written by an older tinytrain; run `tinytrain build` "
+                             "again")
         if as_json:
             console.print_json(data=m)
+        elif layers:
+            text = "\n".join([format_layers(m["layers"]), *sram_lines(
+                m["sram"], m.get("sram_capacity"), m.get("firmware_sram"))])
+            console.print(text, markup=False, highlight=False, soft_wrap=True)
         else:
             console.print(format_table(m), markup=False, highlight=False, soft_wrap=True)
         if plot:
-            draw(m, str(plot))
+            draw(m, plot)
             console.print(f"wrote {plot}")
 
 
