@@ -214,5 +214,48 @@ def parse_plan(g: Graph, spec: str) -> UpdatePlan:
         return _tte(g, lys, n_bias, idx, ratio, spec)
     if spec.endswith(".toml"):
         return _from_toml(g, lys, Path(spec))
+    if spec == "auto":  # resolved before compiling, by tinytrain.autoplan
+        raise OptionError("--update auto is chosen by `tinytrain build` (with --data TRAIN.npz) "
+                          "or tinytrain.autoplan.choose_plan, which pass the compiler its TOML "
+                          "plan; compile_model itself takes a concrete plan")
     raise OptionError(f"unknown --update '{spec}'; use full, bias, last:K, none, "
                       "tte:n_bias=N,idx=I-J,ratio=R-S or a .toml file")
+
+
+def _weight_value(ly: Layer, channels: tuple[int, ...] | None) -> str:
+    """A partial weight as the ratio `--update` turns back into the same first-k channels when
+    one does (readable), else as the exact channel list."""
+    if channels is None:
+        return "true"
+    k = len(channels)
+    if channels == tuple(range(k)):
+        for text in (f"{k / ly.in_channels:.6g}", repr(k / ly.in_channels)):
+            r = float(text)
+            if 0 < r <= 1 and max(1, math.ceil(r * ly.in_channels)) == k:
+                return text
+    return "[" + ", ".join(map(str, channels)) + "]"
+
+
+def plan_to_toml(g: Graph, plan: UpdatePlan, header: str = "") -> str:
+    """The plan as the per-layer TOML `--update FILE.toml` reads back to the same plan. Layers
+    are named when their name is unique (else indexed), with a comment saying what trains.
+    `header` lines become comments at the top."""
+    lys = layers(g)
+    if len(plan.layers) != len(lys):
+        raise ValueError(f"plan has {len(plan.layers)} layers, the graph {len(lys)}")
+    lines = [f"# {h}" if h else "#" for h in header.splitlines()]
+    for ly, up in zip(lys, plan.layers):
+        if not (up.weight or (up.bias and ly.bias)):
+            continue
+        w = g.t(ly.weight)
+        what = ("weight " + (f"{len(up.channels)}/{ly.in_channels} channels" if up.channels
+                             else "whole") if up.weight else "bias only")
+        unique = sum(ly.source in o.names for o in lys) == 1
+        plain = ly.source.isprintable() and not set(ly.source) & {'"', "\\"}
+        ident = f'name = "{ly.source}"' if unique and plain else f"index = {ly.index}"
+        lines += ["", "[[layer]]", f"{ident}  # layer {ly.index}: {ly.node.op} "
+                  f"{list(w.shape)}, {_channels_text(g, ly)}; trains {what}"]
+        if up.weight:
+            lines.append(f"weight = {_weight_value(ly, up.channels)}")
+        lines.append(f"bias = {'true' if up.bias and ly.bias else 'false'}")
+    return "\n".join(lines).lstrip("\n") + "\n"

@@ -1,0 +1,399 @@
+"""`--update auto` against the standard plans at the same SRAM budget, on real data (sklearn
+digits, no download), measured by the C programs themselves.
+
+    python bench/auto_plan.py            # Markdown tables; --json FILE keeps the numbers
+
+Two transfer tasks, each pretrained in PyTorch on one task and adapted to another:
+  1. a small CNN (fp32: conv, strided conv, depthwise, pointwise, classifier) pretrained on
+     upright digits, adapted to digits rotated by 90 degrees (bench/accuracy.py's task);
+  2. a MobileNetV2-w0.35-style network (17 inverted-residual blocks, 52 convs + classifier,
+     BatchNorm folded, int8 by `--quantize int8` calibrated on the pretraining images) on
+     digits upscaled to 32x32, pretrained on the digits 0-4 and adapted to 5-9 with a fresh
+     5-way head.
+At three SRAM budgets per model (`--board host --max-sram B`: the figure `build` reports and
+checks), each arm builds with its plan and trains the host C program on the adaptation set
+(SGD, batch 1, file order), then reports held-out accuracy (`tinytrain run --eval`):
+  - auto: `build --update auto --data ADAPT.npz --max-sram B` (it sees only the adaptation
+    set, and holds part of it out itself);
+  - `bias` (if it fits), the best `last:K` that fits (every K that fits is trained; the best
+    test accuracy is shown, which favours the baseline), and a TTE-shaped hand scheme: the
+    first pointwise conv of the last m blocks (1x1 convs where a net has no blocks) at a
+    uniform channel ratio, biases down to the first of them, the largest m then ratio that fit.
+For the int8 network, the plan auto chose is also trained with the 1-byte shadow instead of
+stochastic rounding, as tinytrain fp32, and as fp32 PyTorch (same plan, samples, order, lr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.datasets import load_digits
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+
+import accuracy as small_task  # noqa: E402  (bench/accuracy.py: the small CNN and its task)
+
+from tinytrain.autoplan.planner import MemoryOracle, import_model  # noqa: E402
+from tinytrain.boards import load_board  # noqa: E402
+from tinytrain.compiler import Options  # noqa: E402
+from tinytrain.update_plan import is_depthwise, layers, parse_plan  # noqa: E402
+
+EPOCHS, SEED = 3, 0
+RATIOS = (1.0, 0.5, 0.25, 0.125)  # the hand scheme's uniform ratios, largest first
+
+
+# ---------------------------------------------------------------- the MobileNetV2-style net
+def _c(v: float, w: float) -> int:
+    """MobileNet's channel rounding (multiples of 8)."""
+    c = max(8, int(v * w + 4) // 8 * 8)
+    return c + 8 if c < 0.9 * v * w else c
+
+
+class Block(nn.Module):
+    """Inverted residual: 1x1 expand, 3x3 depthwise, 1x1 project (+ skip); BN when training."""
+
+    def __init__(self, cin: int, cout: int, stride: int, t: int, bn: bool) -> None:
+        super().__init__()
+        mid = cin * t
+
+        def conv(a: int, b: int, k: int, s: int = 1, groups: int = 1) -> list[nn.Module]:
+            return [nn.Conv2d(a, b, k, s, k // 2, groups=groups, bias=not bn)] + \
+                ([nn.BatchNorm2d(b)] if bn else [])
+
+        layers_: list[nn.Module] = []
+        if t != 1:
+            layers_ += [*conv(cin, mid, 1), nn.ReLU6()]
+        layers_ += [*conv(mid, mid, 3, stride, mid), nn.ReLU6(), *conv(mid, cout, 1)]
+        self.body = nn.Sequential(*layers_)
+        self.skip = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.body(x)
+        return x + y if self.skip else y
+
+
+class MobileNetV2(nn.Module):
+    """MobileNetV2 (Sandler et al.) at width 0.35 for 1x32x32 inputs: the paper's block table,
+    no feature-mix conv (as the network TTE trains)."""
+
+    CFG = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+           (6, 160, 3, 2), (6, 320, 1, 1))
+    input_shape = (1, 32, 32)
+
+    def __init__(self, classes: int, bn: bool = True, width: float = 0.35) -> None:
+        super().__init__()
+        cin = _c(32, width)
+        stem: list[nn.Module] = [nn.Conv2d(1, cin, 3, 2, 1, bias=not bn)]
+        stem += [nn.BatchNorm2d(cin)] if bn else []
+        blocks: list[nn.Module] = [*stem, nn.ReLU6()]
+        for t, c, n, s in self.CFG:
+            for k in range(n):
+                blocks.append(Block(cin, _c(c, width), s if k == 0 else 1, t, bn))
+                cin = _c(c, width)
+        self.features = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+def fold_bn(net: MobileNetV2, classes: int) -> MobileNetV2:
+    """The same function without BatchNorm (eval statistics folded into the convs)."""
+    out = MobileNetV2(classes, bn=False).eval()
+    src = [m for m in net.modules() if isinstance(m, (nn.Conv2d, nn.BatchNorm2d))]
+    dst = [m for m in out.modules() if isinstance(m, nn.Conv2d)]
+    pairs = [(c, b) for c, b in zip(src[::2], src[1::2], strict=True)]
+    with torch.no_grad():
+        for (conv, bn), d in zip(pairs, dst, strict=True):
+            s = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+            d.weight.copy_(conv.weight * s.reshape(-1, 1, 1, 1))
+            d.bias.copy_(bn.bias - bn.running_mean * s)
+    return out
+
+
+def mobilenet_task() -> dict[str, np.ndarray]:
+    d = load_digits()
+    x = np.kron((d.images / 16.0).astype(np.float32), np.ones((4, 4), np.float32))[:, None]
+    y = d.target.astype(np.int64)
+    rng = np.random.default_rng(SEED)
+    old, new = np.flatnonzero(y < 5), rng.permutation(np.flatnonzero(y >= 5))
+    ada, test = new[:500], new[500:]
+    return {"pre_x": x[old], "pre_y": y[old], "ada_x": x[ada], "ada_y": y[ada] - 5,
+            "test_x": x[test], "test_y": y[test] - 5, "calib_x": x[old[:128]]}
+
+
+def mobilenet_pretrain(d: dict[str, np.ndarray]) -> nn.Module:
+    torch.manual_seed(SEED)
+    net = MobileNetV2(5)
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    x, y = torch.tensor(d["pre_x"]), torch.tensor(d["pre_y"])
+    net.train()
+    for _ in range(15):
+        for i in torch.randperm(len(x)).split(32):
+            opt.zero_grad()
+            nn.functional.cross_entropy(net(x[i]), y[i]).backward()
+            opt.step()
+    folded = fold_bn(net.eval(), 5)
+    torch.manual_seed(SEED + 1)
+    folded.fc = nn.Linear(folded.fc.in_features, 5)  # a fresh head for the new classes
+    return folded.eval()
+
+
+# ---------------------------------------------------------------- running the C programs
+def tinytrain(*args: str | Path) -> str:
+    proc = subprocess.run([sys.executable, "-m", "tinytrain", *map(str, args)],
+                          capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode:
+        raise SystemExit(f"tinytrain {' '.join(map(str, args))} failed:\n{proc.stderr}")
+    return proc.stdout
+
+
+class Task:
+    def __init__(self, name: str, work: Path, model: Path, d: dict[str, np.ndarray], lr: float,
+                 extra: list[str]) -> None:
+        self.name, self.work, self.model, self.lr, self.extra = name, work, model, lr, extra
+        self.ada, self.test = work / f"{name}_ada.npz", work / f"{name}_test.npz"
+        np.savez(self.ada, x=d["ada_x"], y=d["ada_y"])
+        np.savez(self.test, x=d["test_x"], y=d["test_y"])
+        self.opts = Options(board="host", quantize="int8" if extra else None,
+                            calib=Path(extra[-1]) if extra else None)
+        self.g0 = import_model(model, self.opts)
+        self.sram = MemoryOracle(self.g0, self.opts, load_board("host"))
+        self.runs: dict[tuple[str, tuple[str, ...]], float] = {}
+        self.n = len(layers(self.g0))
+
+    def args(self) -> list[str]:
+        return ["--lr", str(self.lr), *self.extra]
+
+    def train(self, out: Path, build_args: list[str]) -> float:
+        tinytrain("build", self.model, "--out", out, *self.args(), *build_args)
+        log = tinytrain("run", out, "--data", self.ada, "--eval", self.test, "--epochs",
+                        str(EPOCHS))
+        return float(re.search(r"eval accuracy after: ([0-9.]+)", log).group(1))
+
+    def accuracy(self, update: str, more: tuple[str, ...] = ()) -> float:
+        key = (update, more)
+        if key not in self.runs:
+            tag = re.sub(r"[^a-z0-9]+", "_", f"{update}{'_'.join(more)}")[-60:]
+            self.runs[key] = self.train(self.work / f"{self.name}_{tag}",
+                                        ["--update", update, *more])
+        return self.runs[key]
+
+    def fits(self, spec: str, budget: int) -> bool:
+        s = self.sram(spec).sram
+        return s is not None and s <= budget
+
+    def hand_scheme(self, budget: int) -> str | None:
+        """TTE's recipe by hand: the first pointwise conv of the last m blocks (1x1 convs in a
+        net without blocks) at one ratio, biases down to the first of them."""
+        lys = layers(self.g0)
+        one = [ly.index for ly in lys[:-1] if not ly.depthwise
+               and self.g0.t(ly.weight).shape[1:3] == (1, 1)]
+        expand = [i for i in one if i + 1 < len(lys) and is_depthwise(self.g0, lys[i + 1].node)]
+        pool = expand or one
+        for m in range(len(pool), 0, -1):
+            idx = pool[-m:]
+            for r in RATIOS:
+                spec = (f"tte:n_bias={self.n - idx[0]},idx={'-'.join(map(str, idx))},"
+                        f"ratio={'-'.join(f'{r:g}' for _ in idx)}")
+                if self.fits(spec, budget):
+                    return spec
+        return None
+
+
+def auto_arm(task: Task, budget: int) -> dict:
+    # one directory per model: the second and third budgets reuse the measurements the first
+    # build cached there (the contribution analysis depends on the data, not the budget)
+    out = task.work / f"{task.name}_auto"
+    t0 = time.perf_counter()
+    tinytrain("build", task.model, "--out", out, *task.args(), "--update", "auto", "--data",
+              task.ada, "--max-sram", f"{budget / 1024:g}")
+    wall = time.perf_counter() - t0
+    rep = json.loads((out / "report.json").read_text())
+    log = tinytrain("run", out, "--data", task.ada, "--eval", task.test, "--epochs", str(EPOCHS))
+    acc = float(re.search(r"eval accuracy after: ([0-9.]+)", log).group(1))
+    plan = task.work / f"{task.name}_auto_{budget}.toml"
+    plan.write_text((out / "update_plan.toml").read_text())
+    a = rep["auto_plan"]
+    return {"plan": a["plan"], "toml": plan, "sram": rep["sram_bytes"]["total"],
+            "planned": a["sram"], "accuracy": acc, "seconds": a["seconds"],
+            "build_seconds": wall, "candidates": len(a["candidates"])}
+
+
+# ---------------------------------------------------------------- fp32 PyTorch, same plan
+def torch_adapt(net: nn.Module, task: Task, spec: str, d: dict[str, np.ndarray]) -> float:
+    """SGD in PyTorch training exactly what `spec` trains (first-k input channels of partial
+    weights; a depthwise conv's first k channels), batch 1, file order."""
+    plan = parse_plan(task.g0, spec)
+    mods = [m for m in net.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    assert len(mods) == len(plan.layers)
+    params = []
+    for m, up in zip(mods, plan.layers, strict=True):
+        m.weight.requires_grad = up.weight
+        if m.bias is not None:
+            m.bias.requires_grad = up.bias
+            if up.bias:
+                params.append(m.bias)
+        if up.weight:
+            params.append(m.weight)
+            if up.channels is not None:
+                keep = torch.zeros_like(m.weight)
+                dw = isinstance(m, nn.Conv2d) and m.groups > 1
+                (keep[list(up.channels)] if dw else keep[:, list(up.channels)]).fill_(1.0)
+                m.weight.register_hook(lambda g, k=keep: g * k)
+    opt = torch.optim.SGD(params, lr=task.lr)
+    x, y = torch.tensor(d["ada_x"]), torch.tensor(d["ada_y"])
+    for _ in range(EPOCHS):
+        for i in range(len(x)):
+            opt.zero_grad()
+            nn.functional.cross_entropy(net(x[i:i + 1]), y[i:i + 1]).backward()
+            opt.step()
+    with torch.no_grad():
+        pred = net(torch.tensor(d["test_x"])).argmax(1).numpy()
+    return float((pred == d["test_y"]).mean())
+
+
+def export(net: nn.Module, shape: tuple[int, ...], path: Path) -> Path:
+    torch.onnx.export(net.eval(), (torch.zeros(1, *shape),), str(path), dynamo=False,
+                      opset_version=17, input_names=["x"], output_names=["logits"])
+    return path
+
+
+def compare(task: Task, budgets: list[int], log: Callable[[str], None]) -> list[dict]:
+    rows = []
+    for b in budgets:
+        auto = auto_arm(task, b)
+        log(f"{task.name} {b / 1024:g} KB: auto {auto['plan']} -> {auto['accuracy']:.3f}")
+        row = {"budget": b, "auto": auto}
+        if task.fits("bias", b):
+            row["bias"] = {"plan": "bias", "sram": task.sram("bias").sram,
+                           "accuracy": task.accuracy("bias")}
+        lastk = [(task.accuracy(f"last:{k}"), k) for k in range(1, task.n + 1)
+                 if task.fits(f"last:{k}", b)]
+        if lastk:
+            acc, k = max(lastk)
+            row["last"] = {"plan": f"last:{k}", "sram": task.sram(f"last:{k}").sram,
+                           "accuracy": acc}
+        hand = task.hand_scheme(b)
+        if hand:
+            row["hand"] = {"plan": hand, "sram": task.sram(hand).sram,
+                           "accuracy": task.accuracy(hand)}
+        rows.append(row)
+    return rows
+
+
+def int8_vs_fp32(task: Task, rows: list[dict], fp32_model: Path, net: Callable[[], nn.Module],
+                 d: dict[str, np.ndarray]) -> list[dict]:
+    out = []
+    for row in rows:
+        a = row["auto"]
+        spec = str(a["toml"])
+        shadow = task.accuracy(spec, ("--rounding", "shadow"))
+        out.append({"budget": row["budget"], "plan": a["plan"], "stochastic": a["accuracy"],
+                    "shadow": shadow,
+                    "tinytrain_fp32": fp32_run(task, fp32_model, spec, row["budget"]),
+                    "pytorch_fp32": torch_adapt(net(), task, a["plan"], d)})
+    return out
+
+
+def fp32_run(task: Task, model: Path, spec: str, budget: int) -> float:
+    out = task.work / f"{task.name}_fp32_{budget}"
+    tinytrain("build", model, "--out", out, "--lr", str(task.lr), "--update", spec)
+    log = tinytrain("run", out, "--data", task.ada, "--eval", task.test, "--epochs", str(EPOCHS))
+    return float(re.search(r"eval accuracy after: ([0-9.]+)", log).group(1))
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f} %"
+
+
+def cell(r: dict | None) -> str:
+    if not r:
+        return "does not fit"
+    return f"`{r['plan']}` ({r['sram'] / 1024:.1f} KB) {pct(r['accuracy'])}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, help="also write the numbers here")
+    ap.add_argument("--work", type=Path, help="keep the models and builds here (default: a "
+                    "temporary directory)")
+    args = ap.parse_args()
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        # 1. small CNN, fp32, upright -> rotated
+        d1 = small_task.data()
+        net1 = small_task.pretrain(d1)
+        m1 = export(net1, (1, 8, 8), work / "cnn.onnx")
+        cnn = Task("cnn", work, m1, d1, small_task.LR, [])
+        results["cnn"] = compare(cnn, CNN_BUDGETS, log)
+        # 2. MobileNetV2-style, int8, 0-4 -> 5-9 with a fresh head
+        d2 = mobilenet_task()
+        net2 = mobilenet_pretrain(d2)
+        m2 = export(net2, MobileNetV2.input_shape, work / "mbv2.onnx")
+        np.savez(work / "calib.npz", x=d2["calib_x"])
+        mb = Task("mbv2", work, m2, d2, MBV2_LR, ["--quantize", "int8", "--calib",
+                                                  str(work / "calib.npz")])
+        results["mbv2"] = compare(mb, MBV2_BUDGETS, log)
+        state = {k: v.clone() for k, v in net2.state_dict().items()}
+
+        def fresh() -> nn.Module:
+            n = MobileNetV2(5, bn=False)
+            n.load_state_dict(state)
+            return n.eval()
+
+        results["int8"] = int8_vs_fp32(mb, results["mbv2"], m2, fresh, d2)
+    report(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str))
+
+
+CNN_BUDGETS = [10 << 10, 16 << 10, 40 << 10]  # bias 8.2 KB, last:3 13.3 KB, full 38.6 KB
+MBV2_BUDGETS = [32 << 10, 64 << 10, 128 << 10]  # bias 41.2 KB, last:3 48.1 KB, last:7 113 KB
+MBV2_LR = 0.03
+
+
+def report(results: dict) -> None:
+    for key, title in (("cnn", "small CNN, fp32 (upright -> rotated digits)"),
+                       ("mbv2", "MobileNetV2-w0.35-style, int8 (digits 0-4 -> 5-9, fresh head)")):
+        print(f"\n{title}\n")
+        print("| budget | auto (planned = built SRAM) | auto's time: analysis + search + "
+              "validation | bias | best last:K | TTE-shaped hand scheme |")
+        print("|---|---|---|---|---|---|")
+        for r in results[key]:
+            a, sec = r["auto"], r["auto"]["seconds"]
+            assert a["sram"] == a["planned"] <= r["budget"]
+            print(f"| {r['budget'] / 1024:g} KB | `{a['plan']}` ({a['sram'] / 1024:.1f} KB) "
+                  f"**{pct(a['accuracy'])}** | {sec.get('analysis', 0):.0f} + "
+                  f"{sec.get('search', 0):.0f} + {sec.get('validation', 0):.0f} s | "
+                  f"{cell(r.get('bias'))} | {cell(r.get('last'))} | {cell(r.get('hand'))} |")
+    print("\nint8 + QAS against fp32 with auto's plan (MobileNetV2-style)\n")
+    print("| budget | plan | PyTorch fp32 | tinytrain fp32 | int8 + QAS stochastic | "
+          "int8 + QAS shadow |")
+    print("|---|---|---|---|---|---|")
+    for r in results["int8"]:
+        ref = r["pytorch_fp32"]
+        print(f"| {r['budget'] / 1024:g} KB | `{r['plan']}` | {pct(ref)} | "
+              f"{pct(r['tinytrain_fp32'])} | {pct(r['stochastic'])} "
+              f"({100 * (r['stochastic'] - ref):+.1f}) | {pct(r['shadow'])} "
+              f"({100 * (r['shadow'] - ref):+.1f}) |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""The real planner as an oracle: the SRAM `tinytrain build` reports for any plan, from the
+compiler's own passes, with the model imported (and quantised) once and every answer cached.
+
+Importing and calibrating an int8 model costs seconds; the passes after it cost 0.01-0.2 s
+per plan, so the search can afford hundreds of exact answers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tinytrain.boards import Board
+from tinytrain.compiler import Options, load_model, pipeline, quantize_model
+from tinytrain.errors import OptionError, TinyTrainError
+from tinytrain.ir import Graph
+from tinytrain.passes.memory_plan import Plan, plan_memory
+from tinytrain.report import memory_report
+
+
+def import_model(model: Path, opts: Options) -> Graph:
+    """The graph compile_model starts its passes from: imported, quantised as `opts` says (an
+    ONNX QDQ model with its own scales)."""
+    g = load_model(model)
+    if g.meta.get("qdq") is not None:
+        from tinytrain.passes.quantize import quantize_graph
+
+        if opts.quantize:
+            raise OptionError(f"{model} is already quantised (ONNX QDQ); drop --quantize")
+        return quantize_graph(g, {}, fixed=g.meta["qdq"])
+    return quantize_model(g, opts) if opts.quantize else g
+
+
+def compile_plan(g0: Graph, opts: Options, spec: str,
+                 memory_passes: bool | None = None) -> tuple[Graph, Plan]:
+    """compile_model's passes on an imported graph, for the update plan `spec`."""
+    o = replace(opts, update=spec, check_ir=False,
+                memory_passes=opts.memory_passes if memory_passes is None else memory_passes)
+    g = g0
+    for _, fn in pipeline(o):
+        g = fn(g)
+    return g, plan_memory(g)
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What a plan needs: `sram` is report["sram_bytes"]["total"], the figure the build checks;
+    None when the plan cannot be built at all (`why`)."""
+    sram: int | None
+    flash: int | None = None
+    why: str = ""
+
+
+class MemoryOracle:
+    """SRAM and flash of a plan by its `--update` spec, computed once per spec."""
+
+    def __init__(self, g0: Graph, opts: Options, board: Board,
+                 known: dict[str, Any] | None = None) -> None:
+        self.g0, self.opts, self.board = g0, opts, board
+        self.known: dict[str, Footprint] = {k: Footprint(**v) for k, v in (known or {}).items()}
+        self.calls = 0  # planner runs (cache misses)
+        self.seconds = 0.0
+
+    def __call__(self, spec: str) -> Footprint:
+        hit = self.known.get(spec)
+        if hit is not None:
+            return hit
+        t0 = time.perf_counter()
+        try:
+            g, plan = compile_plan(self.g0, self.opts, spec)
+            r = memory_report(g, plan, self.board)
+            fp = Footprint(r["sram_bytes"]["total"], r["flash_bytes"]["total"])
+        except TinyTrainError as e:  # e.g. trainable parameters beyond the board's flash slots
+            fp = Footprint(None, None, str(e).splitlines()[0])
+        self.calls += 1
+        self.seconds += time.perf_counter() - t0
+        self.known[spec] = fp
+        return fp
+
+    def report(self, spec: str) -> dict[str, Any]:
+        """The whole memory report of one plan (for error messages)."""
+        g, plan = compile_plan(self.g0, self.opts, spec)
+        return memory_report(g, plan, self.board)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: {"sram": v.sram, "flash": v.flash, "why": v.why}
+                for k, v in sorted(self.known.items())}
