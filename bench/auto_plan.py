@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -153,12 +152,7 @@ def mobilenet_pretrain(d: dict[str, np.ndarray]) -> nn.Module:
 
 
 # ---------------------------------------------------------------- running the C programs
-def tinytrain(*args: str | Path) -> str:
-    proc = subprocess.run([sys.executable, "-m", "tinytrain", *map(str, args)],
-                          capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode:
-        raise SystemExit(f"tinytrain {' '.join(map(str, args))} failed:\n{proc.stderr}")
-    return proc.stdout
+tinytrain = small_task.tinytrain  # the CLI in a subprocess, exiting with its error
 
 
 class Task:
