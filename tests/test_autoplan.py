@@ -158,17 +158,24 @@ def test_toml_writes_channel_lists_when_no_ratio_gives_them(tmp_path):
 
 
 def test_simulator_agrees_with_the_compiled_program(session):
-    """The numpy simulation with shared frozen prefixes scores a plan as the C program does."""
+    """The numpy simulation with shared frozen prefixes scores a plan as the C program does,
+    for each of several sample orders (one host build serves them all)."""
     s = session
     s.contributions()
     split = s._engines.sim.split
-    spec = max(s.contributions().runs, key=lambda k: len(k))  # a plan with a partial weight
+    # a plan with a partial weight (analysis runs only: validation keys carry "@order=")
+    spec = max((k for k in s.contributions().runs if "@" not in k), key=len)
     sim = Simulator(s.g0, s.opts, split)
-    a = sim.run(Scheme(1).spec)  # fills the boundary cache with another plan's prefix first
-    a = sim.run(spec)
-    b = HostRunner(s.g0, s.opts, split).run(spec)
-    assert a is not None and a.engine == "sim" and b.engine == "host"
-    assert abs(a.score - b.score) * len(split.x_eval) <= ENGINE_FLIPS, (a, b)
+    sim.run(Scheme(1).spec)  # fills the boundary cache with another plan's prefix first
+    orders = (split.seed, split.seed + 1)
+    a = sim.run(spec, orders=orders)
+    b = HostRunner(s.g0, s.opts, split).run(spec, orders=orders)
+    assert a is not None and set(a) == set(b) == set(orders)
+    for k in orders:
+        assert a[k].engine == "sim" and b[k].engine == "host"
+        assert abs(a[k].score - b[k].score) * len(split.x_eval) <= ENGINE_FLIPS, (k, a, b)
+    # the orders really differ: another order is another fine-tuning run
+    assert a[orders[0]].loss != a[orders[1]].loss
 
 
 def test_budget_from_the_board_or_max_sram():

@@ -104,6 +104,10 @@ def _choices(values: Iterable[str]) -> str:
     return "One of: " + ", ".join(values) + "."
 
 
+NEW_HEAD_HELP = ("int8 models whose classifier was re-initialised for new classes: widen its "
+                 "weight (8x) and logit (at least +-16) ranges so training can grow them; "
+                 "without it a fresh int8 head saturates.")
+
 @app.command(cls=GroupedCommand, epilog=BUILD_EXAMPLES)
 def build(
     model: Path = typer.Argument(..., help="Trained model: .onnx (fp32) or .tflite (int8 or "
@@ -158,6 +162,8 @@ def build(
     calib: Optional[Path] = typer.Option(None, help="Calibration inputs for --quantize: an "
                                          ".npz with x (N, ...) in the model's input layout.",
                                          rich_help_panel=INT8),
+    new_head: bool = typer.Option(False, "--new-head", rich_help_panel=INT8,
+                                  help=NEW_HEAD_HELP),
     max_sram: Optional[float] = typer.Option(None, "--max-sram", help="Fail (with the "
                                              "breakdown and smaller plans) above this many KB "
                                              "of SRAM, before any compiler runs (with --update "
@@ -195,7 +201,7 @@ def build(
         opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, weight_decay, batch,
                                                               qas, rounding, seed),
                        update=update, memory_passes=memory_passes, quantize=quantize,
-                       calib=calib, kernels=kernels, prefix=prefix)
+                       calib=calib, kernels=kernels, prefix=prefix, new_head=new_head)
         if dump_ir is not None:
             _check_dump_ir(dump_ir, opts)
         with err.status("compiling and building", spinner="dots") if err.is_terminal else _null():
@@ -292,6 +298,8 @@ def plan_cmd(
                                            "`build`.", rich_help_panel=INT8),
     calib: Optional[Path] = typer.Option(None, help="Calibration inputs for --quantize.",
                                          rich_help_panel=INT8),
+    new_head: bool = typer.Option(False, "--new-head", rich_help_panel=INT8,
+                                  help=NEW_HEAD_HELP),
     rounding: str = typer.Option("stochastic", help=f"int8 models. {_choices(ROUNDINGS)}",
                                  rich_help_panel=INT8),
 ) -> None:
@@ -309,7 +317,7 @@ def plan_cmd(
         b = load_board(board)
         opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, 0.0, batch, True,
                                                              rounding, 0),
-                       quantize=quantize, calib=calib)
+                       quantize=quantize, calib=calib, new_head=new_head)
         opts.sgd.check()
         if budgets < 1 or not search_time > 0:
             raise OptionError("--budgets must be at least 1 and --search-time positive")

@@ -43,6 +43,7 @@ class Options:
     # qualifies; "reference": only the portable reference kernels (the specification).
     kernels: str = "optimized"
     prefix: str = "tt"  # the generated model's C names: prefix_init, PREFIX_INPUT_SIZE, ...
+    new_head: bool = False  # int8: widen the classifier's ranges for a fresh head (new_head.py)
 
 
 def load_model(path: Path) -> Graph:
@@ -114,8 +115,9 @@ def quantize_model(g: Graph, opts: Options) -> Graph:
     return quantize_graph(g, calibrate(g, x))
 
 
-def compile_model(path: Path, opts: Options,
-                  on_pass: Callable[[str, Graph], None] | None = None) -> tuple[Graph, Plan]:
+def import_model(path: Path, opts: Options) -> Graph:
+    """The graph the passes start from: imported, quantised as `opts` says (an ONNX QDQ model
+    with its own scales), its head widened with --new-head."""
     g = load_model(path)
     if g.meta.get("qdq") is not None:  # an ONNX QDQ model: its own scales, no calibration
         from tinytrain.errors import OptionError
@@ -126,6 +128,16 @@ def compile_model(path: Path, opts: Options,
         g = quantize_graph(g, {}, fixed=g.meta["qdq"])
     elif opts.quantize:
         g = quantize_model(g, opts)
+    if opts.new_head:
+        from tinytrain.passes.new_head import widen_new_head
+
+        g = widen_new_head(g)
+    return g
+
+
+def compile_model(path: Path, opts: Options,
+                  on_pass: Callable[[str, Graph], None] | None = None) -> tuple[Graph, Plan]:
+    g = import_model(path, opts)
     if on_pass:
         on_pass("import", g)
     for name, fn in pipeline(opts):

@@ -110,6 +110,11 @@ def export_tflite(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> N
         raise ModelError(f"{src} changed since the build (sha256 {digest[:16]}..., the build "
                          f"compiled {str(info.get('model_sha256'))[:16]}...); rebuild with "
                          "`tinytrain build`")
+    if info.get("new_head"):
+        raise ModelError(f"{build_dir} was built with --new-head, which changed the head's "
+                         "quantisation scales; TFLite export writes back parameter bytes only "
+                         "and cannot export this build yet (the trained parameters still run "
+                         "on the device and with `tinytrain run --state`)")
     _check_state(info, state)
     model = tflite.Model.GetRootAsModel(buf, 0)
     sg = model.Subgraphs(0)

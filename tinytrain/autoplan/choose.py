@@ -5,9 +5,10 @@
 2. Contribution analysis (contribution.py) on a held-out split of the user's data; the runs
    are cached in the build directory, keyed by everything that changes them.
 3. Branch-and-bound search (search.py) with the real planner (planner.py).
-4. The best `validate` searched plans, and the standard plans that fit (`bias`, the classifier
-   alone, the largest `last:K`), are fine-tuned for real on the same split; the best measured
-   one is chosen (the additive prediction is a guide, the measurement decides).
+4. The best `validate` searched plans, and the standard plan shapes that fit (families.py:
+   the classifier alone, `bias`, `last:K`, TTE's block shape), are fine-tuned for real on the
+   same split with `orders` sample orders each; the best mean is chosen (the additive
+   prediction is a guide, the measurement decides).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tinytrain.update_plan import parse_plan, plan_to_toml
 from .budget import sram_budget
 from .contribution import AnalysisConfig, Contributions, analyse, data_hash, split_data
 from .engines import Engines, Measurement
+from .families import standard_plans
 from .planner import MemoryOracle, compile_plan, import_model
 from .search import Found, Tried, frontier, search
 from .space import Scheme, Space, plan_space
@@ -69,6 +71,7 @@ class AutoPlan:
     cache: dict[str, Any]
     frontier: list[tuple[int, Found | None]] = field(default_factory=list)
     metric: str = "accuracy"  # what the scores are: held-out accuracy, or "-mse"
+    orders: int = 1  # sample orders each candidate's measured score is the mean of
     workdir: Any = None  # build --update auto: the TemporaryDirectory holding the plan file
 
     def files(self) -> dict[str, str]:
@@ -81,7 +84,8 @@ class AutoPlan:
         return {"plan": c.scheme.spec, "name": c.name, "metric": self.metric,
                 "toml": self.toml, "sram": c.sram, "budget": self.budget,
                 "budget_from": self.budget_text, "predicted": c.predicted,
-                "measured": c.measured, "before": self.contributions.before,
+                "measured": c.measured, "orders": self.orders,
+                "before": self.contributions.before,
                 "searched": {"visited": self.tried.visited, "pruned": self.tried.pruned,
                              "sized": self.tried.sized, "timed_out": self.tried.timed_out},
                 "candidates": [{"name": k.name, "plan": k.scheme.spec, "sram": k.sram,
@@ -168,7 +172,7 @@ class Session:
         split = split_data(x, y, self.cfg)
         self.measure_key = _key(**self.measure_base, data=data_hash(x, y),
                                 config={k: v for k, v in asdict(self.cfg).items()
-                                        if k not in ("validate", "engine")})
+                                        if k not in ("validate", "engine", "orders")})
         known = {}
         if self.old.get("measure_key") == self.measure_key:
             try:
@@ -185,11 +189,17 @@ class Session:
         return self._contrib
 
     def measure(self, schemes: list[Scheme]) -> None:
-        """Fine-tune the schemes not measured yet (into contributions().runs)."""
+        """Fine-tune the schemes with every validation sample order not measured yet (into
+        contributions().runs)."""
         c = self.contributions()
-        todo = [(s.spec, True, 1) for s in schemes if s.spec not in c.runs]
+        assert self._engines is not None
+        key = self._engines.key
+        todo = []
+        for s in schemes:
+            seeds = tuple(k for k in self.orders() if key(s.spec, k) not in c.runs)
+            if seeds:
+                todo.append((s.spec, True, 1, seeds))
         if todo:
-            assert self._engines is not None
             c.runs.update(self._engines.measure_all(todo))
 
     # ---- 3. search ----
@@ -200,24 +210,23 @@ class Session:
                       deadline, max_flash, tried)
 
     def baselines(self, budget: int, max_flash: int | None) -> list[tuple[str, Scheme]]:
-        """The standard plans that fit: the classifier alone, `bias`, the largest `last:K`."""
+        """The standard plan shapes that fit (families.py)."""
         def fits(s: Scheme) -> bool:
             fp = self.oracle(s.spec)
             return fp.sram is not None and fp.sram <= budget and \
                 (max_flash is None or (fp.flash or 0) <= max_flash)
 
-        n = self.space.n_layers
-        out = [("classifier only (last:1)", Scheme(1))]
-        if fits(Scheme(n)):
-            out.append(("bias", Scheme(n)))
-        best = None
-        for k in range(2, n + 1):
-            if not fits(self.space.last(k)):
-                break
-            best = k
-        if best:
-            out.append((f"last:{best}", self.space.last(best)))
-        return out
+        return standard_plans(self.g0, self.space, fits)
+
+    def validated(self, spec: str) -> float:
+        """The mean held-out score of `spec` over the validation's sample orders."""
+        c = self.contributions()
+        assert self._engines is not None
+        seeds = self.orders()
+        return sum(c.runs[self._engines.key(spec, k)].score for k in seeds) / len(seeds)
+
+    def orders(self) -> tuple[int, ...]:
+        return tuple(self.cfg.seed + k for k in range(max(1, self.cfg.orders)))
 
     # ---- 4. choose ----
     def choose(self, budget: int, budget_text: str, max_flash: int | None = None) -> AutoPlan:
@@ -239,16 +248,18 @@ class Session:
         self.measure([s for _, s in unique])
         cands = []
         for name, s in unique:
-            m = c.runs[s.spec].score
+            m = self.validated(s.spec)
             cands.append(Candidate(name, s, int(self.oracle(s.spec).sram or 0), c.predict(s), m))
-            self.log(f"  measured {name} {s.spec}: held-out {m:.4f} (predicted "
+            self.log(f"  measured {name} {s.spec}: held-out {m:.4f} (mean of "
+                     f"{len(self.orders())} sample orders; predicted "
                      f"{c.predict(s):.4f}), SRAM {cands[-1].sram / 1024:.1f} KB")
         # the best measured; ties to the better predicted, then the smaller plan
         chosen = max(cands, key=lambda k: (k.measured, k.predicted, -k.sram))
         self.seconds["validation"] = time.perf_counter() - t0
         return AutoPlan(budget, budget_text, chosen, cands, c, tried,
                         self.toml(chosen, budget, budget_text), dict(self.seconds), self.cache(),
-                        metric="accuracy" if self.opts.loss == "ce" else "-mse")
+                        metric="accuracy" if self.opts.loss == "ce" else "-mse",
+                        orders=len(self.orders()))
 
     def frontier(self, budgets: list[int], max_flash: int | None = None,
                  tried: Tried | None = None) -> list[tuple[int, Found | None]]:
@@ -265,7 +276,8 @@ class Session:
                 f"SRAM {chosen.sram} B ({chosen.sram / 1024:.1f} KB) of a {budget} B budget "
                 f"({budget_text})\n"
                 f"held-out score: {c.before:.4f} untrained, {chosen.measured:.4f} after "
-                f"fine-tuning with this plan (predicted {chosen.predicted:.4f})\n"
+                f"fine-tuning with this plan (mean of {len(self.orders())} sample orders; "
+                f"predicted {chosen.predicted:.4f})\n"
                 "edit freely and pass back with --update FILE.toml")
         return plan_to_toml(self.g0, plan, head)
 

@@ -36,6 +36,7 @@ class AnalysisConfig:
     seed: int = 0  # the split and the sample order
     engine: str = "auto"  # "auto", "sim" (numpy simulation) or "host" (compiled C)
     validate: int = 4  # best searched plans fine-tuned for real before choosing
+    orders: int = 3  # sample orders each validated candidate is fine-tuned with (mean decides)
 
 
 def split_data(x: np.ndarray, y: np.ndarray, cfg: AnalysisConfig) -> Split:
@@ -95,7 +96,7 @@ def analyse(space: Space, engines: Engines, known: dict[str, Measurement],
     specs = ["none" if s.n_bias == 0 else s.spec for s in plans]
     todo = [(spec, s) for spec, s in zip(specs, plans) if spec not in runs]
     # the weight plans all start training at the same layer: they share one frozen prefix
-    jobs = [(spec, s.n_bias > 0, sum(1 for _, o in todo[k:] if o.n_bias == s.n_bias))
+    jobs = [(spec, s.n_bias > 0, sum(1 for _, o in todo[k:] if o.n_bias == s.n_bias), ())
             for k, (spec, s) in enumerate(todo)]
     count = [sum(spec in runs for spec in specs)]
 

@@ -18,7 +18,10 @@ declines when its projection exceeds the host build's time (measured on the firs
 host candidates build and run two at a time.
 
 Both see the same samples in the same order (tinytrain.train.sample_order) and apply a
-partial batch at each epoch's end, as `tinytrain run` does.
+partial batch at each epoch's end, as `tinytrain run` does. A job may ask for several sample
+orders (seeds): fine-tuning is chaotic enough that one order can rank two plans either way, so
+candidates are validated on the mean of a few. Each order is its own Measurement, keyed by
+`run_key`; a host candidate compiles once for all of them.
 """
 
 from __future__ import annotations
@@ -63,6 +66,15 @@ class Split:
     @property
     def steps(self) -> int:
         return self.epochs * len(self.x_train)
+
+
+Job = tuple[str, bool, int, tuple[int, ...]]  # (spec, train, share, sample-order seeds)
+
+
+def run_key(spec: str, seed: int, base_seed: int) -> str:
+    """The cache key of `spec` fine-tuned with sample order `seed` (the analysis's own order,
+    `base_seed`, keeps the bare spec)."""
+    return spec if seed == base_seed else f"{spec} @order={seed}"
 
 
 @dataclass(frozen=True)
@@ -136,22 +148,29 @@ class Simulator:
         return {name: self.values[key[name]] for name in need}
 
     def run(self, spec: str, limit_s: float | None = None, train: bool = True,
-            share: int = 1) -> Measurement | None:
-        """Fine-tune under plan `spec` (unless not `train`) and score it, or None when its
-        projected time passes `limit_s`. The projection times PROBE_SAMPLES samples; the
-        frozen prefix's cost counts 1/`share`: that many candidates will reuse its outputs."""
-        t0 = time.perf_counter()
+            share: int = 1, orders: tuple[int, ...] = ()) -> dict[int, Measurement] | None:
+        """Fine-tune under plan `spec` (unless not `train`) once per sample-order seed in
+        `orders` (default: the split's) and score each, or None when the projected time passes
+        `limit_s`. The projection times PROBE_SAMPLES samples; the frozen prefix's cost counts
+        1/`share`: that many candidates will reuse its outputs."""
+        orders = orders or (self.split.seed,)
         g, _ = compile_plan(self.g0, self.opts, spec, memory_passes=False)
         prefix, tail_nodes = _frozen_prefix(g)
         tail = g.replace(nodes=tuple(tail_nodes))
-        if limit_s is not None and not self._affordable(g, prefix, tail, limit_s, share):
+        if limit_s is not None and not self._affordable(g, prefix, tail, limit_s, share,
+                                                        len(orders)):
             return None
         bound = self._boundary(g, prefix, tail_nodes)
+        return {seed: self._run_order(g, tail, bound, train, seed) for seed in orders}
+
+    def _run_order(self, g: Graph, tail: Graph, bound: dict[str, np.ndarray], train: bool,
+                   seed: int) -> Measurement:
+        t0 = time.perf_counter()
         env = interp.initial_state(g)
         s, n = self.split, len(self.split.x_train)
         pending = 0
         for epoch in range(s.epochs if train else 0):
-            for i in sample_order(n, epoch, True, s.seed):
+            for i in sample_order(n, epoch, True, seed):
                 env.update({k: v[i] for k, v in bound.items()})
                 _, pending = interp.train(tail, env, s.x_train[i], np.asarray([s.y_train[i]]),
                                           pending)
@@ -167,7 +186,7 @@ class Simulator:
         return Measurement(score, loss, time.perf_counter() - t0, "sim")
 
     def _affordable(self, g: Graph, prefix: list[Node], tail: Graph, limit_s: float,
-                    share: int) -> bool:
+                    share: int, orders: int = 1) -> bool:
         """Time the prefix and the trained tail on a few samples (on scratch state) and
         project the whole run. A tail too slow by itself is remembered by its node count:
         a longer tail of the same model is refused without probing."""
@@ -187,8 +206,11 @@ class Simulator:
                                       pending)
             t_prefix, t_tail = t_prefix + t2 - t1, t_tail + time.perf_counter() - t2
         tail_s = t_tail / k * (s.steps + len(s.x_eval))
-        if tail_s > limit_s:
+        if tail_s > limit_s:  # too slow even for one order
             self.slow_tail = min(self.slow_tail or len(tail.nodes), len(tail.nodes))
+            return False
+        tail_s *= orders
+        if tail_s > limit_s:
             return False
         cached = self._cached(g, prefix, list(tail.nodes))
         prefix_s = 0.0 if cached or not prefix else t_prefix / k * len(self.x_all) / share
@@ -215,12 +237,15 @@ class HostRunner:
         self.opts = replace(opts, board="host")
         self.compile_s: float | None = None  # the last build's gcc time
 
-    def estimate(self) -> float:
+    def estimate(self, orders: int = 1) -> float:
         s = self.split
         return ((self.compile_s or HOST_COMPILE_GUESS_S)
-                + HOST_SAMPLE_S * (s.steps + len(s.x_eval)))
+                + HOST_SAMPLE_S * (s.steps + len(s.x_eval)) * orders)
 
-    def run(self, spec: str, train: bool = True) -> Measurement:
+    def run(self, spec: str, train: bool = True,
+            orders: tuple[int, ...] = ()) -> dict[int, Measurement]:
+        """Build `spec` once and fine-tune a fresh program (the compiled-in pretrained weights)
+        per sample-order seed."""
         from tinytrain.build import PROGRAM_JSON, program_info
         from tinytrain.codegen.render import render, write_files
         from tinytrain.runner import HostProgram
@@ -230,6 +255,7 @@ class HostRunner:
         board = load_board("host")
         g, plan = compile_plan(self.g0, self.opts, spec)
         s = self.split
+        out: dict[int, Measurement] = {}
         with tempfile.TemporaryDirectory(prefix="tt-autoplan-") as tmp:
             d = Path(tmp)
             write_files(render(g, plan, board, kernels=self.opts.kernels), d)
@@ -237,18 +263,27 @@ class HostRunner:
             t1 = time.perf_counter()
             compile_project(d, board)
             self.compile_s = time.perf_counter() - t1
-            with HostProgram(d) as p:
-                for epoch in range(s.epochs if train else 0):
-                    for i in sample_order(len(s.x_train), epoch, True, s.seed):
-                        p.train(s.x_train[i], np.asarray(s.y_train[i]).reshape(-1))
-                    p.apply_update()
-                out = np.stack([p.infer(x) for x in s.x_eval])
+            build_s = time.perf_counter() - t0
+            for seed in orders or (s.seed,):
+                t2 = time.perf_counter()
+                with HostProgram(d) as p:
+                    for epoch in range(s.epochs if train else 0):
+                        for i in sample_order(len(s.x_train), epoch, True, seed):
+                            p.train(s.x_train[i], np.asarray(s.y_train[i]).reshape(-1))
+                        p.apply_update()
+                    y = np.stack([p.infer(x) for x in s.x_eval])
+                score, loss = self._score(g, y)
+                out[seed] = Measurement(score, loss, build_s + time.perf_counter() - t2, "host")
+                build_s = 0.0  # the build's time counts once
+        return out
+
+    def _score(self, g: Graph, out: np.ndarray) -> tuple[float, float]:
+        s = self.split
         probs = g.meta.get("output_activation") == "softmax" or \
             g.meta.get("infer_output") not in (None, g.outputs[0])  # a TFLite SOFTMAX kept
         if probs and g.meta.get("loss") == "ce":  # the device answers probabilities
             out = np.log(np.maximum(out, np.finfo(np.float32).tiny))
-        score, loss = held_out_score(out, s.y_eval, g.meta.get("loss", "ce"))
-        return Measurement(score, loss, time.perf_counter() - t0, "host")
+        return held_out_score(out, s.y_eval, g.meta.get("loss", "ce"))
 
 
 class Engines:
@@ -260,43 +295,49 @@ class Engines:
         self.engine = engine
         self.host_ok = engine != "sim"
 
+    def key(self, spec: str, seed: int) -> str:
+        return run_key(spec, seed, self.sim.split.seed)
+
     def measure(self, spec: str, train: bool = True, share: int = 1) -> Measurement:
         """`share`: candidates (this one included) that start training at the same layer."""
-        return self.measure_all([(spec, train, share)])[spec]
+        return self.measure_all([(spec, train, share, ())])[spec]
 
-    def measure_all(self, jobs: list[tuple[str, bool, int]],
+    def measure_all(self, jobs: list[Job],
                     done: Callable[[str, Measurement], None] | None = None
                     ) -> dict[str, Measurement]:
-        """Measure (spec, train, share) jobs: the simulator where it is cheaper, one after the
-        other (numpy holds the GIL), then the rest as host builds, HOST_WORKERS at a time
-        (gcc and the host programs are other processes)."""
+        """Measure (spec, train, share, orders) jobs, keyed by `run_key`: the simulator where
+        it is cheaper, one after the other (numpy holds the GIL), then the rest as host
+        builds, HOST_WORKERS at a time (gcc and the host programs are other processes)."""
         out: dict[str, Measurement] = {}
-        host_jobs = []
-        for spec, train, share in jobs:
-            m = None
-            if self.engine != "host":
-                m = self.sim.run(spec, self.host.estimate() if self.host_ok else None, train,
-                                 share)
-            if m is None:
-                host_jobs.append((spec, train))
-                continue
-            out[spec] = m
-            if done:
-                done(spec, m)
-        with ThreadPoolExecutor(max_workers=HOST_WORKERS) as pool:
-            for spec, m in zip((j[0] for j in host_jobs),
-                               pool.map(lambda j: self._host(*j), host_jobs)):
-                out[spec] = m
+
+        def record(spec: str, ms: dict[int, Measurement]) -> None:
+            for seed, m in ms.items():
+                out[self.key(spec, seed)] = m
                 if done:
-                    done(spec, m)
+                    done(self.key(spec, seed), m)
+
+        host_jobs = []
+        for spec, train, share, orders in jobs:
+            ms = None
+            if self.engine != "host":
+                limit = self.host.estimate(len(orders) or 1) if self.host_ok else None
+                ms = self.sim.run(spec, limit, train, share, orders)
+            if ms is None:
+                host_jobs.append((spec, train, orders))
+            else:
+                record(spec, ms)
+        with ThreadPoolExecutor(max_workers=HOST_WORKERS) as pool:
+            for (spec, _, _), ms in zip(host_jobs, pool.map(lambda j: self._host(*j),
+                                                             host_jobs)):
+                record(spec, ms)
         return out
 
-    def _host(self, spec: str, train: bool) -> Measurement:
+    def _host(self, spec: str, train: bool, orders: tuple[int, ...]) -> dict[int, Measurement]:
         if self.host_ok:
             try:
-                return self.host.run(spec, train)
+                return self.host.run(spec, train, orders)
             except TinyTrainError:  # no C compiler here: the simulator, however long it takes
                 self.host_ok = False
-        m = self.sim.run(spec, None, train)
-        assert m is not None
-        return m
+        ms = self.sim.run(spec, None, train, 1, orders)
+        assert ms is not None
+        return ms

@@ -37,7 +37,8 @@ def format_choice(r: dict[str, Any], out: Path | None = None) -> str:
         f"auto update plan{where}: {r['plan']}",
         f"  SRAM {_kb(r['sram'])} of a {_kb(r['budget'])} budget ({r['budget_from']})",
         f"  held-out {m}: {score_text(r['before'], m)} untrained -> "
-        f"{score_text(r['measured'], m)} after fine-tuning with it (predicted "
+        f"{score_text(r['measured'], m)} after fine-tuning with it (mean of "
+        f"{r.get('orders', 1)} sample orders; predicted "
         f"{score_text(r['predicted'], m)}; {r['name']})",
         f"  search: {s['visited']} plans and partial plans visited, {s['sized']} sized by "
         f"the planner, {s['pruned']} subtrees cut"

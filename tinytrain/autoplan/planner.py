@@ -9,28 +9,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from tinytrain.boards import Board
-from tinytrain.compiler import Options, load_model, pipeline, quantize_model
-from tinytrain.errors import OptionError, TinyTrainError
+from tinytrain.compiler import Options, import_model, pipeline
+from tinytrain.errors import TinyTrainError
 from tinytrain.ir import Graph
 from tinytrain.passes.memory_plan import Plan, plan_memory
 from tinytrain.report import memory_report
 
-
-def import_model(model: Path, opts: Options) -> Graph:
-    """The graph compile_model starts its passes from: imported, quantised as `opts` says (an
-    ONNX QDQ model with its own scales)."""
-    g = load_model(model)
-    if g.meta.get("qdq") is not None:
-        from tinytrain.passes.quantize import quantize_graph
-
-        if opts.quantize:
-            raise OptionError(f"{model} is already quantised (ONNX QDQ); drop --quantize")
-        return quantize_graph(g, {}, fixed=g.meta["qdq"])
-    return quantize_model(g, opts) if opts.quantize else g
+__all__ = ["Footprint", "MemoryOracle", "compile_plan", "import_model"]
 
 
 def compile_plan(g0: Graph, opts: Options, spec: str,

@@ -1,0 +1,89 @@
+"""`--new-head`: room for an int8 classifier that training will grow (a fresh head).
+
+An int8 model's ranges were fixed by quantisation: the classifier's weights per channel by
+their largest value, its logits by calibration. A head re-initialised for new classes starts
+with small random weights and near-zero logits, so both ranges are a fraction of what the
+trained head needs (measured on the MobileNetV2-style bench: weights grow 3-5x, logits from
+[-1.5, 0.7] to [-5.3, 8.3]). Int8 training then saturates: weights clip, logits tie at 127 and
+the argmax and the loss both go wrong (22 points below fp32 in that bench).
+
+This pass widens, before training is added:
+- the classifier's weight scales by HEAD_WEIGHT_HEADROOM (values requantised to the coarser
+  grid, the int32 bias to its new scale s_x * s_w);
+- its output (the logits) to cover at least [-LOGIT_SPAN, LOGIT_SPAN].
+The requantisation multipliers follow. The head's initial forward therefore differs from the
+file's by the coarser rounding: meant for a head whose values are about to be learned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tinytrain.errors import ModelError
+from tinytrain.ir import Graph, Node, QuantParams
+from tinytrain.quant.params import affine_from_range, requant
+
+HEAD_WEIGHT_HEADROOM = 8.0  # 3 bits: the bench's fresh head grew 4.6x; leave margin
+LOGIT_SPAN = 16.0  # softmax margin beyond which the cross-entropy gradient is < 1e-7
+HEAD_OPS = ("dense_q8", "conv2d_q8")
+
+
+def widen_new_head(g: Graph) -> Graph:
+    """The int8 graph with its classifier's weight and logit ranges widened (see above)."""
+    out = g.outputs[0]
+    node = next((n for n in g.nodes if out in n.outputs), None)
+    if node is None or node.op not in HEAD_OPS:
+        have = "an fp32 model" if g.t(out).dtype != "s8" else \
+            f"'{node.op if node else 'an input'}' producing the output"
+        raise ModelError(f"--new-head widens an int8 classifier (the conv or dense layer that "
+                         f"produces the model's output); this model has {have}. Drop "
+                         "--new-head (an fp32 head needs no room to grow)")
+    a = node.attrs
+    if (a["act_min"], a["act_max"]) != (-128, 127):
+        raise ModelError(f"--new-head: the classifier {node.name} has a fused activation; "
+                         "a logit layer is expected to be linear")
+    wt, bt = g.t(node.inputs[1]), g.t(node.inputs[2]) if len(node.inputs) > 2 else None
+    assert wt.quant is not None and wt.data is not None
+    w_scale = tuple(float(np.float32(s * HEAD_WEIGHT_HEADROOM)) for s in wt.quant.scale)
+    per = np.asarray(wt.quant.scale, np.float64) / np.asarray(w_scale, np.float64)
+    shape = (-1,) + (1,) * (wt.data.ndim - 1)
+    w = np.clip(np.round(wt.data.astype(np.float64) * per.reshape(shape)), -127, 127)
+    new = [wt.replace(data=w.astype(np.int8), quant=QuantParams(w_scale, wt.quant.zero_point,
+                                                                 wt.quant.axis))]
+    x_scale = a["x_scale"]
+    if bt is not None and bt.data is not None:
+        b_scale = tuple(float(np.float32(x_scale)) * s for s in w_scale)
+        b = np.round(bt.data.astype(np.float64) * per)
+        new.append(bt.replace(data=np.clip(b, -(2**31), 2**31 - 1).astype(np.int32),
+                              quant=QuantParams(b_scale, (0,) * len(b_scale), 0)))
+    yt = g.t(out)
+    assert yt.quant is not None
+    lo = yt.quant.scale[0] * (-128 - yt.quant.zero_point[0])
+    hi = yt.quant.scale[0] * (127 - yt.quant.zero_point[0])
+    y_scale, y_zp = affine_from_range(min(lo, -LOGIT_SPAN), max(hi, LOGIT_SPAN))
+    new.append(yt.replace(quant=QuantParams((y_scale,), (y_zp,), None)))
+    attrs = {**a, **requant(x_scale, a["x_zp"], w_scale, y_scale, y_zp, "NONE", (-128, 127))}
+    swap = {node.name: dataclasses.replace(node, attrs=attrs)}
+    for c in g.nodes:
+        if out in c.inputs and c is not node:
+            swap[c.name] = _rescaled_consumer(g, c, yt.quant, new[-1].quant)
+    nodes = tuple(swap.get(n.name, n) for n in g.nodes)
+    meta = {**g.meta, "new_head": {"layer": node.name, "weight_headroom": HEAD_WEIGHT_HEADROOM,
+                                   "logits": [float(y_scale * (-128 - y_zp)),
+                                              float(y_scale * (127 - y_zp))]}}
+    return g.with_tensors(new).replace(nodes=nodes, meta=meta)
+
+
+def _rescaled_consumer(g: Graph, c: Node, old: QuantParams, new: QuantParams) -> Node:
+    """A TFLite SOFTMAX kept for inference reads the logits: prepared again for their new
+    scale (beta 1, the only beta checked here: its attrs must match the old scale's)."""
+    from tinytrain.ops import softmax_q8
+
+    if c.op == "softmax_q8":
+        out_q = g.t(c.outputs[0]).quant
+        if dict(c.attrs) == softmax_q8.prepare(old, out_q):
+            return dataclasses.replace(c, attrs=softmax_q8.prepare(new, out_q))
+    raise ModelError(f"--new-head: the logits also feed {c.name} ({c.op}), which --new-head "
+                     "cannot rescale (a softmax with beta 1 is the only consumer supported)")
