@@ -241,3 +241,44 @@ def test_prediction_of_plans_off_the_measured_grid(session):
         assert c.predict(s) == pytest.approx(
             c.bias[grid] + sum(c.gain(i, 1.0) for i, _ in s.weights))
     assert c.gain(-1, 0.5) == 0.0
+
+
+def test_standard_shapes_fit_and_are_the_largest_of_their_family(session):
+    """The hand-style plans auto always measures: each fits, and a TTE-shaped plan trains as
+    many blocks as fit at its ratio."""
+    from tinytrain.autoplan.families import block_entries, tte_shaped
+
+    s = session
+    small = s.oracle(Scheme(1).spec).sram
+    big = s.oracle(s.space.last(s.space.n_layers).spec).sram
+    entries = block_entries(s.g0)
+    assert entries
+    seen_tte = False
+    for budget in np.linspace(small, big, 4).astype(int):
+        plans = s.baselines(int(budget), None)
+        assert plans[0][1] == Scheme(1)
+        for name, p in plans:
+            assert s.oracle(p.spec).sram <= budget, (name, budget)
+            if name.startswith("TTE-shaped"):
+                seen_tte = True
+                m, r = len(p.weights), p.weights[0][1]
+                assert p == tte_shaped(s.space.n_layers, entries[-m:], r)
+                if m < len(entries):
+                    more = tte_shaped(s.space.n_layers, entries[-m - 1:], r)
+                    assert (s.oracle(more.spec).sram or budget + 1) > budget
+    assert seen_tte
+
+
+def test_candidates_are_scored_on_the_mean_of_several_sample_orders(session):
+    s = session
+    budget = s.oracle(s.space.last(s.space.n_layers).spec).sram
+    plan = s.choose(budget, "test budget")
+    seeds = s.orders()
+    assert plan.orders == len(seeds) == FAST.orders > 1
+    runs = s.contributions().runs
+    for k in plan.candidates:
+        scores = [runs[s._engines.key(k.scheme.spec, seed)].score for seed in seeds]
+        assert k.measured == pytest.approx(sum(scores) / len(scores), abs=1e-12)
+    measured = {k.scheme.spec for k in plan.candidates}
+    assert {p.spec for _, p in s.baselines(budget, None)} <= measured
+    assert any(k.name.startswith("search") for k in plan.candidates)
