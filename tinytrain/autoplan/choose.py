@@ -116,7 +116,8 @@ class Session:
         self.space: Space = plan_space(self.g0, self.cfg.depth)
         calib = sha256(opts.calib) if opts.calib else None
         common = {"model": sha256(self.model), "loss": opts.loss, "sgd": asdict(opts.sgd),
-                  "quantize": opts.quantize, "calib": calib, "version": __version__}
+                  "quantize": opts.quantize, "calib": calib, "new_head": opts.new_head,
+                  "version": __version__}
         self.memory_key = _key(**common, board=board.name, passes=opts.memory_passes)
         self.measure_base = common
         old = self._read_cache()
