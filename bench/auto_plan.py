@@ -341,35 +341,39 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the numbers here")
     ap.add_argument("--work", type=Path, help="keep the models and builds here (default: a "
                     "temporary directory)")
+    ap.add_argument("--models", default="cnn,mbv2", help="which tasks to run (comma list)")
     args = ap.parse_args()
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
+        models = set(args.models.split(","))
         # 1. small CNN, fp32, upright -> rotated
-        d1 = small_task.data()
-        net1 = small_task.pretrain(d1)
-        m1 = export(net1, (1, 8, 8), work / "cnn.onnx")
-        cnn = Task("cnn", work, m1, d1, small_task.LR, [])
-        results["cnn"] = compare(cnn, CNN_BUDGETS, log)
+        if "cnn" in models:
+            d1 = small_task.data()
+            net1 = small_task.pretrain(d1)
+            m1 = export(net1, (1, 8, 8), work / "cnn.onnx")
+            cnn = Task("cnn", work, m1, d1, small_task.LR, [])
+            results["cnn"] = compare(cnn, CNN_BUDGETS, log)
         # 2. MobileNetV2-style, int8, 0-4 -> 5-9 with a fresh head
-        d2 = mobilenet_task()
-        net2 = mobilenet_pretrain(d2)
-        m2 = export(net2, MobileNetV2.input_shape, work / "mbv2.onnx")
-        np.savez(work / "calib.npz", x=d2["calib_x"])
-        # its head is fresh (new classes): --new-head gives the int8 head room to grow
-        mb = Task("mbv2", work, m2, d2, MBV2_LR, ["--new-head", "--quantize", "int8",
-                                                  "--calib", str(work / "calib.npz")])
-        results["mbv2"] = compare(mb, MBV2_BUDGETS, log)
-        state = {k: v.clone() for k, v in net2.state_dict().items()}
+        if "mbv2" in models:
+            d2 = mobilenet_task()
+            net2 = mobilenet_pretrain(d2)
+            m2 = export(net2, MobileNetV2.input_shape, work / "mbv2.onnx")
+            np.savez(work / "calib.npz", x=d2["calib_x"])
+            # its head is fresh (new classes): --new-head gives the int8 head room to grow
+            mb = Task("mbv2", work, m2, d2, MBV2_LR, ["--new-head", "--quantize", "int8",
+                                                      "--calib", str(work / "calib.npz")])
+            results["mbv2"] = compare(mb, MBV2_BUDGETS, log)
+            state = {k: v.clone() for k, v in net2.state_dict().items()}
 
-        def fresh() -> nn.Module:
-            n = MobileNetV2(5, bn=False)
-            n.load_state_dict(state)
-            return n.eval()
+            def fresh() -> nn.Module:
+                n = MobileNetV2(5, bn=False)
+                n.load_state_dict(state)
+                return n.eval()
 
-        results["int8"] = int8_vs_fp32(mb, results["mbv2"], m2, fresh, d2)
+            results["int8"] = int8_vs_fp32(mb, results["mbv2"], m2, fresh, d2)
     report(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
@@ -377,12 +381,16 @@ def main() -> None:
 
 CNN_BUDGETS = [10 << 10, 16 << 10, 40 << 10]  # bias 8.2 KB, last:3 13.3 KB, full 38.6 KB
 MBV2_BUDGETS = [32 << 10, 64 << 10, 128 << 10]  # bias 41.2 KB, last:3 48.1 KB, last:7 113 KB
-MBV2_LR = 0.03
+# 0.03 made weight-training plans collapse in some sample orders (one of three ended at 40.9 %
+# where the others reached 80-87 %); at 0.01 the same plan ends at 79-88 % in all three
+MBV2_LR = 0.01
 
 
 def report(results: dict) -> None:
     for key, title in (("cnn", "small CNN, fp32 (upright -> rotated digits)"),
                        ("mbv2", "MobileNetV2-w0.35-style, int8 (digits 0-4 -> 5-9, fresh head)")):
+        if key not in results:
+            continue
         print(f"\n{title}\n")
         print("| budget | auto (planned = built SRAM) | auto's time: analysis + search + "
               "validation | bias | best last:K | TTE-shaped hand scheme |")
@@ -394,6 +402,8 @@ def report(results: dict) -> None:
                   f"**{pct(a['accuracy'])}** | {sec.get('analysis', 0):.0f} + "
                   f"{sec.get('search', 0):.0f} + {sec.get('validation', 0):.0f} s | "
                   f"{cell(r.get('bias'))} | {cell(r.get('last'))} | {cell(r.get('hand'))} |")
+    if "int8" not in results:
+        return
     print("\nint8 + QAS against fp32 with auto's plan (MobileNetV2-style)\n")
     print("| budget | plan | PyTorch fp32 | tinytrain fp32 | int8 + QAS stochastic | "
           "int8 + QAS shadow |")
