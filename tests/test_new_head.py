@@ -166,11 +166,12 @@ def test_new_head_needs_an_int8_model(task, tmp_path):
     assert not (tmp_path / "b").exists()
 
 
-def test_tflite_head_behind_a_softmax_trains_and_export_says_why_not(tmp_path):
+def test_tflite_head_behind_a_softmax_trains_and_exports_bit_exact(tmp_path):
     """micro_speech ends in an int8 SOFTMAX kept for inference: it is prepared again for the
-    widened logits. TFLite export writes parameter bytes only, so it refuses such a build."""
+    widened logits. The export writes the head's new scales in place, and LiteRT runs the
+    exported file bit-exactly as the trained C program."""
     pytest.importorskip("ai_edge_litert.interpreter")
-    from test_export_tflite import save_data, speech_inputs
+    from test_export_tflite import Trained, check_round_trip, save_data, speech_inputs
     from test_int8_tflite import SPEECH
 
     q, y = speech_inputs(1, 40)
@@ -181,6 +182,20 @@ def test_tflite_head_behind_a_softmax_trains_and_export_says_why_not(tmp_path):
                     tmp_path / "s.npz").stdout
     before, after = (float(v) for v in re.findall(r"eval accuracy \w+: ([0-9.]+)", log))
     assert after > before
+    tinytrain("export", out, "--state", tmp_path / "s.npz", "--out", tmp_path / "t.tflite")
+    check_round_trip(Trained(SPEECH, out, tmp_path / "s.npz", tmp_path / "t.tflite"),
+                     speech_inputs(2, 30)[0], tmp_path)
+
+
+def test_tflite_export_of_a_new_head_it_did_not_train_is_refused(tmp_path):
+    from test_export_tflite import save_data, speech_inputs
+    from test_int8_tflite import SPEECH
+
+    out = tmp_path / "b"
+    tinytrain("build", SPEECH, "--out", out, "--new-head", "--update", "none")
+    q, y = speech_inputs(1, 4)
+    tinytrain("run", out, "--data", save_data(tmp_path / "d.npz", SPEECH, q, y), "--save",
+              tmp_path / "s.npz")
     p = tinytrain("export", out, "--state", tmp_path / "s.npz", "--out", tmp_path / "t.tflite",
                   check=False)
     assert p.returncode == 2 and "--new-head" in p.stdout + p.stderr

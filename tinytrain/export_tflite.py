@@ -4,13 +4,16 @@ source .tflite.
 Training never changes a tensor's quantisation (scales and zero points are fixed; only the
 integers move), so the export only overwrites the bytes of the trained parameters' constant
 buffers in place. Every other byte of the file, including the flatbuffer layout, alignment and
-metadata, stays as the converter wrote it.
+metadata, stays as the converter wrote it. The one exception is `--new-head`, which widened the
+classifier's scales at build time: those scale and zero-point vectors are overwritten in place
+too (same lengths, so the layout still does not move).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import struct
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -89,6 +92,62 @@ def _source_layout(p: dict[str, Any], v: np.ndarray, shape: tuple[int, ...]) -> 
     raise ModelError(f"internal: no TFLite exporter for parameter transform '{t}'")
 
 
+def _tensor_index(p: dict[str, Any]) -> int:
+    slot = str((p.get("source") or {}).get("slot", ""))
+    return int(slot.split(":", 1)[1]) if slot.startswith("tensor:") else -1
+
+
+def _patch_vector(buf: bytearray, table: Any, field: int, fmt: str, values: list) -> bool:
+    """Overwrite a numeric vector field of a flatbuffer table in place; False when the field
+    is missing or has another length (the file's layout cannot grow)."""
+    o = flatbuffers.number_types.UOffsetTFlags.py_type(table._tab.Offset(field))
+    if o == 0:
+        return False
+    if table._tab.VectorLen(o) == 1 and len(set(values)) == 1:  # per-tensor in the file
+        values = values[:1]
+    if table._tab.VectorLen(o) != len(values):
+        return False
+    a = table._tab.Vector(o)
+    buf[a:a + struct.calcsize(f"<{len(values)}{fmt}")] = struct.pack(f"<{len(values)}{fmt}",
+                                                                      *values)
+    return True
+
+
+def _write_new_head(buf: bytearray, model: Any, info: dict[str, Any]) -> None:
+    """A --new-head build widened its classifier's quantisation (passes/new_head.py): write the
+    new scales of its weight, bias and output (and the output's zero point) in place. The
+    head's int8 weights and int32 bias are rewritten with the trained parameters, so both
+    must be trained."""
+    h = info["new_head"]
+    params = {p["name"]: p for p in info["trainable"]}
+    names = [h["weight"]] + ([h["bias"]] if h.get("bias") else [])
+    missing = [n for n in names if n not in params]
+    if missing:
+        raise ModelError("this build widened its classifier with --new-head but does not train "
+                         f"{', '.join(missing)}; the exported file would keep the old values "
+                         "at the new scales. Use an update plan that trains the classifier's "
+                         "weight and bias (e.g. --update last:1)")
+    sg = model.Subgraphs(0)
+    w = _tensor_index(params[h["weight"]])
+    ops = [sg.Operators(k) for k in range(sg.OperatorsLength())]
+    head = [op for op in ops if w in [int(i) for i in op.InputsAsNumpy()]]
+    if len(head) != 1:
+        raise ModelError(f"cannot export --new-head: the classifier weight is read by "
+                         f"{len(head)} operators in the source model")
+    patches = [(w, h["weight_scale"], None), (int(head[0].Outputs(0)),
+                                             [h["logits_quant"][0]], [h["logits_quant"][1]])]
+    if h.get("bias"):
+        patches.append((_tensor_index(params[h["bias"]]), h["bias_scale"], None))
+    for index, scales, zero_points in patches:
+        q = sg.Tensors(index).Quantization()
+        ok = q is not None and _patch_vector(buf, q, 8, "f", [float(v) for v in scales])
+        if ok and zero_points is not None:
+            ok = _patch_vector(buf, q, 10, "q", [int(v) for v in zero_points])
+        if not ok:
+            raise ModelError(f"cannot export --new-head: tensor {index} of the source model "
+                             "has no per-channel quantisation of the expected size to rewrite")
+
+
 def export_tflite(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> None:
     info = load_program_info(build_dir)
     src = Path(build_dir) / SOURCE
@@ -110,11 +169,6 @@ def export_tflite(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> N
         raise ModelError(f"{src} changed since the build (sha256 {digest[:16]}..., the build "
                          f"compiled {str(info.get('model_sha256'))[:16]}...); rebuild with "
                          "`tinytrain build`")
-    if info.get("new_head"):
-        raise ModelError(f"{build_dir} was built with --new-head, which changed the head's "
-                         "quantisation scales; TFLite export writes back parameter bytes only "
-                         "and cannot export this build yet (the trained parameters still run "
-                         "on the device and with `tinytrain run --state`)")
     _check_state(info, state)
     model = tflite.Model.GetRootAsModel(buf, 0)
     sg = model.Subgraphs(0)
@@ -158,6 +212,8 @@ def export_tflite(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> N
                              "too. Use an update plan that trains every layer reading it, or "
                              "none of them")
         buf[start:start + length] = new
+    if info.get("new_head"):
+        _write_new_head(buf, model, info)
     tmp = out.with_name(f".{out.name}.tt-tmp-{os.getpid()}")
     try:
         tmp.write_bytes(buf)

@@ -53,6 +53,7 @@ def widen_new_head(g: Graph) -> Graph:
     new = [wt.replace(data=w.astype(np.int8), quant=QuantParams(w_scale, wt.quant.zero_point,
                                                                  wt.quant.axis))]
     x_scale = a["x_scale"]
+    b_scale = None
     if bt is not None and bt.data is not None:
         b_scale = tuple(float(np.float32(x_scale)) * s for s in w_scale)
         b = np.round(bt.data.astype(np.float64) * per)
@@ -70,9 +71,13 @@ def widen_new_head(g: Graph) -> Graph:
         if out in c.inputs and c is not node:
             swap[c.name] = _rescaled_consumer(g, c, yt.quant, new[-1].quant)
     nodes = tuple(swap.get(n.name, n) for n in g.nodes)
-    meta = {**g.meta, "new_head": {"layer": node.name, "weight_headroom": HEAD_WEIGHT_HEADROOM,
-                                   "logits": [float(y_scale * (-128 - y_zp)),
-                                              float(y_scale * (127 - y_zp))]}}
+    # what an export needs to write the widened quantisation back (export_tflite.py)
+    meta = {**g.meta, "new_head": {
+        "layer": node.name, "weight_headroom": HEAD_WEIGHT_HEADROOM,
+        "logits": [float(y_scale * (-128 - y_zp)), float(y_scale * (127 - y_zp))],
+        "weight": wt.name, "weight_scale": list(w_scale),
+        "bias": bt.name if b_scale else None, "bias_scale": list(b_scale) if b_scale else None,
+        "logits_quant": [y_scale, y_zp]}}
     return g.with_tensors(new).replace(nodes=nodes, meta=meta)
 
 
