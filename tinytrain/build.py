@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from tinytrain.firmware_size import section_sizes, stack_depth, unplanned_sram
 from tinytrain.ir import Graph
 from tinytrain.layer_report import LayerCapture
 from tinytrain.memory_report import PEAK_KEYS, memory_details
+from tinytrain.outdir import check_replaceable, staged
 from tinytrain.report import memory_report
 from tinytrain.toolchain import compile_project
 
@@ -166,12 +166,7 @@ def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | N
     if chosen is not None:
         report["auto_plan"] = chosen.summary()
     files = render(g, plan, board, kernels=opts.kernels, prefix=opts.prefix)
-    out = Path(out)
-    tmp = out.with_name(f".{out.name}.tt-tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    try:
-        tmp.mkdir(parents=True)
+    with staged(Path(out), PROGRAM_JSON, NOT_A_BUILD.format(out=out)) as tmp:
         write_files(files, tmp)
         if chosen is not None:  # the chosen plan's TOML and the measurements, for next time
             write_files(chosen.files(), tmp)
@@ -185,27 +180,12 @@ def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | N
                                        ("sram_used", "planned_sram", "unplanned_sram")}
         (tmp / REPORT_JSON).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
         (tmp / MEMORY_JSON).write_text(json.dumps(memory, indent=1) + "\n")
-        _swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return report
+
+
+NOT_A_BUILD = "output directory {out} exists and is not a tinytrain build"
 
 
 def check_out_dir(out: Path) -> None:
     """Refuse to replace something that is not ours, before any work is done."""
-    if out.exists() and not out.is_dir():
-        raise BuildError(f"--out {out} is a file, not a directory; choose another --out")
-    if out.exists() and not (out / PROGRAM_JSON).exists() and any(out.iterdir()):
-        raise BuildError(f"output directory {out} exists and is not a tinytrain build; "
-                         "choose another --out or remove it")
-
-
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    """Replace `out` by `tmp` so a reader never sees a half-written project."""
-    check_out_dir(out)  # again: it may have changed while we compiled
-    old = out.with_name(f".{out.name}.tt-old-{os.getpid()}")
-    if out.exists():
-        out.rename(old)
-    tmp.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
+    check_replaceable(out, PROGRAM_JSON, NOT_A_BUILD.format(out=out))

@@ -93,6 +93,7 @@ def _source_layout(p: dict[str, Any], v: np.ndarray, shape: tuple[int, ...]) -> 
 
 
 def _tensor_index(p: dict[str, Any]) -> int:
+    """The TFLite tensor a trained parameter came from (its source slot "tensor:N"), or -1."""
     slot = str((p.get("source") or {}).get("slot", ""))
     return int(slot.split(":", 1)[1]) if slot.startswith("tensor:") else -1
 
@@ -175,10 +176,10 @@ def export_tflite(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> N
     writes: dict[int, list[tuple[str, bytes]]] = defaultdict(list)  # buffer -> (param, bytes)
     for p in info["trainable"]:
         source = p["source"] or {}
-        slot = str(source.get("slot", ""))
-        index = int(slot.split(":", 1)[1]) if slot.startswith("tensor:") else -1
+        index = _tensor_index(p)
         if not 0 <= index < sg.TensorsLength():
-            raise ModelError(f"internal: parameter '{p['name']}' has no TFLite tensor ({slot})")
+            raise ModelError(f"internal: parameter '{p['name']}' has no TFLite tensor "
+                             f"({source.get('slot', '')})")
         t = sg.Tensors(index)
         dtype = TYPES.get(t.Type())
         shape = tuple(int(s) for s in t.ShapeAsNumpy()) if t.ShapeLength() else ()
