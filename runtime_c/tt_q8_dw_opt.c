@@ -30,7 +30,8 @@
  * On Cortex-M4/M7 the inner blocks are inline assembly of DSP instructions: the equivalent
  * arm_acle.h intrinsics come out of GCC 12 with split 64-bit loads, separate rotations and
  * spills (about 1.25x the instructions), and SMMLAR, BFI and the rotated SXTAB16 have no
- * intrinsic there. Elsewhere (host builds) a portable C path computes the same integers.
+ * intrinsic there. Elsewhere (host builds, and Cortex-M builds at -O0 or -Os: see TT_DW_DSP)
+ * a portable C path computes the same integers.
  */
 #include "tt_kernels.h"
 
@@ -72,7 +73,15 @@ static uint32_t dw_bcast8(int32_t v)
     return ((uint32_t)v & 0xFFu) * 0x01010101u;
 }
 
-#if defined(__ARM_FEATURE_DSP)
+/* The DSP blocks need 14 registers beside their SP-relative memory operands. GCC 12 allocates
+ * them when it optimises for speed (-O1 and up, -Og); at -O0 (r7 is the frame pointer) and
+ * -Os/-Oz (the weights' address is kept in a register) it stops with "impossible
+ * constraints". Those builds take the portable path: the same integers, more instructions. */
+#if defined(__ARM_FEATURE_DSP) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
+#define TT_DW_DSP 1
+#endif
+
+#if defined(TT_DW_DSP)
 
 /* c + floor((a * b + 2^31) / 2^32) */
 TT_DW_INLINE int32_t dw_smmlar(int32_t a, int32_t b, int32_t c)

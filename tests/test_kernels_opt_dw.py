@@ -8,6 +8,8 @@ and add constants, every byte pair of the add (tests/ckernel/test_dw_opt.c). Wit
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from tests import ckernel
@@ -40,3 +42,31 @@ def test_dw_and_add_opt_are_faster_on_m7(tmp_path):
     for line in rows:
         ref, opt = (float(v) for v in line.split("| ref")[1].split("instr")[0].split("opt"))
         assert opt * 2 < ref, line
+
+
+@pytest.mark.skipif(not ckernel.available("m4"), reason=TWIN)
+@pytest.mark.parametrize("opt", ["-Os", "-O0"])
+def test_dw_opt_at_size_and_debug_levels_matches_reference(opt, tmp_path):
+    """GCC 12 cannot allocate the DSP blocks' registers at -Os or -O0 (a user's IDE default and
+    a debug build): the kernel must still compile there, taking its portable path, and give
+    the reference's bytes on the Cortex-M4F twin."""
+    r = ckernel.run(PROGRAM, "m4", tmp_path, sources=SOURCES, opt=opt)
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "dw_opt: 0 failures" in r.stdout
+
+
+@pytest.mark.skipif(not ckernel.available("m7"), reason=TWIN)
+@pytest.mark.parametrize("cpu", sorted(ckernel.TARGETS))
+def test_every_runtime_kernel_compiles_at_every_level(cpu, tmp_path):
+    """An exported library is compiled with the project's own -O level: every runtime file,
+    with the boards' flags and -Werror, at each level GCC offers."""
+    flags = ckernel.TARGETS[cpu][1]
+    sources = sorted(str(f) for f in ckernel.RUNTIME.glob("*.c"))
+    for opt in ("-O0", "-Og", "-O1", "-O2", "-O3", "-Os", "-Oz"):
+        p = subprocess.run(["arm-none-eabi-gcc", *ckernel.CFLAGS, *flags, opt, "-c",
+                            f"-I{ckernel.RUNTIME}", *sources], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
+        assert p.returncode == 0, f"{cpu} {opt}:\n{p.stderr[-3000:]}"
+
+
+COMPILE_TIMEOUT = 300  # seconds for the whole runtime at one level; GCC 12 takes ~15 s at -O2

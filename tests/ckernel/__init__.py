@@ -54,13 +54,13 @@ def available(target: str) -> bool:
 
 
 def run(program: Path, target: str, work: Path, sources: list[Path] = (),
-        defines: list[str] = ()) -> Result:
-    """Compile `program` with `sources` (e.g. runtime_c files) for target host/m7/m4 and run
-    it; returns its exit code and output."""
+        defines: list[str] = (), opt: str = "-O2") -> Result:
+    """Compile `program` with `sources` (e.g. runtime_c files) for target host/m7/m4 at the
+    optimisation level `opt` and run it; returns its exit code and output."""
     work.mkdir(parents=True, exist_ok=True)
     inc = [f"-I{HERE}", f"-I{RUNTIME}"]
     srcs = [str(program), *map(str, sources)]
-    defs = [f"-D{d}" for d in defines]
+    defs = [f"-D{d}" for d in defines] + [opt]  # after CFLAGS' -O2: the last -O counts
     if target == "host":
         exe = work / f"{program.stem}_host"
         subprocess.run(["gcc", *CFLAGS, *defs, *inc, "-o", str(exe), *srcs,
