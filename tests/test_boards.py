@@ -73,6 +73,7 @@ def test_twin_trains_like_the_host(name, board, models, tmp_path, cli):
     assert (fw / "firmware.elf").exists() and (fw / "firmware_qemu.elf").exists()
     x, y = _data(MODELS[name], STEPS)
     with HostProgram(host) as p:
+        assert p.device.board == "host"
         want_loss, want_params = _run(p, x, y)
     with open_program(fw, qemu=True) as p:
         assert p.device.board == board
