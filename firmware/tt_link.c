@@ -298,6 +298,33 @@ static uint8_t cmd_checkpoint(int save, uint32_t *len) {
     return TT_ST_OK;
 }
 
+/* The SGD scalars: an empty request reads them; 3 x f32 (lr, momentum, weight decay) sets all
+ * three or, if the model's setters refuse any, none (the earlier values are put back, which
+ * the setters always accept). The reply is the values in force. */
+static uint8_t cmd_optimizer(const uint8_t *p, uint32_t n, uint32_t *len) {
+    if (n != 0 && n != 12) return TT_ST_BAD_LENGTH;
+    if (n == 12) {
+        const float old[3] = {tt_get_lr(), tt_get_momentum(), tt_get_weight_decay()};
+        float v[3];
+        memcpy(v, p, sizeof(v));
+        int32_t rc[3] = {tt_set_lr(v[0]), tt_set_momentum(v[1]), tt_set_weight_decay(v[2])};
+        for (uint8_t i = 0; i < 3; i++) {
+            if (rc[i] == 0) continue;
+            (void)tt_set_lr(old[0]);
+            (void)tt_set_momentum(old[1]);
+            (void)tt_set_weight_decay(old[2]);
+            reply[0] = i;
+            reply[1] = (uint8_t)rc[i];
+            *len = 2;
+            return TT_ST_REFUSED;
+        }
+    }
+    const float now[3] = {tt_get_lr(), tt_get_momentum(), tt_get_weight_decay()};
+    memcpy(reply, now, sizeof(now));
+    *len = sizeof(now);
+    return TT_ST_OK;
+}
+
 static uint8_t cmd_stats(uint32_t *len) {
     uint32_t v[7] = {stats.steps, stats.skipped_nonfinite, stats.crc_errors, stats.bad_frames,
                      stats.duplicates, stats.frames_ok, tt_link_boot_checkpoint};
@@ -343,12 +370,14 @@ static uint8_t dispatch(uint8_t cmd, uint8_t *p, uint32_t n, uint32_t *len) {
     case 'R': tt_init(); return TT_ST_OK;
     case 'K': return cmd_stats(len);
     case 'P': return cmd_profile(p, n, len);
+    case 'O': return cmd_optimizer(p, n, len);
     default: return TT_ST_UNKNOWN_CMD;
     }
 }
 
 static void respond(uint8_t cmd, uint8_t st, uint32_t len) {
-    if (st != TT_ST_OK && st != TT_ST_CKPT_ERROR && st != TT_ST_VERSION) len = 0;
+    if (st != TT_ST_OK && st != TT_ST_CKPT_ERROR && st != TT_ST_VERSION && st != TT_ST_REFUSED)
+        len = 0;
     tx[0] = TT_LINK_VERSION;
     tx[1] = rx[1];
     tx[2] = rx[2];

@@ -30,6 +30,8 @@ enum {
     TT_ST_CKPT_ERROR = 4, /* followed by i32 tt_checkpoint error code */
     TT_ST_CKPT_NONE = 5,
     TT_ST_VERSION = 6,    /* followed by u8 the device's link version */
+    TT_ST_REFUSED = 7,    /* an SGD scalar refused: u8 which (0 lr, 1 momentum, 2 weight
+                           * decay), u8 the setter's error (TT_ERR_RANGE / _UNSUPPORTED) */
 };
 
 /* Serve requests until the link closes (never, on a board). */

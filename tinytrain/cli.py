@@ -377,6 +377,16 @@ def run(
     eval_data: Optional[Path] = typer.Option(None, "--eval", help="Held-out .npz: accuracy "
                                              "before training and after each epoch.",
                                              rich_help_panel=DATA),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate, set on the device "
+                                       "before training; it keeps it until it restarts "
+                                       "(default: unchanged, from a start the build's --lr).",
+                                       rich_help_panel=TRAINING),
+    momentum: Optional[float] = typer.Option(None, "--momentum", help="Momentum, set as --lr "
+                                             "is (only a build with --momentum > 0 has its "
+                                             "buffers).", rich_help_panel=TRAINING),
+    weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="Weight decay, "
+                                                 "set as --lr is (fp32 parameters only).",
+                                                 rich_help_panel=TRAINING),
     metrics: Optional[Path] = typer.Option(None, help="Write one JSON object per training step "
                                            "(a line as each step ends).",
                                            rich_help_panel=DATA),
@@ -410,6 +420,7 @@ def run(
             ev = load_npz(eval_data, prog.info) if eval_data else None
             if state:
                 prog.set_params(_load_state(state))
+            _set_sgd(prog, lr=lr, momentum=momentum, weight_decay=weight_decay)
             fh = open(metrics, "w", buffering=1) if metrics else None  # line-buffered: tail -f
             try:
                 steps = _train_and_report(prog, x, y, ev, epochs, shuffle, seed, fh, stop)
@@ -436,6 +447,21 @@ def run(
             hint = f"; continue with --state {path}" if save else ""
             err.print(f"interrupted{hint}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(130)
+
+
+def _set_sgd(prog: Device, **given: float | None) -> None:
+    """Set the SGD scalars given on the command line on the device (it checks them too) and
+    say what is in force, beside the build's values."""
+    values = {k: v for k, v in given.items() if v is not None}
+    if not values:
+        return
+    now = prog.sgd(**values)
+    built = prog.info.get("sgd") or {}
+    said = ", ".join(f"{k.replace('_', ' ')} {now[k]:g}"
+                     + (f" (build {built[k]:g})" if k in built
+                          and np.float32(built[k]) != np.float32(now[k]) else "")
+                     for k in values)
+    console.print(f"SGD for this run: {said}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _erase_twin_flash(build_dir: Path, erase: bool, qemu: bool) -> None:

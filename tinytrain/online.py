@@ -203,6 +203,17 @@ class OnlineModel:
         """Load parameters saved by `save` or `tinytrain run --save`."""
         self.load_params(load_state(path))
 
+    def sgd(self, *, lr: float | None = None, momentum: float | None = None,
+            weight_decay: float | None = None) -> dict[str, float]:
+        """The SGD scalars in force on the device ({"lr", "momentum", "weight_decay"}), after
+        setting the ones given: all or none, from the next update on (a learning-rate
+        schedule, or lr 0 to pause learning). The device refuses values out of range and
+        ones the build cannot use (momentum without momentum buffers; momentum or weight
+        decay for int8 parameters) with a LinkError, changing nothing."""
+        given = {k: float(v) for k, v in (("lr", lr), ("momentum", momentum),
+                                          ("weight_decay", weight_decay)) if v is not None}
+        return self.device.sgd(**given)
+
     def reset(self) -> None:
         """Back to the build's initial parameters; pending gradients are dropped."""
         self.device.reset()

@@ -16,8 +16,10 @@ Families (each frame is one of):
   long        a valid-CRC train/infer frame with more bytes than the input
   get / set   parameter reads and writes with offsets or counts outside the parameters
   lengths     get/set/profile/hello with payloads of the wrong length
-Commands that legitimately change state (reset, checkpoint load/save, an in-range set) are
-never sent as fuzz.
+  sgd         SGD scalars out of range (NaN, infinite, negative, momentum >= 1) or of the
+              wrong length
+Commands that legitimately change state (reset, checkpoint load/save, an in-range set of
+parameters or SGD scalars) are never sent as fuzz.
 """
 
 from __future__ import annotations
@@ -31,8 +33,11 @@ import numpy as np
 from tinytrain.link.frames import ESC, FLAG, VERSION, encode, stuff
 
 FAMILIES = ("garbage", "bad_crc", "bad_escape", "cut", "version", "unknown", "label",
-            "nonfinite", "short", "long", "get", "set", "lengths")
-SAFE_UNKNOWN = [c for c in range(256) if chr(c) not in "HTIUGSCLRKP" and c != 0x15]
+            "nonfinite", "short", "long", "get", "set", "lengths", "sgd")
+SAFE_UNKNOWN = [c for c in range(256) if chr(c) not in "HTIUGSCLRKPO" and c != 0x15]
+# (lr, momentum, weight decay) the device must refuse: each has one value out of range
+BAD_SGD = [(np.nan, 0, 0), (-0.1, 0, 0), (np.inf, 0, 0), (0.05, 1.0, 0), (0.05, -0.5, 0),
+           (0.05, np.nan, 0), (0.05, 0, -1e-3), (0.05, 0, np.inf), (-np.inf, 2.0, np.nan)]
 DRAIN_SECONDS = 0.02  # wait for whatever the device answers a fuzz frame before going on
 
 
@@ -108,6 +113,10 @@ def fuzz_frame(family: str, rng: np.random.Generator, seq: int, info: dict,
         cmd = rng.choice(["G", "S", "P"])
         n = {"G": [0, 5, 7, 100], "S": [0, 1, 3], "P": [0, 1, 3, 9]}[cmd]
         return _frame(seq, ord(cmd), rng.bytes(int(rng.choice(n))))
+    if family == "sgd":
+        if rng.random() < 0.25:
+            return _frame(seq, ord("O"), rng.bytes(int(rng.choice([1, 4, 8, 11, 13, 24]))))
+        return _frame(seq, ord("O"), struct.pack("<3f", *BAD_SGD[rng.integers(len(BAD_SGD))]))
     raise ValueError(family)
 
 

@@ -27,10 +27,16 @@ LINE_RATE = 11_520
 RTT_MARGIN = 3.0
 PROFILE_CHUNK = 64  # op counters per profile reply
 # Statuses (firmware/tt_link.h)
-OK, UNKNOWN_CMD, BAD_LENGTH, BAD_ARG, CKPT_ERROR, CKPT_NONE, BAD_VERSION = range(7)
+OK, UNKNOWN_CMD, BAD_LENGTH, BAD_ARG, CKPT_ERROR, CKPT_NONE, BAD_VERSION, REFUSED = range(8)
 STATUS_TEXT = {UNKNOWN_CMD: "unknown command", BAD_LENGTH: "wrong payload length",
                BAD_ARG: "argument out of range", CKPT_ERROR: "checkpoint failed",
-               CKPT_NONE: "no valid checkpoint", BAD_VERSION: "link version mismatch"}
+               CKPT_NONE: "no valid checkpoint", BAD_VERSION: "link version mismatch",
+               REFUSED: "an SGD scalar was refused"}
+SGD_SCALARS = ("lr", "momentum", "weight_decay")  # the 'O' command's order
+# model.h's setter errors, as the 'O' command reports them
+SETTER_ERRORS = {3: "out of range (lr >= 0, 0 <= momentum < 1, weight decay >= 0, finite)",
+                 4: "not usable by this build (int8 parameters train with plain SGD; momentum "
+                    "needs the buffers a build with --momentum > 0 has)"}
 CKPT_ERRORS = {-1: "this board has no checkpoint flash", -2: "the parameters do not fit a slot",
                -3: "erasing flash failed", -4: "programming flash failed",
                -5: "read-back verification failed"}
@@ -183,6 +189,9 @@ class Device:
         if status == CKPT_ERROR:
             (code,) = struct.unpack("<i", data[:4])
             raise LinkError(f"checkpoint failed: {CKPT_ERRORS.get(code, f'error {code}')}")
+        if status == REFUSED and len(data) == 2 and data[0] < len(SGD_SCALARS):
+            raise LinkError(f"the device refused {SGD_SCALARS[data[0]]}: "
+                            f"{SETTER_ERRORS.get(data[1], f'error {data[1]}')}; nothing changed")
         raise LinkError(f"the device refused command '{cmd}': "
                         f"{STATUS_TEXT.get(status, f'status {status}')}")
 
@@ -312,6 +321,22 @@ class Device:
             if "no valid checkpoint" in str(e):
                 return None
             raise
+
+    def sgd(self, **values: float) -> dict[str, float]:
+        """The SGD scalars in force on the device (lr, momentum, weight_decay); the ones given
+        are set first, all or none (the device checks them: LinkError if it refuses one). A
+        new value applies from the next update on; the build's values are the start."""
+        unknown = set(values) - set(SGD_SCALARS)
+        if unknown:
+            raise LinkError(f"unknown SGD scalar(s) {sorted(unknown)}; settable: "
+                            f"{', '.join(SGD_SCALARS)}")
+        payload = b""
+        if values:
+            now = self.sgd()
+            now.update(values)
+            payload = struct.pack("<3f", *(now[k] for k in SGD_SCALARS))
+        return dict(zip(SGD_SCALARS, struct.unpack("<3f", self.request("O", payload)),
+                        strict=True))
 
     def device_stats(self) -> dict[str, int]:
         v = struct.unpack("<7I", self.request("K"))
