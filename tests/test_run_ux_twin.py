@@ -157,3 +157,26 @@ def test_twin_does_not_outlive_a_killed_tinytrain(firmware: Path, tmp_path: Path
     while _state(twins[0]) not in ("", "Z"):
         assert time.monotonic() < deadline, f"QEMU {twins[0]} still runs"
         time.sleep(0.05)
+
+
+def test_a_checkpoint_survives_the_twin_being_killed(firmware: Path, tmp_path: Path) -> None:
+    """A checkpoint the firmware acknowledged reaches DIR/twin_flash.bin at once: QEMU killed
+    outright afterwards (no orderly stop to save the flash) loses nothing, as a board's flash
+    keeps what was written before a power cut."""
+    import tinytrain as tt
+
+    rng = np.random.default_rng(2)
+    x = rng.uniform(0, 1, (6, 1, 8, 8)).astype(np.float32)
+    (firmware / TWIN_FLASH).unlink(missing_ok=True)
+    with tt.connect(firmware, qemu=True) as m:
+        for xi, yi in zip(x, rng.integers(0, 10, len(x)), strict=True):
+            m.learn(xi, int(yi))
+        seq = m.checkpoint()
+        trained = m.params()
+        assert (firmware / TWIN_FLASH).exists()  # before the twin stops
+        m.device.transport.twin.proc.kill()  # no save_flash at stop: QEMU is already gone
+        m.device.transport.twin.proc.wait()
+    with open_program(firmware, qemu=True) as p:
+        assert p.device_stats()["boot_checkpoint"] == seq
+        for name, v in p.get_params().items():
+            np.testing.assert_array_equal(v, trained[name], err_msg=name)

@@ -6,8 +6,9 @@ The MPS2 machines have no flash device: their code memory is RAM loaded from the
 boards/qemu/mps2.c emulates the two checkpoint slots in it with NOR semantics. So the slots'
 bytes travel through QEMU itself, never through the firmware: at start each slot is preloaded
 from the file with QEMU's generic loader (`-device loader,force-raw=on`, applied at reset,
-before the first instruction), and when tinytrain stops the twin it pauses the CPU and reads
-both slots back with the QMP monitor's `pmemsave`. The firmware therefore boots exactly as on
+before the first instruction), and after every checkpoint the firmware acknowledges, and when
+tinytrain stops the twin, it pauses the CPU and reads both slots back with the QMP monitor's
+`pmemsave`. The firmware therefore boots exactly as on
 the board: tt_checkpoint_load() finds, CRC-checks and loads the newest valid slot, or none.
 The file is slot 0 then slot 1, like the host build's TT_FLASH_FILE; a missing file or one of
 another size (another layout) is an erased (0xFF) flash. A rebuild replaces DIR and with it the
@@ -275,6 +276,11 @@ class TwinTransport(SerialTransport):
         except LinkError:
             twin.stop()
             raise
+
+    def flash_written(self) -> None:
+        """The firmware wrote a checkpoint: keep the slots on disk at once, so a QEMU that
+        dies later (killed, or crashed) loses no checkpoint it acknowledged."""
+        self.twin.save_flash()
 
     def read(self, timeout: float) -> bytes:
         if self.twin.proc.poll() is not None:
