@@ -257,12 +257,15 @@ static uint8_t sample(uint8_t cmd, uint8_t *out, uint32_t *len) {
     return sample_error == 0 ? TT_ST_OK : TT_ST_BAD_LENGTH;
 }
 
-/* Parameters as one byte string: the trainable table's entries back to back. */
-static uint8_t param_bytes(uint32_t off, uint8_t *buf, uint32_t n, int write) {
-    if (off > TT_TRAINABLE_BYTES || n > TT_TRAINABLE_BYTES - off) return TT_ST_BAD_ARG;
+/* A table (the trainable parameters, or the training state) as one byte string: its entries
+ * back to back, `total` bytes in all. */
+typedef const tt_param_info *(*table_fn)(int32_t i);
+static uint8_t table_bytes(table_fn entry, uint32_t total, uint32_t off, uint8_t *buf,
+                           uint32_t n, int write) {
+    if (off > total || n > total - off) return TT_ST_BAD_ARG;
     uint32_t base = 0;
-    for (int32_t i = 0; i < TT_NUM_TRAINABLE && n; i++) {
-        const tt_param_info *t = tt_trainable(i);
+    const tt_param_info *t;
+    for (int32_t i = 0; (t = entry(i)) != NULL && n; i++) {
         uint32_t b = (uint32_t)t->bytes;
         if (off < base + b) {
             uint32_t k = off - base, m = b - k < n ? b - k : n;
@@ -275,17 +278,35 @@ static uint8_t param_bytes(uint32_t off, uint8_t *buf, uint32_t n, int write) {
     return TT_ST_OK;
 }
 
-static uint8_t cmd_get(const uint8_t *p, uint32_t n, uint32_t *len) {
+static uint8_t cmd_get(table_fn entry, uint32_t total, const uint8_t *p, uint32_t n,
+                       uint32_t *len) {
     if (n != 6) return TT_ST_BAD_LENGTH;
     uint32_t off = get_u32(p), cnt = (uint32_t)p[4] | ((uint32_t)p[5] << 8);
     if (cnt > TT_LINK_CHUNK) return TT_ST_BAD_ARG;
     *len = cnt;
-    return param_bytes(off, reply, cnt, 0);
+    return table_bytes(entry, total, off, reply, cnt, 0);
 }
 
 static uint8_t cmd_set(uint8_t *p, uint32_t n) {
     if (n < 4 || n - 4 > TT_LINK_CHUNK) return TT_ST_BAD_LENGTH;
-    return param_bytes(get_u32(p), p + 4, n - 4, 1);
+    return table_bytes(tt_trainable, TT_TRAINABLE_BYTES, get_u32(p), p + 4, n - 4, 1);
+}
+
+/* Training state writes: entry 0, the pending-sample count, must stay in 0..BATCH-1 (the
+ * step compares it with BATCH), so a write that would put it elsewhere changes nothing. The
+ * other entries take any bytes, as parameters do. */
+static uint8_t cmd_set_state(uint8_t *p, uint32_t n) {
+    if (n < 4 || n - 4 > TT_LINK_CHUNK) return TT_ST_BAD_LENGTH;
+    uint32_t off = get_u32(p), cnt = n - 4;
+    if (off < 4) {
+        uint8_t v[4];
+        int32_t pending;
+        memcpy(v, tt_state(0)->data, 4);
+        for (uint32_t i = off; i < 4 && i - off < cnt; i++) v[i] = p[4 + i - off];
+        memcpy(&pending, v, 4);
+        if (pending < 0 || pending >= TT_BATCH) return TT_ST_BAD_ARG;
+    }
+    return table_bytes(tt_state, TT_STATE_BYTES, off, p + 4, cnt, 1);
 }
 
 static uint8_t cmd_checkpoint(int save, uint32_t *len) {
@@ -363,8 +384,10 @@ static uint8_t dispatch(uint8_t cmd, uint8_t *p, uint32_t n, uint32_t *len) {
     case 'T': /* a sample frame with a wrong version, or too short to hold its target */
     case 'I': (void)p; (void)n; return TT_ST_BAD_LENGTH;
     case 'U': tt_apply_update(); return TT_ST_OK;
-    case 'G': return cmd_get(p, n, len);
+    case 'G': return cmd_get(tt_trainable, TT_TRAINABLE_BYTES, p, n, len);
     case 'S': return cmd_set(p, n);
+    case 'g': return cmd_get(tt_state, TT_STATE_BYTES, p, n, len);
+    case 's': return cmd_set_state(p, n);
     case 'C': return cmd_checkpoint(1, len);
     case 'L': return cmd_checkpoint(0, len);
     case 'R': tt_init(); return TT_ST_OK;

@@ -18,6 +18,7 @@ from tests.sim.stm32_rom_bootloader import Stm32RomBootloader  # noqa: E402
 from tests.torch_models import MLP, DigitsCNN, OpsMix, TinyMobileNet, export  # noqa: E402
 from tinytrain.flashing import load_elf  # noqa: E402
 from tinytrain.runner import HostProgram, open_program  # noqa: E402
+from tinytrain.state_file import read as read_saved  # noqa: E402
 
 needs_arm = pytest.mark.skipif(
     shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None,
@@ -117,7 +118,9 @@ def test_run_cli_on_the_twin(stm32_mlp, tmp_path, cli):
             "--eval", tmp_path / "d.npz", "--save", tmp_path / "s.npz", "--checkpoint")
     assert "epoch 2" in p.stdout and "checkpoint 1 written" in p.stdout
     info = json.loads((stm32_mlp / "program.json").read_text())
-    assert set(np.load(tmp_path / "s.npz").files) == {t["name"] for t in info["trainable"]}
+    saved = read_saved(tmp_path / "s.npz")
+    assert set(saved.params) == {t["name"] for t in info["trainable"]}
+    assert set(saved.state) == {e["name"] for e in info["state"]}
 
 
 def test_checkpoint_restores_on_the_twin(stm32_mlp):

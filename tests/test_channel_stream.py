@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")
 
 from tests.torch_models import MobileNetV2, ProxylessNAS, export  # noqa: E402
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES  # noqa: E402
+from tinytrain.state_file import read as read_saved  # noqa: E402
 
 STEPS = 4
 # backward peak (live arena bytes, planner) of each network's 99 KB-class TTE scheme, int8 at
@@ -133,8 +134,7 @@ def _train(cli, path, d, out, *args):
     cli("run", out, "--data", d / "train.npz", "--metrics", out / "m.jsonl", "--save",
         out / "state.npz")
     losses = [json.loads(line)["loss"] for line in open(out / "m.jsonl")]
-    with np.load(out / "state.npz") as f:
-        return losses, {k: f[k] for k in f.files}, (out / "model.c").read_text()
+    return losses, read_saved(out / "state.npz").params, (out / "model.c").read_text()
 
 
 CASES = {  # name: (model, resolution, int8, --update, extra build options)

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 from tests.fuzz.frames import FAMILIES, fuzz_against_clean  # noqa: E402
 from tests.torch_models import MLP, export  # noqa: E402
 
-FRAMES = 2800  # 200 per family in CI; bench/fuzz_frames.py is the long run
+FRAMES = 3000  # 200 per family in CI; bench/fuzz_frames.py is the long run
 SAMPLES = 20
 
 

@@ -23,6 +23,7 @@ from tests.conftest import tinytrain as tt
 from tinytrain.errors import DataError, OptionError, TinyTrainError
 from tinytrain.link.device import quantize_input
 from tinytrain.samples import input_batch
+from tinytrain.state_file import read as read_saved
 
 EXAMPLE = ROOT / "examples" / "online_learning.py"
 DIGITS_CNN = ROOT / "examples" / "digits" / "digits_cnn.onnx"
@@ -160,10 +161,10 @@ def test_learn_gives_the_losses_of_tinytrain_run(work: Path, data) -> None:
                                   np.float32([r["loss"] for r in recs]))
     assert [s.pred for s in steps] == [r["pred"] for r in recs]
     assert [s.updated for s in steps] == [(k + 1) % 4 == 0 for k in range(30)]
-    with np.load(work / "run_state.npz") as saved:
-        assert sorted(saved.files) == sorted(params)
-        for k in saved.files:
-            np.testing.assert_array_equal(params[k], saved[k], err_msg=k)
+    saved = read_saved(work / "run_state.npz").params
+    assert sorted(saved) == sorted(params)
+    for k in saved:
+        np.testing.assert_array_equal(params[k], saved[k], err_msg=k)
 
 
 # ---- layout mistakes: the API and the CLI -------------------------------------------------

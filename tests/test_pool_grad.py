@@ -31,6 +31,7 @@ torch = pytest.importorskip("torch")
 
 from tests.test_torch_parity import digits, torch_param_for, torch_train  # noqa: E402
 from tests.torch_models import MobileNetV2, export  # noqa: E402
+from tinytrain.state_file import read as read_saved  # noqa: E402
 
 RUNTIME_C = Path(__file__).resolve().parent.parent / "runtime_c"
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wdouble-promotion",
@@ -313,8 +314,7 @@ def _build_run(cli, onnx_path, data, out, update, batch, lr, momentum, wd, *extr
         "--momentum", momentum, "--weight-decay", wd, *extra)
     cli("run", out, "--data", data, "--metrics", out / "m.jsonl", "--save", out / "state.npz")
     losses = [json.loads(line)["loss"] for line in open(out / "m.jsonl")]
-    with np.load(out / "state.npz") as f:
-        return losses, {k: f[k] for k in f.files}
+    return losses, read_saved(out / "state.npz").params
 
 
 @pytest.mark.parametrize("name", sorted(FP32_CASES))

@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")
 
 from tests.test_memory_passes import SRAM_MATCH_RTOL, _reserved_bytes  # noqa: E402
 from tests.torch_models import MobileNetV2, export  # noqa: E402
+from tinytrain.state_file import read as read_saved  # noqa: E402
 
 STEPS = 4
 SCHEME = "tte:n_bias=25,idx=27-30-33-36-39-42-45-48,ratio=1-1-1-1-1-0.125-0.5-1"
@@ -140,8 +141,7 @@ def _train(cli, path, d, out, *extra):
     cli("run", out, "--data", d / "train.npz", "--metrics", out / "m.jsonl", "--save",
         out / "state.npz")
     losses = [json.loads(line)["loss"] for line in open(out / "m.jsonl")]
-    with np.load(out / "state.npz") as f:
-        return losses, {k: f[k] for k in f.files}
+    return losses, read_saved(out / "state.npz").params
 
 
 def test_streamed_build_trains_bit_identically(mbv2, tmp_path, cli):

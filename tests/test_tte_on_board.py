@@ -15,6 +15,7 @@ import torch
 
 from tests.torch_models import export
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES, TTE_PEAK_KB
+from tinytrain.state_file import read as read_saved
 
 STEPS = 20  # the issue's bar: at least 20 training steps on the twin
 SRAM_CEILING = 256 * 1024  # the whole linked firmware (link buffers, stack) fits an nRF52840's
@@ -29,8 +30,7 @@ def _run(cli, out, data):
     cli("run", out, *(["--qemu"] if (out / "firmware.elf").exists() else []), "--data", data,
         "--metrics", out / "m.jsonl", "--save", out / "state.npz")
     losses = [json.loads(line)["loss"] for line in open(out / "m.jsonl")]
-    with np.load(out / "state.npz") as f:
-        return losses, {k: f[k] for k in f.files}
+    return losses, read_saved(out / "state.npz").params
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))

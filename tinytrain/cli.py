@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,11 +16,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from tinytrain import __version__
+from tinytrain import __version__, state_file
 from tinytrain.boards import available as available_boards
 from tinytrain.cli_help import GroupedCommand
 from tinytrain.compiler import KERNELS, Options, pipeline
-from tinytrain.errors import TinyTrainError
+from tinytrain.errors import DataError, OptionError, TinyTrainError
 from tinytrain.passes.add_loss import LOSSES
 from tinytrain.qemu import TWIN_FLASH
 from tinytrain.quant.update import MODES as ROUNDINGS
@@ -223,7 +222,6 @@ def build(
 def _auto_options(update: str, data: Path | None, search_time: float):
     """--data and --search-time belong to --update auto; alone they would be ignored."""
     from tinytrain.autoplan import AutoOptions
-    from tinytrain.errors import OptionError
 
     if update != "auto":
         if data is not None:
@@ -238,7 +236,6 @@ def _auto_options(update: str, data: Path | None, search_time: float):
 
 def _check_dump_ir(name: str, opts: Options) -> None:
     """Before compiling: a pass name that never runs would print nothing, silently."""
-    from tinytrain.errors import OptionError
 
     runs = ["import", *(n for n, _ in pipeline(opts))]
     if name in runs:
@@ -310,7 +307,6 @@ def plan_cmd(
     from tinytrain.autoplan import AutoOptions, Session, sram_budget
     from tinytrain.autoplan.frontier_report import format_choice, format_frontier, plot_frontier
     from tinytrain.boards import load_board
-    from tinytrain.errors import OptionError
     from tinytrain.passes.optimizer import SGDConfig
 
     with user_errors():
@@ -399,10 +395,17 @@ def run(
     erase_flash: bool = typer.Option(False, "--erase-flash", help="With --qemu: start the twin "
                                      "with erased flash (forget its checkpoints).",
                                      rich_help_panel=DEVICE),
-    state: Optional[Path] = typer.Option(None, help="Start from parameters saved by --save.",
+    state: Optional[Path] = typer.Option(None, help="Start from parameters saved by --save, "
+                                         "and from its training state (momentum, "
+                                         "accumulators, int8 shadows) when the build matches.",
                                          rich_help_panel=STATE),
-    save: Optional[Path] = typer.Option(None, help="Save the trained parameters (.npz), also "
-                                        "on Ctrl-C.", rich_help_panel=STATE),
+    resume: bool = typer.Option(False, "--resume", help="With --state: go on where that run "
+                                "stopped, in its sample order (its --epochs, --shuffle and "
+                                "--seed), so an interrupted run ends as an uninterrupted one "
+                                "would.", rich_help_panel=STATE),
+    save: Optional[Path] = typer.Option(None, help="Save the trained parameters, the training "
+                                        "state and where the run stopped (.npz), also on "
+                                        "Ctrl-C.", rich_help_panel=STATE),
     checkpoint: bool = typer.Option(False, "--checkpoint", help="Save the trained parameters "
                                     "to the device's flash at the end, also on Ctrl-C (kept "
                                     "across power loss; loaded at boot).",
@@ -415,18 +418,27 @@ def run(
 
     with user_errors():
         _erase_twin_flash(build_dir, erase_flash, qemu)
+        if resume and not state:
+            raise OptionError("--resume needs --state FILE: the file `run --save` wrote")
         with open_program(build_dir, port=port, qemu=qemu) as prog, StopRequest() as stop:
             x, y = load_npz(data, prog.info)
             ev = load_npz(eval_data, prog.info) if eval_data else None
+            start = (0, 0)
             if state:
-                prog.set_params(_load_state(state))
+                saved = state_file.read(state)
+                prog.set_params(saved.params)
+                _restore_training_state(prog, saved)
+                if resume:
+                    epochs, shuffle, seed, start = _resume_at(saved, len(x), state)
             _set_sgd(prog, lr=lr, momentum=momentum, weight_decay=weight_decay)
-            fh = open(metrics, "w", buffering=1) if metrics else None  # line-buffered: tail -f
-            try:
-                steps = _train_and_report(prog, x, y, ev, epochs, shuffle, seed, fh, stop)
+            fh = open(metrics, "a" if resume else "w", buffering=1) if metrics else None
+            try:  # (line-buffered: tail -f; a resumed run appends to its metrics)
+                stats = _train_and_report(prog, x, y, ev, epochs, shuffle, seed, fh, stop,
+                                          start)
             finally:
                 if fh:
                     fh.close()
+            steps = sum(s.steps for s in stats)
             if stop():
                 what = " and ".join(o for o, on in (("--save", save), ("--checkpoint", checkpoint))
                                     if on)
@@ -434,19 +446,62 @@ def run(
                           + (f"; doing {what} (Ctrl-C again aborts)" if what else ""),
                           markup=False, highlight=False, soft_wrap=True)
             if save:
-                path = save if save.suffix == ".npz" else Path(f"{save}.npz")  # as np.savez
-                np.savez(path, **prog.get_params())
-                console.print(f"saved trained parameters after {steps} steps to {path}",
-                              markup=False, highlight=False, soft_wrap=True)
+                at = _position(stats, start, len(x))
+                path = state_file.write(save, prog.get_params(), _training_state(prog),
+                                        {"epoch": at[0], "sample": at[1], "epochs": epochs,
+                                         "shuffle": shuffle, "seed": seed, "samples": len(x)})
+                where = "finished" if at[0] >= epochs else \
+                    f"stopped at epoch {at[0] + 1}, sample {at[1]} of {len(x)}"
+                console.print(f"saved trained parameters and training state after {steps} "
+                              f"steps to {path} (run {where})", markup=False, highlight=False,
+                              soft_wrap=True)
             if checkpoint:
                 kept = f" (kept in {build_dir / TWIN_FLASH})" if qemu else ""
                 console.print(f"checkpoint {prog.checkpoint()} written to flash{kept}",
                               markup=False, highlight=False, soft_wrap=True)
             _print_link_health(prog)
         if stop():
-            hint = f"; continue with --state {path}" if save else ""
+            hint = f"; continue with --state {path} --resume" if save else ""
             err.print(f"interrupted{hint}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(130)
+
+
+def _restore_training_state(prog: Device, saved: state_file.Saved) -> None:
+    """Write the file's training state when it is this build's; say so when it is not (the
+    parameters still load: a rebuild with another optimizer keeps them)."""
+    if saved.state is None:
+        return
+    if state_file.matches(saved.state, prog.info):
+        prog.set_state(saved.state)
+    else:
+        err.print("note: the state file's training state (momentum, accumulators, shadows) is "
+                  "not this build's; only its parameters were loaded", markup=False,
+                  highlight=False, soft_wrap=True)
+
+
+def _resume_at(saved: state_file.Saved, n: int, path: Path) -> tuple[int, bool, int,
+                                                                      tuple[int, int]]:
+    """(epochs, shuffle, seed, (epoch, sample)) of the run that saved `path`."""
+    p = saved.position
+    if p is None:
+        raise DataError(f"{path} holds no run position (not written by `tinytrain run "
+                        "--save`): --resume cannot tell where to go on")
+    if p["samples"] != n:
+        raise DataError(f"{path} was saved by a run over {p['samples']} samples; --data has "
+                        f"{n}: resume with the same data")
+    return p["epochs"], bool(p["shuffle"]), p["seed"], (p["epoch"], p["sample"])
+
+
+def _position(stats: list[EpochStats], start: tuple[int, int], n: int) -> tuple[int, int]:
+    """Where the run stopped: (epoch, next sample in its order)."""
+    if not stats:
+        return start
+    last = stats[-1]
+    return (last.epoch, last.start + last.steps) if last.interrupted else (last.epoch + 1, 0)
+
+
+def _training_state(prog: Device) -> dict[str, np.ndarray] | None:
+    return prog.get_state() if prog.info.get("state") is not None else None
 
 
 def _set_sgd(prog: Device, **given: float | None) -> None:
@@ -465,7 +520,6 @@ def _set_sgd(prog: Device, **given: float | None) -> None:
 
 
 def _erase_twin_flash(build_dir: Path, erase: bool, qemu: bool) -> None:
-    from tinytrain.errors import OptionError
     from tinytrain.qemu import erase_flash
 
     if not erase:
@@ -488,12 +542,13 @@ def _live(adv: Callable[..., None], epochs: int) -> Callable[..., None]:
 
 def _train_and_report(prog: Device, x: np.ndarray, y: np.ndarray,
                       ev: tuple[np.ndarray, np.ndarray] | None, epochs: int, shuffle: bool,
-                      seed: int, fh: TextIO | None, stop: StopRequest) -> int:
+                      seed: int, fh: TextIO | None, stop: StopRequest,
+                      start: tuple[int, int] = (0, 0)) -> list[EpochStats]:
     """Evaluate (with --eval), then train with a line per epoch as it ends and an evaluation
-    after each epoch; stops early once `stop()` turns true. Returns the steps trained."""
+    after each epoch; stops early once `stop()` turns true. Returns the epochs' figures."""
     from tinytrain.train import evaluate, train
 
-    total, t0 = epochs * len(x), time.monotonic()
+    total, t0 = (epochs - start[0]) * len(x) - start[1], time.monotonic()
     done, last_eval = 0, None
     with bars() as b:
         def run_eval() -> float | None:
@@ -506,7 +561,7 @@ def _train_and_report(prog: Device, x: np.ndarray, y: np.ndarray,
             if before is not None:
                 console.print(f"eval accuracy before: {before:.4f}")
         if stop():
-            return 0
+            return []
 
         def on_epoch(s: EpochStats) -> None:
             nonlocal done, last_eval
@@ -529,12 +584,13 @@ def _train_and_report(prog: Device, x: np.ndarray, y: np.ndarray,
                           markup=False, highlight=False, soft_wrap=True)
 
         with b.task("train", total) as adv:
-            train(prog, x, y, epochs, shuffle, seed, fh, _live(adv, epochs), on_epoch, stop)
+            stats = train(prog, x, y, epochs, shuffle, seed, fh, _live(adv, epochs), on_epoch,
+                          stop, start)
         if ev is not None and not stop():
-            after = last_eval if epochs else run_eval()
+            after = last_eval if stats else run_eval()
             if after is not None:
                 console.print(f"eval accuracy after: {after:.4f}")
-    return done
+    return stats
 
 
 def _print_link_health(prog) -> None:
@@ -547,17 +603,8 @@ def _print_link_health(prog) -> None:
 
 
 def _load_state(path: Path) -> dict[str, np.ndarray]:
-    from tinytrain.errors import DataError
-
-    try:
-        f = np.load(path, allow_pickle=False)
-        if not isinstance(f, np.lib.npyio.NpzFile):
-            raise DataError(f"{path} is not an .npz of parameters; pass the file written by "
-                            "`tinytrain run --save`")
-        with f:
-            return {k: f[k] for k in f.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise DataError(f"cannot read state file {path}: {e}") from None
+    """The parameters of a state file (its training state is the run's business)."""
+    return state_file.read(path).params
 
 
 @app.command(cls=GroupedCommand)

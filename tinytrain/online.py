@@ -13,7 +13,7 @@ TinyTrainError with one paragraph that says how to fix it. The parameter state i
 
 from __future__ import annotations
 
-import zipfile
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tinytrain import state_file
 from tinytrain.data import to_logical
 from tinytrain.errors import DataError, OptionError
 from tinytrain.link.device import NP_TYPES, Device, LinkStats
@@ -63,18 +64,7 @@ def connect(build_dir: str | Path, *, qemu: bool = False, port: str | None = Non
 
 def load_state(path: str | Path) -> dict[str, np.ndarray]:
     """The parameters in an .npz written by `OnlineModel.save` or `tinytrain run --save`."""
-    path = Path(path)
-    try:
-        f = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise DataError(f"state file {path} does not exist") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise DataError(f"cannot read state file {path}: {e}") from None
-    if not isinstance(f, np.lib.npyio.NpzFile):
-        raise DataError(f"{path} is not an .npz of parameters; pass a file written by "
-                        "save() or `tinytrain run --save`")
-    with f:
-        return {k: f[k] for k in f.files}
+    return state_file.read(path).params
 
 
 class OnlineModel:
@@ -191,17 +181,24 @@ class OnlineModel:
         self.device.set_params(check_state(params, self.info))
 
     def save(self, path: str | Path) -> Path:
-        """Save the parameters to an .npz (the format of `tinytrain run --save`, usable with
-        `tinytrain run/infer --state` and `tinytrain export`). Returns the path written."""
-        path = Path(path)
-        if path.suffix != ".npz":  # numpy would add it silently
-            path = path.with_name(path.name + ".npz")
-        np.savez(path, **self.params())
-        return path
+        """Save the parameters and the training state (momentum buffers, gradients pending
+        toward the next update, int8 shadow bytes, the rounding's step counter) to an .npz,
+        written atomically: the format of `tinytrain run --save`, usable with `tinytrain
+        run/infer --state` and `tinytrain export`. Returns the path written."""
+        state = self.device.get_state() if self.info.get("state") is not None else None
+        return state_file.write(path, self.params(), state)
 
     def load(self, path: str | Path) -> None:
-        """Load parameters saved by `save` or `tinytrain run --save`."""
-        self.load_params(load_state(path))
+        """Load what `save` or `tinytrain run --save` wrote: the parameters, and the training
+        state when the file has this build's (learning then goes on exactly as if it had
+        never stopped)."""
+        saved = state_file.read(path)
+        self.load_params(saved.params)
+        if state_file.matches(saved.state, self.info):
+            self.device.set_state(saved.state)
+        elif saved.state is not None:
+            warnings.warn(f"{path}: its training state is not this build's; only the "
+                          "parameters were loaded", stacklevel=2)
 
     def sgd(self, *, lr: float | None = None, momentum: float | None = None,
             weight_decay: float | None = None) -> dict[str, float]:

@@ -27,8 +27,9 @@ class EpochStats:
     epoch: int
     mean_loss: float
     accuracy: float | None
-    steps: int  # samples trained in this epoch
+    steps: int  # samples trained in this epoch (by this run)
     interrupted: bool = False  # stopped before the end of the epoch
+    start: int = 0  # where in the epoch's sample order this run began (a resumed run)
 
 
 class StopRequest:
@@ -69,16 +70,19 @@ def sample_order(n: int, epoch: int, shuffle: bool, seed: int) -> np.ndarray:
 def train(prog: HostProgram, x: np.ndarray, y: np.ndarray, epochs: int = 1, shuffle: bool = False,
           seed: int = 0, metrics: TextIO | None = None, progress: Progress | None = None,
           on_epoch: Callable[[EpochStats], None] | None = None,
-          stop: Stop | None = None) -> list[EpochStats]:
+          stop: Stop | None = None, start: tuple[int, int] = (0, 0)) -> list[EpochStats]:
     """Train sample by sample. `on_epoch` is called as each epoch ends (after its partial
     batch is applied); when `stop()` turns true the current sample is finished, the pending
-    partial batch applied, and the last (interrupted) epoch reported."""
+    partial batch applied, and the last (interrupted) epoch reported. `start` (epoch, sample):
+    where a resumed run goes on, in the same sample orders."""
     ce = prog.info["loss"] == "ce"
-    stats, step = [], 0
-    for epoch in range(epochs):
+    stats, step = [], start[0] * len(x) + start[1]
+    for epoch in range(start[0], epochs):
         losses, correct, interrupted, loss_sum = [], 0, False, 0.0
         order = sample_order(len(x), epoch, shuffle, seed)
-        for k, i in enumerate(order):
+        first = start[1] if epoch == start[0] else 0
+        for k in range(first, len(order)):
+            i = order[k]
             loss, pred, _ = prog.train(x[i], y[i])
             losses.append(loss)
             label = int(y[i]) if ce else None
@@ -96,8 +100,10 @@ def train(prog: HostProgram, x: np.ndarray, y: np.ndarray, epochs: int = 1, shuf
                 interrupted = True
                 break
         prog.apply_update()  # a partial last batch is applied, as PyTorch's DataLoader does
+        if not losses:  # resumed at the very end of an epoch
+            continue
         s = EpochStats(epoch, float(np.mean(losses)), correct / len(losses) if ce else None,
-                       len(losses), interrupted)
+                       len(losses), interrupted, first)
         stats.append(s)
         if on_epoch:
             on_epoch(s)

@@ -15,11 +15,13 @@ Families (each frame is one of):
   short       a valid-CRC train/infer frame with fewer sample bytes than the input
   long        a valid-CRC train/infer frame with more bytes than the input
   get / set   parameter reads and writes with offsets or counts outside the parameters
+  state       training-state reads and writes outside the state, and writes of a pending
+              count outside 0..batch-1
   lengths     get/set/profile/hello with payloads of the wrong length
   sgd         SGD scalars out of range (NaN, infinite, negative, momentum >= 1) or of the
               wrong length
 Commands that legitimately change state (reset, checkpoint load/save, an in-range set of
-parameters or SGD scalars) are never sent as fuzz.
+parameters, training state or SGD scalars) are never sent as fuzz.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ import zlib
 import numpy as np
 
 from tinytrain.link.frames import ESC, FLAG, VERSION, encode, stuff
+from tinytrain.state_file import DTYPES
 
 FAMILIES = ("garbage", "bad_crc", "bad_escape", "cut", "version", "unknown", "label",
-            "nonfinite", "short", "long", "get", "set", "lengths", "sgd")
-SAFE_UNKNOWN = [c for c in range(256) if chr(c) not in "HTIUGSCLRKPO" and c != 0x15]
+            "nonfinite", "short", "long", "get", "set", "lengths", "sgd", "state")
+SAFE_UNKNOWN = [c for c in range(256) if chr(c) not in "HTIUGSCLRKPOgs" and c != 0x15]
 # (lr, momentum, weight decay) the device must refuse: each has one value out of range
 BAD_SGD = [(np.nan, 0, 0), (-0.1, 0, 0), (np.inf, 0, 0), (0.05, 1.0, 0), (0.05, -0.5, 0),
            (0.05, np.nan, 0), (0.05, 0, -1e-3), (0.05, 0, np.inf), (-np.inf, 2.0, np.nan)]
@@ -113,6 +116,19 @@ def fuzz_frame(family: str, rng: np.random.Generator, seq: int, info: dict,
         cmd = rng.choice(["G", "S", "P"])
         n = {"G": [0, 5, 7, 100], "S": [0, 1, 3], "P": [0, 1, 3, 9]}[cmd]
         return _frame(seq, ord(cmd), rng.bytes(int(rng.choice(n))))
+    if family == "state":
+        total = sum(int(np.prod(e["shape"])) * np.dtype(DTYPES[e["dtype"]]).itemsize
+                    for e in info["state"])
+        batch = int((info.get("sgd") or {}).get("batch", 1))
+        kind = int(rng.integers(3))
+        if kind == 0:  # a read past the state, or longer than a chunk
+            off = int(rng.choice([total, total + 1, 1 << 31, (1 << 32) - 1]))
+            return _frame(seq, ord("g"), struct.pack("<IH", off, int(rng.choice([4, 257]))))
+        if kind == 1:  # a write past the state
+            off = int(rng.choice([total, total - 1, 1 << 31, (1 << 32) - 1]))
+            return _frame(seq, ord("s"), struct.pack("<I", off) + rng.bytes(8))
+        pending = int(rng.choice([batch, batch + 1, -1, (1 << 31) - 1, -(1 << 31)]))
+        return _frame(seq, ord("s"), struct.pack("<Ii", 0, pending) + rng.bytes(12))
     if family == "sgd":
         if rng.random() < 0.25:
             return _frame(seq, ord("O"), rng.bytes(int(rng.choice([1, 4, 8, 11, 13, 24]))))

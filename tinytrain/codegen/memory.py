@@ -27,3 +27,15 @@ def persistent(g: Graph) -> list[Tensor]:
     order = {PARAM: 0, CONST: 1, PARAM_GRAD: 2, OPT_STATE: 3}
     ts = [t for t in g.tensors.values() if t.kind in order]
     return sorted(ts, key=lambda t: (order[t.kind], t.name))
+
+
+# The training state besides the parameters, as the model's state table lists it: first the
+# count of samples accumulated toward the next update (a scalar of model.c's own), then every
+# static tensor tt_init() clears (gradient accumulators, momentum buffers, int8 shadows, the
+# stochastic rounding's step counter). With the parameters it is everything a step reads.
+PENDING = "pending_samples"
+
+
+def training_state(g: Graph) -> list[Tensor]:
+    """The static tensors of the training state, in table order (after PENDING)."""
+    return [t for t in persistent(g) if t.kind in (PARAM_GRAD, OPT_STATE)]

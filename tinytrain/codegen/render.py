@@ -21,9 +21,9 @@ from tinytrain.boards import (
     load_board,
 )
 from tinytrain.codegen.context import C_TYPES, DEFAULT_PREFIX, HYPER, CContext, check_prefix
-from tinytrain.codegen.memory import c_symbol, in_flash, persistent
+from tinytrain.codegen.memory import PENDING, c_symbol, in_flash, persistent, training_state
 from tinytrain.errors import CompileError
-from tinytrain.ir import OPT_STATE, PARAM, PARAM_GRAD, Graph, Tensor
+from tinytrain.ir import OPT_STATE, PARAM, Graph, Tensor
 from tinytrain.ops import get_op
 from tinytrain.ops.base import c_float, size
 from tinytrain.passes.memory_plan import Plan
@@ -147,7 +147,11 @@ def render(g: Graph, plan: Plan, board: Board | str,
                        "dtype": t.dtype.upper()} for t in trainable],
         "trainable_bytes": sum(t.nbytes for t in trainable),
         "arrays": [_array(t) for t in persistent(g)],
-        "zeroed": [c_symbol(t) for t in persistent(g) if t.kind in (PARAM_GRAD, OPT_STATE)],
+        "zeroed": [c_symbol(t) for t in training_state(g)],
+        "state": [{"name": PENDING, "addr": "&tt_pending", "size": 1, "bytes": 4, "dtype": "S32"}]
+        + [{"name": t.name, "addr": c_symbol(t), "size": t.size, "bytes": t.nbytes,
+            "dtype": t.dtype.upper()} for t in training_state(g)],
+        "state_bytes": 4 + sum(t.nbytes for t in training_state(g)),
         "forward": calls["forward"],
         "loss_calls": calls["loss"],
         "backward": calls["backward"],
@@ -193,12 +197,13 @@ def render(g: Graph, plan: Plan, board: Board | str,
 # The model's public names without their prefix (templates/model.h.j2): a build with another
 # --prefix maps the tt_* spellings our firmware uses onto them under TT_MODEL_ALIASES.
 API_NAMES = ("init", "train_step", "train_step_from", "apply_update", "infer", "infer_from",
-             "skipped_steps", "trainable", "set_lr", "set_momentum", "set_weight_decay",
+             "skipped_steps", "trainable", "state", "set_lr", "set_momentum", "set_weight_decay",
              "get_lr", "get_momentum", "get_weight_decay", "input_t", "input_fn", "param_info",
              "profile_ticks")
 API_MACROS = ("INPUT_SIZE", "INPUT_ROWS", "INPUT_ROW_BYTES", "INPUT_BYTES", "OUTPUT_SIZE",
               "TARGET_SIZE", "ARENA_SIZE", "BATCH", "TARGET_BYTES", "NUM_TRAINABLE",
-              "TRAINABLE_BYTES", "MODEL_ID", "PROFILE_OPS", "DTYPE_F32", "DTYPE_S8", "DTYPE_S32",
+              "TRAINABLE_BYTES", "NUM_STATE", "STATE_BYTES", "MODEL_ID", "PROFILE_OPS",
+              "DTYPE_F32", "DTYPE_S8", "DTYPE_S32", "DTYPE_U8",
               "INPUT_DTYPE", "INPUT_INT8", "BUILD_LR", "BUILD_MOMENTUM", "BUILD_WEIGHT_DECAY",
               "ERR_INPUT", "ERR_TARGET", "ERR_RANGE", "ERR_UNSUPPORTED")
 INT8_INPUT_NAMES, INT8_INPUT_MACROS = ("quantize_input",), ("INPUT_SCALE", "INPUT_ZERO_POINT")

@@ -265,24 +265,61 @@ class Device:
                 self.chunk, self._clean_chunks = min(CHUNK, self.chunk * 2), 0
 
     def read_param_bytes(self) -> bytes:
-        n, off, parts = self.device.trainable_bytes, 0, []
-        while off < n:
-            k = min(self.chunk, n - off)
-            parts.append(self.request("G", struct.pack("<IH", off, k)))
-            off += k
-            self._adapt_chunk()
-        return b"".join(parts)
+        return self._read_table("G", self.device.trainable_bytes)
 
     def write_param_bytes(self, raw: bytes) -> None:
         if len(raw) != self.device.trainable_bytes:
             raise LinkError(f"{len(raw)} parameter bytes, the device holds "
                             f"{self.device.trainable_bytes}")
+        self._write_table("S", raw)
+
+    def _read_table(self, cmd: str, n: int) -> bytes:
+        off, parts = 0, []
+        while off < n:
+            k = min(self.chunk, n - off)
+            parts.append(self.request(cmd, struct.pack("<IH", off, k)))
+            off += k
+            self._adapt_chunk()
+        return b"".join(parts)
+
+    def _write_table(self, cmd: str, raw: bytes) -> None:
         off = 0
         while off < len(raw):
             k = min(self.chunk, len(raw) - off)
-            self.request("S", struct.pack("<I", off) + raw[off:off + k])
+            self.request(cmd, struct.pack("<I", off) + raw[off:off + k])
             off += k
             self._adapt_chunk()
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The training state besides the parameters (model.h NAME_state): the samples
+        pending toward the next update, gradient accumulators, momentum buffers, int8 shadow
+        bytes, the stochastic rounding's step counter; by name."""
+        entries = self.info.get("state")
+        if entries is None:
+            raise LinkError("this build has no state table (built by an older tinytrain); "
+                            "rebuild it")
+        raw = self._read_table("g", _table_bytes(entries))
+        out, k = {}, 0
+        for e in entries:
+            dt, n = np.dtype(NP_TYPES[e["dtype"]]), int(np.prod(e["shape"]))
+            out[e["name"]] = np.frombuffer(raw, dt, n, k).reshape(e["shape"]).copy()
+            k += n * dt.itemsize
+        return out
+
+    def set_state(self, state: dict[str, np.ndarray]) -> None:
+        """Write a state get_state() returned (checked: names, shapes, dtypes); the device
+        refuses a pending-sample count outside 0..batch-1, changing nothing."""
+        entries = self.info.get("state") or []
+        parts = []
+        for e in entries:
+            if e["name"] not in state:
+                raise LinkError(f"training state has no '{e['name']}'")
+            a = np.asarray(state[e["name"]])
+            if list(a.shape) != list(e["shape"]) or a.dtype != NP_TYPES[e["dtype"]]:
+                raise LinkError(f"training state '{e['name']}' is {a.dtype} {list(a.shape)}, "
+                                f"the program's is {e['dtype']} {e['shape']}")
+            parts.append(a.tobytes())
+        self._write_table("s", b"".join(parts))
 
     def get_params(self) -> dict[str, np.ndarray]:
         raw = self.read_param_bytes()
@@ -370,6 +407,11 @@ class Device:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _table_bytes(entries: list[dict[str, Any]]) -> int:
+    return sum(int(np.prod(e["shape"])) * np.dtype(NP_TYPES[e["dtype"]]).itemsize
+               for e in entries)
 
 
 def quantize_input(x: np.ndarray, quant: dict[str, Any]) -> np.ndarray:
