@@ -1,7 +1,7 @@
 """The long link-fuzzer run: malformed frames to the MLP's host firmware compiled with
 ASan/UBSan (tests/fuzz/frames.py), between the valid samples of a clean run.
 
-    python bench/fuzz_frames.py                    # 13,000 frames (1,000 per family)
+    python bench/fuzz_frames.py                    # 15,000 frames (1,000 per family)
     python bench/fuzz_frames.py --frames 50000 --seed 3
 
 Prints frames per family, the device's link statistics and the verdict: no sanitizer report,
@@ -32,7 +32,7 @@ SAMPLES = 50
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--frames", type=int, default=13000)
+    ap.add_argument("--frames", type=int, default=15000)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
