@@ -186,16 +186,21 @@ def _edit_state(src: Path, dst: Path, fn: Callable[[dict[str, np.ndarray]], None
 
 
 def _first(s: dict[str, np.ndarray]) -> str:
-    return next(iter(s))
+    return next(iter(_params(s)))
+
+
+def _params(s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The parameters of a state file (beside them: "state/..." and "run/position")."""
+    return {k: v for k, v in s.items() if "/" not in k}
 
 
 BAD = {
     "other_model": (None, r"none of this build's parameters.*another build"),
     "missing_param": (lambda s: s.pop(_first(s)), r"state file has no parameter '"),
     "wrong_shape": (lambda s: s.update({_first(s): s[_first(s)][None]}), r"has shape \[1, "),
-    "float_state": (lambda s: s.update({k: v.astype(np.float32) for k, v in s.items()}),
+    "float_state": (lambda s: s.update({k: v.astype(np.float32) for k, v in _params(s).items()}),
                     r"is float32 in the state file, the build expects int"),
-    "widened_int8": (lambda s: s.update({k: v.astype(np.int32) for k, v in s.items()}),
+    "widened_int8": (lambda s: s.update({k: v.astype(np.int32) for k, v in _params(s).items()}),
                      r"is int32 in the state file, the build expects int8"),
 }
 
