@@ -236,7 +236,6 @@ def _auto_options(update: str, data: Path | None, search_time: float):
 
 def _check_dump_ir(name: str, opts: Options) -> None:
     """Before compiling: a pass name that never runs would print nothing, silently."""
-
     runs = ["import", *(n for n, _ in pipeline(opts))]
     if name in runs:
         return
@@ -446,7 +445,7 @@ def run(
                           + (f"; doing {what} (Ctrl-C again aborts)" if what else ""),
                           markup=False, highlight=False, soft_wrap=True)
             if save:
-                at = _position(stats, start, len(x))
+                at = _position(stats, start)
                 path = state_file.write(save, prog.get_params(), _training_state(prog),
                                         {"epoch": at[0], "sample": at[1], "epochs": epochs,
                                          "shuffle": shuffle, "seed": seed, "samples": len(x)})
@@ -492,7 +491,7 @@ def _resume_at(saved: state_file.Saved, n: int, path: Path) -> tuple[int, bool, 
     return p["epochs"], bool(p["shuffle"]), p["seed"], (p["epoch"], p["sample"])
 
 
-def _position(stats: list[EpochStats], start: tuple[int, int], n: int) -> tuple[int, int]:
+def _position(stats: list[EpochStats], start: tuple[int, int]) -> tuple[int, int]:
     """Where the run stopped: (epoch, next sample in its order)."""
     if not stats:
         return start

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.errors import DataError
+from tinytrain.link.device import NP_TYPES
 
 STATE = "state/"  # key prefix of the training state's entries
 POSITION = "run/position"
@@ -69,8 +70,7 @@ def matches(state: dict[str, np.ndarray] | None, info: dict[str, Any]) -> bool:
         for k, e in want.items())
 
 
-DTYPES = {"f32": np.dtype(np.float32), "s8": np.dtype(np.int8), "s32": np.dtype(np.int32),
-          "u8": np.dtype(np.uint8)}  # program.json's dtype names
+DTYPES = {k: np.dtype(v) for k, v in NP_TYPES.items()}  # program.json's dtype names
 
 
 def write(path: str | Path, params: dict[str, np.ndarray],
