@@ -12,7 +12,7 @@ import numpy as np
 
 from tinytrain.boards import Board, load_board
 from tinytrain.codegen.context import check_prefix
-from tinytrain.codegen.memory import PENDING, training_state
+from tinytrain.codegen.memory import state_table
 from tinytrain.codegen.render import model_id, profile_ops, render, write_files
 from tinytrain.compiler import KERNELS, Options, compile_model
 from tinytrain.errors import BuildError, OptionError, TinyTrainError
@@ -56,8 +56,8 @@ def program_info(g: Graph, board: Board, prefix: str = "tt") -> dict[str, Any]:
                        **_packed(g, t.name)}
                       for t in g.params(trainable=True)],
         # the model's state table (model.h NAME_state): what the link's g/s commands carry
-        "state": [{"name": PENDING, "shape": [1], "dtype": "s32"}]
-        + [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype} for t in training_state(g)],
+        "state": [{"name": e.name, "shape": list(e.shape), "dtype": e.dtype}
+                  for e in state_table(g)],
     }
 
 

@@ -21,6 +21,7 @@ from tinytrain.boards import available as available_boards
 from tinytrain.cli_help import GroupedCommand
 from tinytrain.compiler import KERNELS, Options, pipeline
 from tinytrain.errors import DataError, OptionError, TinyTrainError
+from tinytrain.link.device import state_mismatch
 from tinytrain.passes.add_loss import LOSSES
 from tinytrain.qemu import TWIN_FLASH
 from tinytrain.quant.update import MODES as ROUNDINGS
@@ -446,7 +447,7 @@ def run(
                           markup=False, highlight=False, soft_wrap=True)
             if save:
                 at = _position(stats, start)
-                path = state_file.write(save, prog.get_params(), _training_state(prog),
+                path = state_file.write(save, prog.get_params(), prog.get_state(),
                                         {"epoch": at[0], "sample": at[1], "epochs": epochs,
                                          "shuffle": shuffle, "seed": seed, "samples": len(x)})
                 where = "finished" if at[0] >= epochs else \
@@ -470,7 +471,7 @@ def _restore_training_state(prog: Device, saved: state_file.Saved) -> None:
     parameters still load: a rebuild with another optimizer keeps them)."""
     if saved.state is None:
         return
-    if state_file.matches(saved.state, prog.info):
+    if state_mismatch(prog.info, saved.state) is None:
         prog.set_state(saved.state)
     else:
         err.print("note: the state file's training state (momentum, accumulators, shadows) is "
@@ -497,10 +498,6 @@ def _position(stats: list[EpochStats], start: tuple[int, int]) -> tuple[int, int
         return start
     last = stats[-1]
     return (last.epoch, last.start + last.steps) if last.interrupted else (last.epoch + 1, 0)
-
-
-def _training_state(prog: Device) -> dict[str, np.ndarray] | None:
-    return prog.get_state() if prog.info.get("state") is not None else None
 
 
 def _set_sgd(prog: Device, **given: float | None) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 from tinytrain import state_file
 from tinytrain.data import to_logical
 from tinytrain.errors import DataError, OptionError
-from tinytrain.link.device import NP_TYPES, Device, LinkStats
+from tinytrain.link.device import NP_TYPES, Device, LinkStats, state_mismatch
 from tinytrain.runner import open_program
 from tinytrain.samples import as_real_array, input_batch, label, n_classes, target
 
@@ -185,8 +185,7 @@ class OnlineModel:
         toward the next update, int8 shadow bytes, the rounding's step counter) to an .npz,
         written atomically: the format of `tinytrain run --save`, usable with `tinytrain
         run/infer --state` and `tinytrain export`. Returns the path written."""
-        state = self.device.get_state() if self.info.get("state") is not None else None
-        return state_file.write(path, self.params(), state)
+        return state_file.write(path, self.params(), self.device.get_state())
 
     def load(self, path: str | Path) -> None:
         """Load what `save` or `tinytrain run --save` wrote: the parameters, and the training
@@ -194,7 +193,7 @@ class OnlineModel:
         never stopped)."""
         saved = state_file.read(path)
         self.load_params(saved.params)
-        if state_file.matches(saved.state, self.info):
+        if saved.state is not None and state_mismatch(self.info, saved.state) is None:
             self.device.set_state(saved.state)
         elif saved.state is not None:
             warnings.warn(f"{path}: its training state is not this build's; only the "

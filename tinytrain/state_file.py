@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from tinytrain.errors import DataError
-from tinytrain.link.device import NP_TYPES
 
 STATE = "state/"  # key prefix of the training state's entries
 POSITION = "run/position"
@@ -58,19 +57,6 @@ def read(path: str | Path) -> Saved:
                             "by `tinytrain run --save`")
         position = dict(zip(POSITION_FIELDS, (int(v) for v in p), strict=True))
     return Saved(params, state, position)
-
-
-def matches(state: dict[str, np.ndarray] | None, info: dict[str, Any]) -> bool:
-    """Is `state` the training state of the build `info` (its program.json) describes: the
-    same entries, shapes and dtypes? (A rebuild with another optimizer keeps the parameters'
-    layout but not this one.)"""
-    want = {e["name"]: e for e in info.get("state") or []}
-    return state is not None and bool(want) and set(state) == set(want) and all(
-        list(state[k].shape) == list(e["shape"]) and state[k].dtype == DTYPES[e["dtype"]]
-        for k, e in want.items())
-
-
-DTYPES = {k: np.dtype(v) for k, v in NP_TYPES.items()}  # program.json's dtype names
 
 
 def write(path: str | Path, params: dict[str, np.ndarray],

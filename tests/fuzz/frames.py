@@ -32,8 +32,8 @@ import zlib
 
 import numpy as np
 
+from tinytrain.link.device import table_bytes
 from tinytrain.link.frames import ESC, FLAG, VERSION, encode, stuff
-from tinytrain.state_file import DTYPES
 
 FAMILIES = ("garbage", "bad_crc", "bad_escape", "cut", "version", "unknown", "label",
             "nonfinite", "short", "long", "get", "set", "lengths", "sgd", "state")
@@ -117,8 +117,7 @@ def fuzz_frame(family: str, rng: np.random.Generator, seq: int, info: dict,
         n = {"G": [0, 5, 7, 100], "S": [0, 1, 3], "P": [0, 1, 3, 9]}[cmd]
         return _frame(seq, ord(cmd), rng.bytes(int(rng.choice(n))))
     if family == "state":
-        total = sum(int(np.prod(e["shape"])) * np.dtype(DTYPES[e["dtype"]]).itemsize
-                    for e in info["state"])
+        total = table_bytes(info["state"])
         batch = int((info.get("sgd") or {}).get("batch", 1))
         kind = int(rng.integers(3))
         if kind == 0:  # a read past the state, or longer than a chunk

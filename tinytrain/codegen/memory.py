@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph, Tensor
 
@@ -39,3 +40,21 @@ PENDING = "pending_samples"
 def training_state(g: Graph) -> list[Tensor]:
     """The static tensors of the training state, in table order (after PENDING)."""
     return [t for t in persistent(g) if t.kind in (PARAM_GRAD, OPT_STATE)]
+
+
+@dataclass(frozen=True)
+class StateEntry:
+    """One entry of the model's state table (model.h NAME_state)."""
+    name: str
+    addr: str  # the C expression of its storage in model.c
+    shape: tuple[int, ...]
+    dtype: str  # IR dtype: f32, s8, s32, u8
+    size: int  # elements
+    nbytes: int
+
+
+def state_table(g: Graph) -> list[StateEntry]:
+    """The state table in order: model.c's pending-sample count, then training_state(g)."""
+    return [StateEntry(PENDING, "&tt_pending", (1,), "s32", 1, 4)] + [
+        StateEntry(t.name, c_symbol(t), tuple(t.shape), t.dtype, t.size, t.nbytes)
+        for t in training_state(g)]

@@ -21,7 +21,7 @@ from tinytrain.boards import (
     load_board,
 )
 from tinytrain.codegen.context import C_TYPES, DEFAULT_PREFIX, HYPER, CContext, check_prefix
-from tinytrain.codegen.memory import PENDING, c_symbol, in_flash, persistent, training_state
+from tinytrain.codegen.memory import c_symbol, in_flash, persistent, state_table, training_state
 from tinytrain.errors import CompileError
 from tinytrain.ir import OPT_STATE, PARAM, Graph, Tensor
 from tinytrain.ops import get_op
@@ -148,10 +148,8 @@ def render(g: Graph, plan: Plan, board: Board | str,
         "trainable_bytes": sum(t.nbytes for t in trainable),
         "arrays": [_array(t) for t in persistent(g)],
         "zeroed": [c_symbol(t) for t in training_state(g)],
-        "state": [{"name": PENDING, "addr": "&tt_pending", "size": 1, "bytes": 4, "dtype": "S32"}]
-        + [{"name": t.name, "addr": c_symbol(t), "size": t.size, "bytes": t.nbytes,
-            "dtype": t.dtype.upper()} for t in training_state(g)],
-        "state_bytes": 4 + sum(t.nbytes for t in training_state(g)),
+        "state": state_table(g),
+        "state_bytes": sum(e.nbytes for e in state_table(g)),
         "forward": calls["forward"],
         "loss_calls": calls["loss"],
         "backward": calls["backward"],

@@ -290,15 +290,15 @@ class Device:
             off += k
             self._adapt_chunk()
 
-    def get_state(self) -> dict[str, np.ndarray]:
+    def get_state(self) -> dict[str, np.ndarray] | None:
         """The training state besides the parameters (model.h NAME_state): the samples
         pending toward the next update, gradient accumulators, momentum buffers, int8 shadow
-        bytes, the stochastic rounding's step counter; by name."""
+        bytes, the stochastic rounding's step counter; by name. None for a build without a
+        state table (an older tinytrain's)."""
         entries = self.info.get("state")
         if entries is None:
-            raise LinkError("this build has no state table (built by an older tinytrain); "
-                            "rebuild it")
-        raw = self._read_table("g", _table_bytes(entries))
+            return None
+        raw = self._read_table("g", table_bytes(entries))
         out, k = {}, 0
         for e in entries:
             dt, n = np.dtype(NP_TYPES[e["dtype"]]), int(np.prod(e["shape"]))
@@ -309,17 +309,11 @@ class Device:
     def set_state(self, state: dict[str, np.ndarray]) -> None:
         """Write a state get_state() returned (checked: names, shapes, dtypes); the device
         refuses a pending-sample count outside 0..batch-1, changing nothing."""
-        entries = self.info.get("state") or []
-        parts = []
-        for e in entries:
-            if e["name"] not in state:
-                raise LinkError(f"training state has no '{e['name']}'")
-            a = np.asarray(state[e["name"]])
-            if list(a.shape) != list(e["shape"]) or a.dtype != NP_TYPES[e["dtype"]]:
-                raise LinkError(f"training state '{e['name']}' is {a.dtype} {list(a.shape)}, "
-                                f"the program's is {e['dtype']} {e['shape']}")
-            parts.append(a.tobytes())
-        self._write_table("s", b"".join(parts))
+        wrong = state_mismatch(self.info, state)
+        if wrong:
+            raise LinkError(wrong)
+        self._write_table("s", b"".join(np.asarray(state[e["name"]]).tobytes()
+                                        for e in self.info["state"]))
 
     def get_params(self) -> dict[str, np.ndarray]:
         raw = self.read_param_bytes()
@@ -409,9 +403,30 @@ class Device:
         self.close()
 
 
-def _table_bytes(entries: list[dict[str, Any]]) -> int:
+def table_bytes(entries: list[dict[str, Any]]) -> int:
+    """Bytes of a table program.json describes ({"shape", "dtype"} entries), back to back."""
     return sum(int(np.prod(e["shape"])) * np.dtype(NP_TYPES[e["dtype"]]).itemsize
                for e in entries)
+
+
+def state_mismatch(info: dict[str, Any], state: dict[str, np.ndarray]) -> str | None:
+    """Why `state` is not the training state of the build `info` (program.json) describes:
+    another set of entries, a shape or a dtype (a rebuild with another optimizer keeps the
+    parameters' layout but not this one); None when it is."""
+    entries = info.get("state")
+    if not entries:
+        return "this build has no training-state table (built by an older tinytrain)"
+    extra = sorted(set(state) - {e["name"] for e in entries})
+    if extra:
+        return f"training state has {', '.join(extra)}, which this build does not keep"
+    for e in entries:
+        if e["name"] not in state:
+            return f"training state has no '{e['name']}'"
+        a = np.asarray(state[e["name"]])
+        if list(a.shape) != list(e["shape"]) or a.dtype != NP_TYPES[e["dtype"]]:
+            return (f"training state '{e['name']}' is {a.dtype} {list(a.shape)}, the "
+                    f"program's is {e['dtype']} {e['shape']}")
+    return None
 
 
 def quantize_input(x: np.ndarray, quant: dict[str, Any]) -> np.ndarray:
