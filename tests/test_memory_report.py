@@ -35,7 +35,8 @@ needs_arm = pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
 # Linked static SRAM the plan does not hold: the firmware's own statics (link state, profiling
 # ticks, the SGD scalars) and newlib's data, a few hundred bytes (as in test_boards.py).
 UNPLANNED_SRAM = 2048
-# The plan rounds each link buffer to 4 bytes (report.link_buffer_bytes); the linker may not.
+# The plan rounds each link buffer to 4 bytes (codegen.memory.link_buffer_bytes); the linker
+# may not.
 LINK_ROUNDING = 6
 
 

@@ -37,7 +37,7 @@ AGREEMENT_TOLERANCE = 0.05
 REPEATS = 3
 # Seconds before a request is resent: a long step under -icount can take a while.
 REQUEST_TIMEOUT = 60.0
-PHASES = ("forward", "loss", "backward", "update")
+PHASES = ("forward", "loss", "backward", "recompute", "update")
 
 
 def measure(build_dir: Path, steps: int = 10, data: Path | None = None,

@@ -141,3 +141,25 @@ def load_board(name: str) -> Board:
             stack_bytes=lay.get("stack_kb", 0) * 1024, qemu=twin, flash=d.get("flash", {}))
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
         raise OptionError(f"board file {path} is invalid: {e}") from None
+
+
+# SRAM the linked firmware holds besides the plan: the link's counters, and newlib's
+# reentrancy struct (~1.1 KB) when libm's errno pulls it in; the firmware tests bound it by
+# 2 KB (tests/test_boards.py UNPLANNED_SRAM), so a plan within capacity - 2 KB links.
+UNPLANNED_SRAM_ALLOWANCE = 2048
+
+
+def sram_limits(board: Board, max_sram: int | None) -> list[tuple[int, str]]:
+    """The SRAM figures a plan must stay within, each with where it comes from: --max-sram,
+    and a board's capacity less what the linked firmware holds besides the plan (its statics,
+    newlib's data, alignment: a few hundred bytes, measured on every build as unplanned_sram)."""
+    limits = []
+    if max_sram is not None:
+        limits.append((max_sram, f"--max-sram {max_sram / 1024:g} KB"))
+    if board.sram_bytes is not None:
+        allowance = UNPLANNED_SRAM_ALLOWANCE if board.is_mcu else 0
+        limits.append((board.sram_bytes - allowance,
+                       f"{board.name}'s {board.sram_bytes // 1024} KB of SRAM"
+                       + (f" less {allowance} B for the firmware's own statics, newlib and "
+                          "alignment" if allowance else "")))
+    return limits

@@ -155,6 +155,8 @@ def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | N
     if opts.kernels not in KERNELS:
         raise OptionError(f"--kernels must be one of {', '.join(KERNELS)}, got {opts.kernels!r}")
     check_out_dir(Path(out))
+    if max_sram is not None:  # the budget --remat auto recomputes to meet
+        opts = replace(opts, max_sram=max_sram)
     chosen = None
     if opts.update == "auto":  # choose the plan first, then build it as any TOML plan
         from tinytrain.autoplan import resolve_for_build

@@ -147,6 +147,13 @@ def build(
                                        help="Fused updates (batch 1), 1-bit ReLU masks, "
                                        "backward reordering and in-place ops. Results are "
                                        "identical either way; only memory differs."),
+    remat: str = typer.Option("auto", "--remat", rich_help_panel=MEMORY,
+                              help="Recompute saved activations in the backward instead of "
+                              "keeping them. auto: only when the plan would not fit the "
+                              "board's SRAM (or --max-sram), with the least recompute that "
+                              "fits; off; N% (e.g. 10%): the smallest arena with at most N % "
+                              "more MACs per training step. Results are identical either "
+                              "way."),
     qas: bool = typer.Option(True, "--qas/--no-qas", help="int8 models: quantisation-aware "
                              "scaling of weight and bias updates.", rich_help_panel=INT8),
     rounding: str = typer.Option("stochastic", rich_help_panel=INT8,
@@ -190,6 +197,7 @@ def build(
     from tinytrain.build import build as do_build
     from tinytrain.ir import dump
     from tinytrain.passes.optimizer import SGDConfig
+    from tinytrain.passes.remat import parse_remat
     from tinytrain.report import summary
 
     def on_pass(name, g):
@@ -201,7 +209,9 @@ def build(
         opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, weight_decay, batch,
                                                               qas, rounding, seed),
                        update=update, memory_passes=memory_passes, quantize=quantize,
-                       calib=calib, kernels=kernels, prefix=prefix, new_head=new_head)
+                       calib=calib, kernels=kernels, prefix=prefix, new_head=new_head,
+                       remat=remat)
+        parse_remat(remat)
         if dump_ir is not None:
             _check_dump_ir(dump_ir, opts)
         with err.status("compiling and building", spinner="dots") if err.is_terminal else _null():

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tinytrain.boards import load_board, sram_limits
+from tinytrain.codegen.memory import constant_sram
 from tinytrain.errors import ModelError
 from tinytrain.ir import Graph, verify
 from tinytrain.ops import get_op
@@ -20,6 +22,7 @@ from tinytrain.passes.memory_plan import Plan, plan_memory
 from tinytrain.passes.optimizer import SGDConfig, add_optimizer
 from tinytrain.passes.pool_grad import keep_pool_gradient_per_channel
 from tinytrain.passes.prune import apply_update_plan
+from tinytrain.passes.remat import Target, choose, parse_remat
 from tinytrain.passes.schedule import schedule_backward
 from tinytrain.passes.split_weights import split_partial_weights
 from tinytrain.passes.stream import stream_rows
@@ -44,6 +47,11 @@ class Options:
     kernels: str = "optimized"
     prefix: str = "tt"  # the generated model's C names: prefix_init, PREFIX_INPUT_SIZE, ...
     new_head: bool = False  # int8: widen the classifier's ranges for a fresh head (new_head.py)
+    # rematerialisation (passes/remat.py): "auto" recomputes only when the plan would not fit
+    # the board's SRAM or max_sram, as little as it takes; "off"; "N%": the smallest arena
+    # with at most N % more MACs per training step
+    remat: str = "auto"
+    max_sram: int | None = None  # bytes: --max-sram, the SRAM figure the build must stay within
 
 
 def load_model(path: Path) -> Graph:
@@ -74,18 +82,48 @@ def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
         ("optimizer", lambda g: add_optimizer(g, opts.sgd)),
     ]
     if opts.memory_passes:
-        passes += [
-            ("fuse", fuse_updates),
-            ("masks", use_activation_masks),
-            ("split", split_partial_weights),
-            ("pool_grad", lambda g: keep_pool_gradient_per_channel(g, later=stream_channels)),
+        later: list[tuple[str, Callable[[Graph], Graph]]] = [
             ("channels", stream_channels),
             ("stream", stream_rows),
             ("schedule", schedule_backward),
             ("inplace", run_in_place),
             ("x_float", convert_update_inputs),
         ]
+
+        def finish(g: Graph) -> Graph:  # what remat's candidates are judged after
+            for _, fn in later:
+                g = fn(g)
+            return g
+
+        passes += [
+            ("fuse", fuse_updates),
+            ("masks", use_activation_masks),
+            ("split", split_partial_weights),
+            ("pool_grad", lambda g: keep_pool_gradient_per_channel(g, later=stream_channels)),
+            ("remat", lambda g: remat_pass(g, opts, finish)),
+            *later,
+        ]
     return passes
+
+
+def remat_pass(g: Graph, opts: Options, finish: Callable[[Graph], Graph]) -> Graph:
+    """--remat: off; auto (only when the plan exceeds the SRAM limit: the least recompute that
+    meets it, else the smallest arena); or a MACs allowance (the smallest arena within it)."""
+    mode = parse_remat(opts.remat)
+    if mode == "off":
+        return g
+    board = load_board(opts.board)
+    if mode == "auto":
+        limits = sram_limits(board, opts.max_sram)
+        if not limits:
+            return g
+        done = finish(g)
+        arena = min(limits)[0] - sum(constant_sram(done, board).values())
+        if plan_memory(done).arena_size <= arena:
+            return g
+        return choose(g, finish, Target(arena=max(arena, 0)))
+    step = macs(finish(g))
+    return choose(g, finish, Target(max_macs=int(mode * (step["forward"] + step["backward"]))))
 
 
 def quantize_model(g: Graph, opts: Options) -> Graph:
@@ -150,12 +188,15 @@ def compile_model(path: Path, opts: Options,
 
 
 def macs(g: Graph) -> dict[str, int]:
-    out = {"forward": 0, "backward": 0}
+    """MACs per training sample: the forward pass, the backward pass, and the forward layers
+    the backward recomputes (passes/remat), counted apart from both."""
+    out = {"forward": 0, "backward": 0, "recompute": 0}
     for n in g.nodes:
         if n.phase in ("forward", "backward"):
             shapes = [g.t(i).shape for i in n.inputs]
             out_shapes = [g.t(o).shape for o in n.outputs]
-            out[n.phase] += get_op(n.op).macs(n, shapes, out_shapes)
+            phase = "recompute" if n.attrs.get("remat_of") else n.phase
+            out[phase] += get_op(n.op).macs(n, shapes, out_shapes)
     return out
 
 

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from tinytrain.boards import Board
-from tinytrain.codegen.memory import in_flash
+from tinytrain.codegen.memory import constant_sram, in_flash
 from tinytrain.compiler import macs
-from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph
+from tinytrain.ir import CONST, PARAM, Graph
 from tinytrain.memory_report import format_peak, sram_lines
 from tinytrain.passes.memory_plan import Plan
 
@@ -17,14 +15,8 @@ from tinytrain.passes.memory_plan import Plan
 def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
     ts = list(g.tensors.values())
     trainable = sum(t.nbytes for t in ts if t.kind == PARAM and t.trainable)
-    grads = sum(t.nbytes for t in ts if t.kind == PARAM_GRAD)
-    opt = sum(t.nbytes for t in ts if t.kind == OPT_STATE)
     frozen = sum(t.nbytes for t in ts if in_flash(t) and t.kind in (PARAM, CONST))
-    sram = {"arena": plan.arena_size, "trainable_params": trainable, "param_grads": grads,
-            "optimizer_state": opt}
-    if board.is_mcu:  # the firmware around the model: serial link buffers and the stack
-        sram["link_buffers"] = link_buffer_bytes(g)
-        sram["stack"] = board.stack_bytes
+    sram = {"arena": plan.arena_size, **constant_sram(g, board)}
     sram["total"] = sum(sram.values())
     # trainable parameters also keep their initial values in flash so tt_init() can reset them
     flash = {"frozen_params": frozen, "trainable_init": trainable}
@@ -46,24 +38,12 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
         "sram_bytes": sram,
         "flash_bytes": flash,
         "macs": macs(g),
+        "remat": list(g.meta.get("remat", [])),  # saved activations recomputed (passes/remat)
         "params": {"trainable": sum(t.size for t in ts if t.kind == PARAM and t.trainable),
                    "frozen": sum(t.size for t in ts if t.kind == PARAM and not t.trainable)},
         "nodes": {ph: sum(1 for n in g.nodes if n.phase == ph)
                   for ph in ("forward", "loss", "backward", "update")},
     }
-
-
-LINK_CHUNK, LINK_PROFILE_CHUNK = 256, 64  # firmware/tt_link.{h,c}
-
-
-def link_buffer_bytes(g: Graph) -> int:
-    """The link's receive and reply buffers, sized as firmware/tt_link.c sizes them. A sample
-    is not among them: its rows go from the frame straight into the model's input buffer."""
-    n_out = int(np.prod(g.t(g.meta.get("infer_output") or g.outputs[0]).shape))
-    label = next(t for t in g.tensors.values() if t.kind == "label")
-    rx = 4 + max(label.nbytes, 4 + LINK_CHUNK, 16) + 4
-    tx = 4 + 1 + max(n_out * 4, LINK_CHUNK, 4 + 4 * LINK_PROFILE_CHUNK, 64) + 4
-    return -(-rx // 4) * 4 + -(-tx // 4) * 4
 
 
 def kb(n: int) -> str:
@@ -79,8 +59,13 @@ def summary(r: dict[str, Any]) -> str:
     lines += [
         f"  flash {kb(f['total'])} = frozen params {kb(f['frozen_params'])} + trainable "
         f"initial values {kb(f['trainable_init'])} (code not included)",
-        f"  MACs  forward {m['forward']:,}  backward {m['backward']:,} per sample",
+        f"  MACs  forward {m['forward']:,}  backward {m['backward']:,} per sample"
+        + (f"  recompute {m['recompute']:,} (+{100 * m['recompute'] / step:.1f} %)"
+           if m.get("recompute") and (step := m["forward"] + m["backward"]) else ""),
     ]
+    if r.get("remat"):
+        lines.append(f"  rematerialised: {len(r['remat'])} saved activations are recomputed in "
+                     "the backward instead of kept (--remat off keeps them)")
     if fw:
         lines.append(f"  linked firmware.elf: flash {kb(fw['flash_used'])} (code "
                      f"{kb(fw['text'])}); stack reserve {kb(fw['stack_reserved'])}, deepest "

@@ -24,7 +24,9 @@ __all__ = ["Footprint", "MemoryOracle", "compile_plan", "import_model"]
 def compile_plan(g0: Graph, opts: Options, spec: str,
                  memory_passes: bool | None = None) -> tuple[Graph, Plan]:
     """compile_model's passes on an imported graph, for the update plan `spec`."""
-    o = replace(opts, update=spec, check_ir=False,
+    # rematerialisation is left to the build of the chosen plan (its search would multiply
+    # the cost of each of the hundreds of answers)
+    o = replace(opts, update=spec, check_ir=False, remat="off",
                 memory_passes=opts.memory_passes if memory_passes is None else memory_passes)
     g = g0
     for _, fn in pipeline(o):

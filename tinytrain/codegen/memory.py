@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph, Tensor
+
+if TYPE_CHECKING:
+    from tinytrain.boards import Board
 
 PREFIX = {PARAM: "tt_p_", CONST: "tt_c_", PARAM_GRAD: "tt_g_", OPT_STATE: "tt_m_"}
 
@@ -21,6 +27,33 @@ def c_symbol(t: Tensor) -> str:
 
 def in_flash(t: Tensor) -> bool:
     return t.kind == CONST or (t.kind == PARAM and not t.trainable)
+
+
+LINK_CHUNK, LINK_PROFILE_CHUNK = 256, 64  # firmware/tt_link.{h,c}
+
+
+def link_buffer_bytes(g: Graph) -> int:
+    """The link's receive and reply buffers, sized as firmware/tt_link.c sizes them. A sample
+    is not among them: its rows go from the frame straight into the model's input buffer."""
+    n_out = int(np.prod(g.t(g.meta.get("infer_output") or g.outputs[0]).shape))
+    label = next(t for t in g.tensors.values() if t.kind == "label")
+    rx = 4 + max(label.nbytes, 4 + LINK_CHUNK, 16) + 4
+    tx = 4 + 1 + max(n_out * 4, LINK_CHUNK, 4 + 4 * LINK_PROFILE_CHUNK, 64) + 4
+    return -(-rx // 4) * 4 + -(-tx // 4) * 4
+
+
+def constant_sram(g: Graph, board: Board) -> dict[str, int]:
+    """The SRAM components besides the arena, by their names in report.json's sram_bytes:
+    trainable parameters, their gradient accumulators and optimizer state, and on a board the
+    firmware around the model (the link's buffers and the reserved stack)."""
+    ts = list(g.tensors.values())
+    sram = {"trainable_params": sum(t.nbytes for t in ts if t.kind == PARAM and t.trainable),
+            "param_grads": sum(t.nbytes for t in ts if t.kind == PARAM_GRAD),
+            "optimizer_state": sum(t.nbytes for t in ts if t.kind == OPT_STATE)}
+    if board.is_mcu:
+        sram["link_buffers"] = link_buffer_bytes(g)
+        sram["stack"] = board.stack_bytes
+    return sram
 
 
 def persistent(g: Graph) -> list[Tensor]:

@@ -116,7 +116,9 @@ def profile_ops(g: Graph) -> list[dict[str, Any]]:
         return get_op(n.op).macs(n, [g.t(i).shape for i in n.inputs],
                                  [g.t(o).shape for o in n.outputs])
 
-    return [{"name": n.name, "op": n.op, "phase": n.phase, "macs": macs(n)} for n in g.nodes]
+    # a forward layer recomputed in the backward (passes/remat) is counted as "recompute"
+    return [{"name": n.name, "op": n.op, "phase": "recompute" if n.attrs.get("remat_of")
+             else n.phase, "macs": macs(n)} for n in g.nodes]
 
 
 def render(g: Graph, plan: Plan, board: Board | str,
