@@ -51,5 +51,19 @@ class Q8ClampMask(OpDef):
         return (f"{cg.kernel('tt_q8_clamp_mask')}({cg.ptr(node.outputs[0])}, "
                 f"{cg.ptr(node.inputs[0])}, {n}, {node.attrs['lo']}, {node.attrs['hi']});")
 
+    # In a row-streamed stage (passes/stream.py) the mask of row r is taken as the row is
+    # made: its bits start at byte r * W * C / 8 of the whole mask (W * C is a multiple of 8).
+    def row_inputs(self, node, shapes):
+        return (0,) if len(shapes[0]) == 3 and shapes[0][1] * shapes[0][2] % 8 == 0 else None
+
+    def row_window(self, node, shapes, row):
+        return [(row, row)]
+
+    def row_call(self, node, cg, rings, out, row):
+        _, w, c = cg.shape(node.inputs[0])
+        return (f"{cg.kernel('tt_q8_clamp_mask')}((uint8_t *){out} + {row} * {w * c // 8}, "
+                f"tt_row(&{rings[0]}, {row}), {w * c}, {node.attrs['lo']}, "
+                f"{node.attrs['hi']});")
+
 
 OPS = (Q8ClampBackward(), Q8ClampMask())

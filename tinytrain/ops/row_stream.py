@@ -8,7 +8,9 @@ attrs: fetch (the sample, when its rows are fetched into a ring from the input s
 schedule's step (len(_nodes), row) rather than read from a whole buffer), _nodes (the original
 nodes), _schedule ((node index, row) pairs), _rings ({tensor:
 (offset in the scratch, rows kept, bytes per row)}), _shapes (every stage tensor's shape),
-scratch (bytes), steps (schedule length). Each row kernel is the one the whole-tensor kernel
+scratch (bytes), steps (schedule length). Outputs: the exit, the scratch, and the whole 1-bit
+masks of the stage's trained layers (q8_clamp_mask nodes, run on each row as it is made; a
+row's bits start on a whole byte). Each row kernel is the one the whole-tensor kernel
 loops over, so a streamed stage is bit-identical to running its layers one after another.
 """
 
@@ -30,14 +32,17 @@ class RowStream(OpDef):
     has_gradient = False
 
     def infer(self, node, shapes):
-        return [tuple(node.attrs["_shapes"][node.outputs[0]]), (node.attrs["scratch"],)]
+        sh = node.attrs["_shapes"]
+        return [tuple(sh[node.outputs[0]]), (node.attrs["scratch"],),
+                *(tuple(sh[m]) for m in node.outputs[2:])]
 
     def forward(self, node, xs):
         env = dict(zip(node.inputs, xs))
         for n in node.attrs["_nodes"]:
             outs = get_op(n.op).forward(n, [env[i] for i in n.inputs])
             env.update(zip(n.outputs, outs))
-        return [env[node.outputs[0]], np.zeros(node.attrs["scratch"], np.uint8)]
+        return [env[node.outputs[0]], np.zeros(node.attrs["scratch"], np.uint8),
+                *(env[m] for m in node.outputs[2:])]
 
     def c_call(self, node, cg):
         a = node.attrs
@@ -60,8 +65,9 @@ class RowStream(OpDef):
         for k, n in enumerate(a["_nodes"]):
             op = get_op(n.op)
             ins = op.row_inputs(n, [shapes[i] for i in n.inputs]) or ()
-            call = op.row_call(n, cg, [f"r[{idx[n.inputs[i]]}]" for i in ins],
-                               f"r[{idx[n.outputs[0]]}]", "row")
+            out = (cg.ptr(n.outputs[0]) if n.outputs[0] in node.outputs[2:]  # a whole mask
+                   else f"r[{idx[n.outputs[0]]}]")
+            call = op.row_call(n, cg, [f"r[{idx[n.inputs[i]]}]" for i in ins], out, "row")
             cases.append(f"        case {k}: {call} break;")
         if a.get("fetch"):  # the sample's next row, from the caller's input source
             ring = f"r[{idx[a['fetch']]}]"

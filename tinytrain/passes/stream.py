@@ -12,8 +12,12 @@ from the caller's input source (a pointer, or the serial link as the frame arriv
 ring as the stage first needs them, so the input image never exists whole in SRAM either.
 
 The stage is a prefix of the forward pass whose ops can stream (an op says so through
-row_inputs/row_window/row_call), whose parameters are frozen and whose intermediates nothing
-outside reads; it ends at a tensor that is the only one crossing the cut. Every possible end is
+row_inputs/row_window/row_call) and whose intermediates nothing outside reads; it ends at a
+tensor that is the only one crossing the cut. Its layers may train when their backward needs
+none of those intermediates: a bias gradient needs only the layer's output gradient and the
+1-bit mask of its clamp, and the mask nodes stream too (each row of the output writes its
+bits into the whole mask, an output of the stage kept for the backward). A layer whose weight
+trains reads its input in the backward, so a cut after it is never valid. Every possible end is
 tried and the memory planner decides (as for the backward schedule): the smallest arena, then
 the smallest forward peak; the graph is left alone if no end improves on it. The schedule,
 ring sizes and scratch layout are all fixed here, at compile time.
@@ -29,7 +33,18 @@ MAX_STAGE_NODES = 255  # the C schedule names a layer with a uint8_t
 MAX_ROWS = 65535  # and a row with a uint16_t
 
 
+def _row_mask(g: Graph, n: Node) -> bool:
+    """A 1-bit mask of an HWC int8 tensor whose rows start on whole bytes: it can be written
+    row by row into the whole mask."""
+    if n.op != "q8_clamp_mask" or n.phase != "forward":
+        return False
+    shape = g.t(n.inputs[0]).shape
+    return len(shape) == 3 and shape[1] * shape[2] % 8 == 0
+
+
 def _streamable(g: Graph, n: Node) -> bool:
+    if _row_mask(g, n):
+        return g.t(n.inputs[0]).kind == ACTIVATION and not g.t(n.inputs[0]).alias_of
     if n.phase != "forward" or len(n.outputs) != 1 or len(g.t(n.outputs[0]).shape) != 3:
         return False
     if g.t(n.outputs[0]).shape[0] > MAX_ROWS:
@@ -42,8 +57,8 @@ def _streamable(g: Graph, n: Node) -> bool:
         if k in ins:
             if t.kind not in (INPUT, ACTIVATION) or t.alias_of:
                 return False
-        elif t.kind not in (PARAM, CONST) or t.trainable:
-            return False  # a trained layer is never streamed: its backward needs its tensors
+        elif t.kind not in (PARAM, CONST):
+            return False  # (a trained layer's backward needs its input: _exits refuses it)
     return True
 
 
@@ -55,9 +70,11 @@ def _exits(g: Graph, prefix: list[Node]) -> list[tuple[int, str]]:
             readers[i] = k
     out = []
     produced: list[str] = []
+    masks = {n.outputs[0] for n in prefix if n.op == "q8_clamp_mask"}  # whole stage outputs
     for c, n in enumerate(prefix, start=1):
         produced.extend(n.outputs)
-        crossing = [t for t in produced if readers.get(t, -1) >= c or t in g.outputs]
+        crossing = [t for t in produced if (readers.get(t, -1) >= c or t in g.outputs)
+                    and t not in masks]
         if c >= 2 and len(crossing) == 1 and crossing[0] == n.outputs[0]:
             out.append((c, crossing[0]))
     return out
@@ -79,7 +96,11 @@ def _schedule(g: Graph, stage: list[Node], exit_: str,
               fetched: str | None = None) -> list[tuple[int, int]]:
     """Pull the exit's rows in order; each row first pulls the input rows under its window.
     Rows of `fetched` (the sample) are fetched in order as step (len(stage), row)."""
-    producer = {n.outputs[0]: (k, n) for k, n in enumerate(stage)}
+    producer = {n.outputs[0]: (k, n) for k, n in enumerate(stage) if n.op != "q8_clamp_mask"}
+    masks: dict[str, list[int]] = {}  # tensor -> mask nodes that read each of its rows
+    for k, n in enumerate(stage):
+        if n.op == "q8_clamp_mask":
+            masks.setdefault(n.inputs[0], []).append(k)
     done: dict[str, int] = {}  # tensor -> rows produced so far
     sched: list[tuple[int, int]] = []
 
@@ -101,6 +122,7 @@ def _schedule(g: Graph, stage: list[Node], exit_: str,
                 if lo <= hi:
                     pull(n.inputs[i], hi)
             sched.append((k, row))
+            sched.extend((m, row) for m in masks.get(t, ()))  # its mask bits, while it is there
             done[t] = row + 1
 
     pull(exit_, g.t(exit_).shape[0] - 1)
@@ -142,8 +164,10 @@ def stream_stage(g: Graph, cut: int, exit_: str) -> Graph:
     stage = list(g.nodes[:cut])
     fetched = _fetched_input(g, stage)
     sched = _schedule(g, stage, exit_, fetched)
+    masks = [n.outputs[0] for n in stage if n.op == "q8_clamp_mask"]
     inner = ([fetched] if fetched else []) + [n.outputs[0] for n in stage
-                                                if n.outputs[0] != exit_]
+                                                if n.outputs[0] != exit_ and
+                                                n.outputs[0] not in masks]
     rows = _ring_rows(g, stage, sched, fetched)
     rings: dict[str, tuple[int, int, int]] = {}
     offset = 0
@@ -158,7 +182,7 @@ def stream_stage(g: Graph, cut: int, exit_: str) -> Graph:
                 inputs.append(i)
     shapes = {t: tuple(g.t(t).shape) for n in stage for t in (*n.inputs, *n.outputs)}
     scratch = f"{exit_}_rows"
-    node = Node(f"{exit_}_stream", "row_stream", tuple(inputs), (exit_, scratch),
+    node = Node(f"{exit_}_stream", "row_stream", tuple(inputs), (exit_, scratch, *masks),
                 {"_nodes": tuple(stage), "_schedule": tuple(sched), "_rings": rings,
                  "_shapes": shapes, "scratch": max(offset, 1), "steps": len(sched),
                  "layers": len(stage), "fetch": fetched})

@@ -1,0 +1,144 @@
+"""Row streaming of a stem whose layers train their biases (passes/stream.py).
+
+A bias gradient needs the layer's output gradient and the 1-bit mask of its clamp, not its
+activations: the stem streams anyway and each mask is written row by row, as its rows are
+made. A layer whose weight trains needs its input in the backward, which ends the stage before
+it. The pass only moves bytes: the build trains to the bits of one without the memory passes,
+on the host and on the STM32F746's twin, over 20 steps.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+
+from tinytrain.compiler import Options, load_model, pipeline, quantize_model
+from tinytrain.passes.memory_plan import peak_live
+
+torch = pytest.importorskip("torch")
+
+from tests.torch_models import MobileNetV2, export  # noqa: E402
+from tinytrain.state_file import read as read_saved  # noqa: E402
+
+STEPS = 20
+RES = 48
+
+
+@pytest.fixture(scope="module")
+def mbv2(tmp_path_factory):
+    d = tmp_path_factory.mktemp("stream_trained")
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = export(MobileNetV2(0.35, RES, 10), d / "m.onnx")
+    rng = np.random.default_rng(0)
+    np.savez(d / "calib.npz", x=rng.uniform(0, 1, (4, 3, RES, RES)).astype(np.float32))
+    np.savez(d / "train.npz", x=rng.uniform(0, 1, (STEPS, 3, RES, RES)).astype(np.float32),
+             y=rng.integers(0, 10, STEPS))
+    return path, d
+
+
+def _graph(path, d, update, skip=(), stop=None):
+    opts = Options(update=update, quantize="int8", calib=d / "calib.npz")
+    g = quantize_model(load_model(path), opts)
+    for name, fn in pipeline(opts):
+        if name == stop:
+            break
+        if name not in skip:
+            g = fn(g)
+    return g
+
+
+def test_a_stem_that_trains_its_biases_streams_with_its_masks(mbv2):
+    path, d = mbv2
+    g = _graph(path, d, "bias")
+    stage = next(n for n in g.nodes if n.op == "row_stream")
+    inner = stage.attrs["_nodes"]
+    trained = [n for n in inner if n.op == "conv2d_q8" and g.t(n.inputs[2]).trainable]
+    masks = [n for n in inner if n.op == "q8_clamp_mask"]
+    assert len(trained) >= 6 and len(masks) >= 6
+    # the masks are the stage's outputs (whole, for the backward); the activations are not
+    assert set(stage.outputs[2:]) == {m.outputs[0] for m in masks}
+    backward_reads = {i for n in g.nodes if n.phase == "backward" for i in n.inputs}
+    assert set(stage.outputs[2:]) <= backward_reads
+    assert not {n.outputs[0] for n in inner if n.op == "conv2d_q8"} & backward_reads
+    plain = _graph(path, d, "bias", skip=("stream",))
+    assert peak_live(g, "forward") < 0.5 * peak_live(plain, "forward")
+
+
+@pytest.mark.parametrize("idx", [0, 4])
+def test_a_trained_weight_reads_a_whole_input(mbv2, idx):
+    """A layer whose weight trains reads its input in the backward: in every stage the pass
+    may choose from, that input is never one of the row rings (it is the sample or the
+    stage's exit, whole)."""
+    from tinytrain.passes.stream import _exits, _streamable, stream_stage
+
+    path, d = mbv2
+    g = _graph(path, d, f"tte:n_bias=52,idx={idx},ratio=1", stop="stream")
+    prefix = []
+    for n in g.nodes:
+        if not _streamable(g, n):
+            break
+        prefix.append(n)
+    cuts = _exits(g, prefix)
+    assert cuts
+    backward_reads = {i for n in g.nodes if n.phase == "backward" for i in n.inputs}
+    for cut, exit_ in cuts:
+        stage = next(n for n in stream_stage(g, cut, exit_).nodes if n.op == "row_stream")
+        rings = set(stage.attrs["_rings"])
+        assert not rings & backward_reads
+        for m in stage.attrs["_nodes"]:
+            if m.op == "conv2d_q8" and g.t(m.inputs[1]).trainable:
+                assert m.inputs[0] not in rings and m.inputs[0] in backward_reads
+
+
+def _train(cli, path, d, out, *args, qemu=False):
+    cli("build", path, "--out", out, "--update", "bias", "--quantize", "int8", "--calib",
+        d / "calib.npz", *args)
+    cli("run", out, *(["--qemu"] if qemu else []), "--data", d / "train.npz", "--metrics",
+        out / "m.jsonl", "--save", out / "state.npz")
+    losses = [json.loads(line)["loss"] for line in open(out / "m.jsonl")]
+    return losses, read_saved(out / "state.npz").params
+
+
+def _same(a, b):
+    assert len(a[0]) == STEPS and a[0] == b[0]
+    assert a[1].keys() == b[1].keys()
+    for k in a[1]:
+        np.testing.assert_array_equal(a[1][k], b[1][k], err_msg=k)
+
+
+@pytest.fixture(scope="module")
+def plain(mbv2, tmp_path_factory):
+    path, d = mbv2
+    return _train(tinytrain_cli(), path, d, tmp_path_factory.mktemp("plain") / "b",
+                  "--no-memory-passes")
+
+
+def tinytrain_cli():
+    from tests.conftest import tinytrain
+
+    return tinytrain
+
+
+def test_streamed_trained_stem_trains_bit_identically(mbv2, plain, tmp_path, cli):
+    path, d = mbv2
+    fast = _train(cli, path, d, tmp_path / "a")
+    c = (tmp_path / "a" / "model.c").read_text()
+    assert "tt_conv2d_s8" in c and "tt_row(&r[" in c and "tt_q8_clamp_mask" in c
+    _same(fast, plain)
+    r = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert r["memory"]["peak_op"] != "(before the step)"
+
+
+@pytest.mark.skipif(
+    shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None,
+    reason="needs gcc-arm-none-eabi and qemu-system-arm (installed by .ci/run)")
+def test_streamed_trained_stem_on_the_twin(mbv2, plain, tmp_path, cli):
+    path, d = mbv2
+    twin = _train(cli, path, d, tmp_path / "fw", "--board", "stm32f746", qemu=True)
+    _same(twin, plain)
