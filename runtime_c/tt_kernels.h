@@ -266,6 +266,13 @@ void tt_dw_backward_input_inplace_s8(float *g, const int8_t *w, const float *w_s
                                      const tt_conv_geom *geo);
 void tt_conv2d_backward_weight_s8(float *dw, const float *dy, const int8_t *x, float x_scale,
                                   int32_t x_zp, const tt_conv_geom *g);
+/* Row kernels of a backward region run row by row (tt_row_backward.c): row iy of a depthwise
+ * conv's input gradient from a ring of its output gradient's rows (float rows); and a bias
+ * gradient's running per-channel sum over one row of pixels (the same sums, in the same
+ * order, as the whole-tensor kernels) */
+void tt_dw_backward_input_s8_row(float *dx, const tt_rows *dy, int32_t iy, const int8_t *w,
+                                 const float *w_scale, const tt_conv_geom *g);
+void tt_bias_grad_row_f32(float *sum, const float *dy, int32_t pixels, int32_t c);
 void tt_dense_backward_input_s8(float *dx, const float *dy, const int8_t *w,
                                 const float *w_scale, int32_t in, int32_t out);
 void tt_dense_backward_weight_s8(float *dw, const float *dy, const int8_t *x, float x_scale,

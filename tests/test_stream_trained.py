@@ -1,10 +1,12 @@
-"""Row streaming of a stem whose layers train their biases (passes/stream.py).
+"""Streaming that trains: a stem whose layers train their biases runs row by row both ways.
 
-A bias gradient needs the layer's output gradient and the 1-bit mask of its clamp, not its
-activations: the stem streams anyway and each mask is written row by row, as its rows are
-made. A layer whose weight trains needs its input in the backward, which ends the stage before
-it. The pass only moves bytes: the build trains to the bits of one without the memory passes,
-on the host and on the STM32F746's twin, over 20 steps.
+Forward (passes/stream.py): a bias gradient needs the layer's output gradient and the 1-bit
+mask of its clamp, not its activations, so the stem streams anyway and each mask is written
+row by row as its rows are made. A layer whose weight trains needs its input in the backward,
+which is then never a row ring. Backward (passes/stream_backward.py): the stem's input
+gradients, masks, residual sums and bias sums run row by row from the gradient entering it.
+The passes only move bytes: the build trains to the bits of one without the memory passes, on
+the host and on the STM32F746's twin, over 20 steps.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from tests.torch_models import MobileNetV2, export  # noqa: E402
 from tinytrain.state_file import read as read_saved  # noqa: E402
 
 STEPS = 20
-RES = 48
+RES = 64  # the backward region pays off from here (at 48 the forward sets the arena)
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +132,8 @@ def test_streamed_trained_stem_trains_bit_identically(mbv2, plain, tmp_path, cli
     fast = _train(cli, path, d, tmp_path / "a")
     c = (tmp_path / "a" / "model.c").read_text()
     assert "tt_conv2d_s8" in c and "tt_row(&r[" in c and "tt_q8_clamp_mask" in c
+    # ... and its backward runs row by row too: depthwise input gradients and bias sums
+    assert "tt_dw_backward_input_s8_row" in c and "tt_bias_grad_row_f32" in c
     _same(fast, plain)
     r = json.loads((tmp_path / "a" / "report.json").read_text())
     assert r["memory"]["peak_op"] != "(before the step)"

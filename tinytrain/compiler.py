@@ -26,6 +26,7 @@ from tinytrain.passes.remat import Target, choose, parse_remat
 from tinytrain.passes.schedule import schedule_backward
 from tinytrain.passes.split_weights import split_partial_weights
 from tinytrain.passes.stream import stream_rows
+from tinytrain.passes.stream_backward import stream_gradients
 from tinytrain.passes.x_float import convert_update_inputs
 from tinytrain.update_plan import parse_plan
 
@@ -90,7 +91,7 @@ def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
             ("x_float", convert_update_inputs),
         ]
 
-        def finish(g: Graph) -> Graph:  # what remat's candidates are judged after
+        def finish(g: Graph) -> Graph:  # what grad_rows' and remat's candidates are judged after
             for _, fn in later:
                 g = fn(g)
             return g
@@ -100,6 +101,7 @@ def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
             ("masks", use_activation_masks),
             ("split", split_partial_weights),
             ("pool_grad", lambda g: keep_pool_gradient_per_channel(g, later=stream_channels)),
+            ("grad_rows", lambda g: stream_gradients(g, finish)),
             ("remat", lambda g: remat_pass(g, opts, finish)),
             *later,
         ]

@@ -49,7 +49,8 @@ def buffer_table(g: Graph, plan: Plan, sram: dict[str, int] | None = None) -> di
     for n in nodes:
         if n.phase == "backward":
             backward_reads.update(n.inputs)
-    scratch = {n.outputs[1] for n in nodes if n.op == "row_stream"}  # the stage's row rings
+    scratch = ({n.outputs[1] for n in nodes if n.op == "row_stream"}  # the stages' row rings
+               | {n.outputs[0] for n in nodes if n.op == "row_stream_backward"})
     views: dict[str, list[str]] = {}
     for v, r in plan.views.items():
         views.setdefault(r, []).append(v)

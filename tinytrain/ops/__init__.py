@@ -44,6 +44,7 @@ from tinytrain.ops import (
     quantize_q8,
     reshape,
     row_stream,
+    row_stream_backward,
     sgd,
     sigmoid,
     softmax_ce,
@@ -62,6 +63,7 @@ _MODULES += (softmax_q8, logistic_q8, hard_swish_q8, add_q8, mul_q8, avg_pool2d_
              max_pool2d_q8, mean_q8, pad_q8, concat_q8, quantize_q8, grad_q8)
 _MODULES += (row_stream, merge_channels)  # frozen stem run row by row (passes/stream.py)
 _MODULES += (channel_stream,)  # a backward region run channel by channel
+_MODULES += (row_stream_backward,)  # a stem's backward run row by row
 _MODULES += (global_avg_pool_share, pooled_grad)  # per-channel pool gradient (passes/pool_grad.py)
 _MODULES += (dw_partial,)  # partial depthwise weight updates (passes/prune.py)
 

@@ -43,6 +43,19 @@ class Accumulate(OpDef):
             return f"tt_accumulate_f32({y}, {b}, {n});"
         return f"tt_copy_f32({y}, {a}, {n}); tt_accumulate_f32({y}, {b}, {n});"
 
+    # a row of a backward region run row by row (passes/stream_backward.py)
+    def row_inputs(self, node, shapes):
+        return (0, 1) if len(shapes[0]) == 3 and shapes[0] == shapes[1] else None
+
+    def row_window(self, node, shapes, row):
+        return [(row, row), (row, row)]
+
+    def row_call(self, node, cg, rings, out, row):
+        _, w, c = cg.shape(node.inputs[0])
+        y = f"(float *)tt_row(&{out}, {row})"
+        return (f"tt_copy_f32({y}, (const float *)tt_row(&{rings[0]}, {row}), {w * c}); "
+                f"tt_accumulate_f32({y}, (const float *)tt_row(&{rings[1]}, {row}), {w * c});")
+
 
 class AccumulateParam(OpDef):
     """dst += src: a gradient arriving at a trainable parameter used as a plain operand."""

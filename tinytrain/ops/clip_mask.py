@@ -49,5 +49,19 @@ class MaskBackward(OpDef):
         return (f"tt_mask_backward_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
                 f"{cg.ptr(node.inputs[1])}, {n});")
 
+    # In a backward region run row by row (passes/stream_backward.py): row r's bits start at
+    # byte r * W * C / 8 of the whole mask (W * C is a multiple of 8).
+    def row_inputs(self, node, shapes):
+        return (0,) if len(shapes[0]) == 3 and shapes[0][1] * shapes[0][2] % 8 == 0 else None
+
+    def row_window(self, node, shapes, row):
+        return [(row, row)]
+
+    def row_call(self, node, cg, rings, out, row):
+        _, w, c = cg.shape(node.inputs[0])
+        return (f"tt_mask_backward_f32((float *)tt_row(&{out}, {row}), "
+                f"(const float *)tt_row(&{rings[0]}, {row}), "
+                f"{cg.ptr(node.inputs[1])} + {row} * {w * c // 8}, {w * c});")
+
 
 OPS = (ClipMask(), MaskBackward())

@@ -164,6 +164,20 @@ class Conv2dQ8(OpDef):
         return oh * ow * cout * w[1] * w[2] * w[3]
 
 
+def _row_geometry(node, dy, w) -> str | None:
+    """'pointwise' (1x1, stride 1, no padding, one group) or 'depthwise' (one filter per
+    channel) when the input gradient can be made row by row; else None."""
+    a = node.attrs
+    if len(dy) != 3:
+        return None
+    if (tuple(a["kernel"]) == (1, 1) and tuple(a["stride"]) == (1, 1) and a.get("groups", 1) == 1
+            and not any(a["pads"])):
+        return "pointwise"
+    if a.get("groups", 1) == dy[2] > 1 and w[0] == dy[2] and w[-1] == 1:
+        return "depthwise"
+    return None
+
+
 class Conv2dBackwardInputQ8(OpDef):
     name = "conv2d_backward_input_q8"
 
@@ -192,6 +206,30 @@ class Conv2dBackwardInputQ8(OpDef):
         return (f"tt_conv2d_backward_input_s8({cg.ptr(node.outputs[0])}, "
                 f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
                 f"{floats(cg, node.attrs['w_scale'])}, &{g});")
+
+    # In a backward region run row by row (passes/stream_backward.py): a 1x1 conv's input
+    # gradient row r needs dy's row r; a depthwise one the dy rows whose taps reach row r.
+    def row_inputs(self, node, shapes):
+        return (0,) if _row_geometry(node, shapes[0], shapes[1]) else None
+
+    def row_window(self, node, shapes, row):
+        a = node.attrs
+        if _row_geometry(node, shapes[0], shapes[1]) == "pointwise":
+            return [(row, row)]
+        sh, pt, reach = a["stride"][0], a["pads"][0], (a["kernel"][0] - 1) * a["dilation"][0]
+        lo, hi = -(-(row + pt - reach) // sh), (row + pt) // sh
+        return [(max(lo, 0), min(hi, shapes[0][0] - 1))]
+
+    def row_call(self, node, cg, rings, out, row):
+        dy, dx = cg.shape(node.inputs[0]), cg.shape(node.outputs[0])
+        ws, w = floats(cg, node.attrs["w_scale"]), cg.ptr(node.inputs[1])
+        y = f"(float *)tt_row(&{out}, {row})"
+        if _row_geometry(node, dy, cg.shape(node.inputs[1])) == "pointwise":
+            g = geom_decl(cg, node, (1, *dx[1:]), (1, *dy[1:]))  # one row: the same sums
+            return (f"tt_conv2d_backward_input_s8({y}, (const float *)tt_row(&{rings[0]}, "
+                    f"{row}), {w}, {ws}, &{g});")
+        g = geom_decl(cg, node, dx, dy)
+        return f"tt_dw_backward_input_s8_row({y}, &{rings[0]}, {row}, {w}, {ws}, &{g});"
 
     def macs(self, node, shapes, out_shapes):
         w = shapes[1]

@@ -167,5 +167,25 @@ class BiasSGDQ8(OpDef):
                 f"{size(s[:-1])}, {s[-1]}, {floats(cg, node.attrs['step'])}, "
                 f"{_update(cg, node, 2)});")
 
+    # In a backward region run row by row (passes/stream_backward.py) each row of dy adds to
+    # a running per-channel sum (`out`: C floats, zeroed before the region), and the update
+    # runs once every row is in: tt_bias_sgd_s32 over one "row" of sums adds each to 0.0f,
+    # which leaves it unchanged (a sum that starts at +0.0f is never -0.0f).
+    def row_inputs(self, node, shapes):
+        return (0,) if len(shapes[0]) == 3 else None
+
+    def row_window(self, node, shapes, row):
+        return [(row, row)]
+
+    def row_call(self, node, cg, rings, out, row):
+        _, w, c = cg.shape(node.inputs[0])
+        return (f"tt_bias_grad_row_f32({out}, (const float *)tt_row(&{rings[0]}, {row}), "
+                f"{w}, {c});")
+
+    def row_finish(self, node, cg, sums: str) -> str:
+        c = cg.shape(node.inputs[0])[-1]
+        return (f"tt_bias_sgd_s32({cg.ptr(node.inputs[1])}, {sums}, 1, {c}, "
+                f"{floats(cg, node.attrs['step'])}, {_update(cg, node, 2)});")
+
 
 OPS = (SGDQ8(), Conv2dWeightSGDQ8(), DenseWeightSGDQ8(), BiasSGDQ8())

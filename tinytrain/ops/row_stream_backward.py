@@ -1,0 +1,101 @@
+"""A backward region run row by row (built by passes/stream_backward.py).
+
+The backward of a high-resolution stem turns the small gradient entering the region (whole)
+into bias updates, through 1x1 and depthwise input gradients, 1-bit ReLU masks and residual
+sums. None of its float gradients exists whole: each lives in a ring of a few rows inside one
+scratch buffer, a static schedule says which sub-op makes which row next, each bias node adds
+the rows of its gradient to a running per-channel sum, and once every row is in, the biases
+are updated.
+
+attrs: entry (the gradient entering the region), _nodes (the original nodes, in order),
+_schedule ((node index, row) pairs), _rings
+({tensor: (offset in the scratch, rows kept, bytes per row)}), _sums ({bias node index:
+offset of its C float sums in the scratch}), _shapes (every region tensor's shape), scratch
+(bytes). Outputs: the scratch, then the parameters the region updates. Each row kernel adds
+the floats of the whole-tensor kernel in its order, so the region gives bit-identical results.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinytrain.ops.base import OpDef
+
+
+def get_op(name: str) -> OpDef:
+    from tinytrain.ops import get_op as lookup  # the registry imports this module
+
+    return lookup(name)
+
+
+class RowStreamBackward(OpDef):
+    name = "row_stream_backward"
+    has_gradient = False
+
+    def infer(self, node, shapes):
+        sh = node.attrs["_shapes"]
+        return [(node.attrs["scratch"],), *(tuple(sh[p]) for p in node.outputs[1:])]
+
+    def forward(self, node, xs):
+        env = dict(zip(node.inputs, xs))
+        for n in node.attrs["_nodes"]:
+            outs = get_op(n.op).forward(n, [env[i] for i in n.inputs])
+            env.update(zip(n.outputs, outs))
+        return [np.zeros(node.attrs["scratch"], np.uint8), *(env[p] for p in node.outputs[1:])]
+
+    def c_call(self, node, cg):
+        a = node.attrs
+        shapes, rings, sums = a["_shapes"], a["_rings"], a["_sums"]
+        scratch = cg.ptr(node.outputs[0])
+        entry = a["entry"]  # the gradient entering the region, whole: a ring as tall
+        h, w, c = shapes[entry]
+        names = [entry, *rings]  # ring index -> tensor
+        decl = [f"{{(int8_t *){cg.ptr(entry)}, {h}, {w * c * 4}}}"]
+        for t in rings:
+            off, rows, row_bytes = rings[t]
+            decl.append(f"{{(int8_t *){scratch} + {off}, {rows}, {row_bytes}}}")
+        idx = {t: k for k, t in enumerate(names)}
+        cases, finish = [], []
+        for k, n in enumerate(a["_nodes"]):
+            op = get_op(n.op)
+            ins = op.row_inputs(n, [shapes[i] for i in n.inputs]) or ()
+            rows_in = [f"r[{idx[n.inputs[i]]}]" for i in ins]
+            if k in sums:
+                acc = f"(float *)((int8_t *){scratch} + {sums[k]})"
+                cases.append(f"        case {k}: {op.row_call(n, cg, rows_in, acc, 'row')} "
+                             "break;")
+                finish.append(f"    {op.row_finish(n, cg, acc)}")
+            else:
+                out = f"r[{idx[n.outputs[0]]}]"
+                cases.append(f"        case {k}: {op.row_call(n, cg, rows_in, out, 'row')} "
+                             "break;")
+        zero = [f"    memset((int8_t *){scratch} + {off}, 0, "
+                f"{4 * shapes[a['_nodes'][k].inputs[0]][-1]}u);" for k, off in sorted(sums.items())]
+        sched = a["_schedule"]
+        which = cg.static(f"static const uint8_t {{name}}[{len(sched)}] = "
+                          f"{{{{{', '.join(str(k) for k, _ in sched)}}}}};")
+        rows = cg.static(f"static const uint16_t {{name}}[{len(sched)}] = "
+                         f"{{{{{', '.join(str(r) for _, r in sched)}}}}};")
+        return "\n".join([
+            "{",
+            f"    tt_rows r[{len(names)}] = {{{', '.join(decl)}}};",
+            "    int32_t s;",
+            *zero,
+            f"    for (s = 0; s < {len(sched)}; ++s) {{",
+            f"        const int32_t row = {rows}[s];",
+            f"        switch ({which}[s]) {{",
+            *cases,
+            "        default: break;",
+            "        }",
+            "    }",
+            *finish,
+            "}",
+        ])
+
+    def macs(self, node, shapes, out_shapes):
+        sh = node.attrs["_shapes"]
+        return sum(get_op(n.op).macs(n, [sh.get(i, ()) for i in n.inputs],
+                                     [sh[o] for o in n.outputs]) for n in node.attrs["_nodes"])
+
+
+OPS = (RowStreamBackward(),)
