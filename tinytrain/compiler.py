@@ -18,7 +18,7 @@ from tinytrain.passes.autodiff import autodiff
 from tinytrain.passes.channel_stream import stream_channels
 from tinytrain.passes.fuse import fuse_updates
 from tinytrain.passes.inplace import run_in_place
-from tinytrain.passes.memory_plan import Plan, plan_memory
+from tinytrain.passes.memory_plan import Plan, peak_live, plan_memory
 from tinytrain.passes.optimizer import SGDConfig, add_optimizer
 from tinytrain.passes.pool_grad import keep_pool_gradient_per_channel
 from tinytrain.passes.prune import apply_update_plan
@@ -101,7 +101,9 @@ def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
             ("masks", use_activation_masks),
             ("split", split_partial_weights),
             ("pool_grad", lambda g: keep_pool_gradient_per_channel(g, later=stream_channels)),
-            ("grad_rows", lambda g: stream_gradients(g, finish)),
+            ("grad_rows", lambda g: stream_gradients(
+                g, finish, rank=lambda c: peak_live(run_in_place(stream_channels(c)),
+                                                    "backward"))),
             ("remat", lambda g: remat_pass(g, opts, finish)),
             *later,
         ]

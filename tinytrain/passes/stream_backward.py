@@ -154,22 +154,35 @@ def candidates(g: Graph) -> list[tuple[int, str]]:
     while start > 0 and _row_capable(g, backward[start - 1]):
         start -= 1
     start = max(start, len(backward) - MAX_STAGE_NODES)
-    out = []
+    found = []
     for s in range(start, len(backward) - 1):
         entry = _region(g, backward[s:])
         if entry is not None:
-            out.append((s, entry))
-    return out
+            found.append((s, entry))
+    # a region is worth starting where the gradient entering it is narrow (a block's output
+    # gradient, not an expanded one): keep the starts no larger than their neighbours
+    size = [g.t(e).nbytes for _, e in found]
+    return [f for k, f in enumerate(found)
+            if (k == 0 or size[k] <= size[k - 1]) and (k + 1 == len(found)
+                                                        or size[k] <= size[k + 1])]
 
 
-def stream_gradients(g: Graph, finish: Callable[[Graph], Graph]) -> Graph:
-    """The region whose graph, after `finish`, has the smallest arena; g if none shrinks it."""
+SHORTLIST = 3  # starts judged by the planner after `finish`, of those the backward peak ranks
+
+
+def stream_gradients(g: Graph, finish: Callable[[Graph], Graph],
+                     rank: Callable[[Graph], int] | None = None) -> Graph:
+    """The region whose graph, after `finish`, has the smallest arena; g if none shrinks it.
+    Every start is ranked by `rank` (cheap: the backward's peak once the channel regions are
+    formed) and the best SHORTLIST are judged exactly."""
     found = candidates(g)
     if not found:
         return g
+    cands = [stream_region(g, start, entry) for start, entry in found]
+    if rank is not None and len(cands) > SHORTLIST:
+        cands = sorted(cands, key=rank)[:SHORTLIST]
     best, best_arena = g, plan_memory(finish(g)).arena_size
-    for start, entry in found:
-        cand = stream_region(g, start, entry)
+    for cand in cands:
         arena = plan_memory(finish(cand)).arena_size
         if arena < best_arena:
             best, best_arena = cand, arena
