@@ -61,16 +61,20 @@ def _same(a, b):
 
 
 @pytest.fixture(scope="module")
-def mbv2_48(tmp_path_factory):
-    d = tmp_path_factory.mktemp("remat48")
-    return _model(d, 48), d
+def mbv2_64(tmp_path_factory):
+    d = tmp_path_factory.mktemp("remat64")
+    return _model(d, 64), d
 
 
-INT8 = ("--update", "last:24", "--quantize", "int8")
+# every bias and the weights of layers 9-40: the stem trains its biases (and streams), the
+# blocks after it keep activations for their weight gradients (and recompute them)
+DEEP = "tte:n_bias=52,idx={},ratio={}".format("-".join(map(str, range(9, 41))),
+                                             "-".join("1" * 32))
+INT8 = ("--update", DEEP, "--quantize", "int8")
 
 
-def test_int8_recomputed_build_trains_bit_identically(mbv2_48, cli):
-    path, d = mbv2_48
+def test_int8_recomputed_build_trains_bit_identically(mbv2_64, cli):
+    path, d = mbv2_64
     q8 = (*INT8, "--calib", d / "calib.npz")
     kept = _train(cli, path, d, d / "kept", *q8, "--remat", "off")
     remat = _train(cli, path, d, d / "remat", *q8, "--remat", "100%")
@@ -80,22 +84,28 @@ def test_int8_recomputed_build_trains_bit_identically(mbv2_48, cli):
     assert len(rr["remat"]) >= 8 and rr["macs"]["recompute"] > 0
     assert rr["macs"]["forward"] == rk["macs"]["forward"]
     assert rr["macs"]["backward"] == rk["macs"]["backward"]
-    assert rr["sram_bytes"]["arena"] < 0.5 * rk["sram_bytes"]["arena"]
+    assert rr["sram_bytes"]["arena"] < 0.6 * rk["sram_bytes"]["arena"]  # measured: 0.52
     c = (d / "remat" / "model.c").read_text()
     assert "_rc */" in c  # the clones are called in the backward
-    # the stem ahead of the trained blocks still streams, and the residual adds are recomputed
+    # the stem, which trains its biases, streams; the residual adds are recomputed
     info = json.loads((d / "remat" / "program.json").read_text())
     phases = {o["name"]: o["phase"] for o in info["profile_ops"]}
     assert any(o["op"] == "row_stream" for o in info["profile_ops"])
+    g, _ = compile_model(path, Options(update=DEEP, quantize="int8", calib=d / "calib.npz",
+                                       remat="100%"))
+    stage = next(n for n in g.nodes if n.op == "row_stream")
+    assert any(g.t(i).kind == "param" and g.t(i).trainable for i in stage.inputs)
+    clones = [n for n in g.nodes if n.attrs.get("remat_of")]
+    assert any(i.endswith("_Add") for n in clones for i in n.inputs)  # from a residual sum
     assert any(p == "recompute" for p in phases.values())
     assert all(n.endswith("_rc") for n, p in phases.items() if p == "recompute")
 
 
 @needs_twin
-def test_int8_recomputed_build_on_the_twin(mbv2_48, cli):
+def test_int8_recomputed_build_on_the_twin(mbv2_64, cli):
     """The rematerialised firmware on the STM32F746's twin trains to the host's bits without
     rematerialisation, and its ELF reserves exactly the planned (smaller) arena."""
-    path, d = mbv2_48
+    path, d = mbv2_64
     q8 = (*INT8, "--calib", d / "calib.npz")
     host = _train(cli, path, d, d / "host-kept", *q8, "--remat", "off")
     twin = _train(cli, path, d, d / "twin-remat", *q8, "--remat", "100%", "--board",
@@ -194,8 +204,8 @@ def test_a_plan_that_fits_only_with_recompute_links(mbv2_128, cli):
     assert refused.returncode == 2 and "does not fit" in refused.stderr + refused.stdout
 
 
-def test_bad_remat_option(mbv2_48, cli):
-    path, d = mbv2_48
+def test_bad_remat_option(mbv2_64, cli):
+    path, d = mbv2_64
     p = cli("build", path, "--out", d / "bad", "--remat", "lots", check=False)
     assert p.returncode == 2
     assert "--remat must be auto, off or a percentage" in p.stderr + p.stdout
