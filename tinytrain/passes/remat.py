@@ -91,8 +91,8 @@ def _names_in_attrs(n: Node) -> str:
 
 
 def _clonable(n: Node) -> bool:
-    """A forward node whose clone computes the same thing: one that reads the sample through
-    a fetch, or writes state, is not."""
+    """A forward node whose clone computes the same thing: not one that fetches the sample
+    from the input source, nor a fused region (their inner names cannot be rewired)."""
     return not n.attrs.get("fetch") and n.op not in ("row_stream", "channel_stream")
 
 
@@ -259,10 +259,6 @@ def rematerialise(g: Graph, segs: Iterable[Segment]) -> Graph:
                      meta={**g.meta, "remat": sorted(group_of)})
 
 
-def recompute_macs(g: Graph) -> int:
-    return sum(_node_macs(g, n) for n in g.nodes if n.attrs.get("remat_of"))
-
-
 def choose(g: Graph, finish: Callable[[Graph], Graph], target: Target) -> Graph:
     """The rematerialised graph (before `finish`) that best meets `target`, judged by the
     arena of finish(graph); `g` itself when no recompute helps."""
@@ -293,11 +289,11 @@ def choose(g: Graph, finish: Callable[[Graph], Graph], target: Target) -> Graph:
         return g
     if target.arena is not None and base[0] <= target.arena:
         return g
-    fits = [s for s in allowed if target.arena is not None and judge(s)[0] <= target.arena]
-    if fits:
-        best = fits[0]
-        goal = target.arena
-    else:  # nothing meets the target: the smallest arena, then the least recompute
+    # the shortest prefix that meets the arena target (planned one by one, in order) ...
+    best = next((s for s in allowed if target.arena is not None
+                 and judge(s)[0] <= target.arena), None)
+    goal = target.arena
+    if best is None:  # ... or, when none does, the smallest arena, then the least recompute
         best = min(allowed, key=lambda s: (judge(s)[0], judge(s)[1]))
         goal = judge(best)[0]
     if judge(best)[0] >= base[0]:
