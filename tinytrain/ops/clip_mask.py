@@ -11,6 +11,12 @@ def mask_bytes(n: int) -> int:
     return (n + 7) // 8
 
 
+def mask_rows(shape) -> tuple[int, ...] | None:
+    """row_inputs of an op that reads or writes the mask of an HWC tensor row by row: (0,)
+    when each row's bits start on a whole byte (W * C a multiple of 8), else None."""
+    return (0,) if len(shape) == 3 and shape[1] * shape[2] % 8 == 0 else None
+
+
 class ClipMask(OpDef):
     """mask bit i = lo < x[i] < hi, packed little-endian within each byte."""
 
@@ -52,7 +58,7 @@ class MaskBackward(OpDef):
     # In a backward region run row by row (passes/stream_backward.py): row r's bits start at
     # byte r * W * C / 8 of the whole mask (W * C is a multiple of 8).
     def row_inputs(self, node, shapes):
-        return (0,) if len(shapes[0]) == 3 and shapes[0][1] * shapes[0][2] % 8 == 0 else None
+        return mask_rows(shapes[0])
 
     def row_window(self, node, shapes, row):
         return [(row, row)]

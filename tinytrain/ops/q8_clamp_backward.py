@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinytrain.ops.base import OpDef, size
-from tinytrain.ops.clip_mask import mask_bytes
+from tinytrain.ops.clip_mask import mask_bytes, mask_rows
 
 
 class Q8ClampBackward(OpDef):
@@ -54,7 +54,7 @@ class Q8ClampMask(OpDef):
     # In a row-streamed stage (passes/stream.py) the mask of row r is taken as the row is
     # made: its bits start at byte r * W * C / 8 of the whole mask (W * C is a multiple of 8).
     def row_inputs(self, node, shapes):
-        return (0,) if len(shapes[0]) == 3 and shapes[0][1] * shapes[0][2] % 8 == 0 else None
+        return mask_rows(shapes[0])
 
     def row_window(self, node, shapes, row):
         return [(row, row)]

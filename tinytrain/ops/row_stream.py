@@ -73,29 +73,42 @@ class RowStream(OpDef):
             ring = f"r[{idx[a['fetch']]}]"
             cases.append(f"        case {len(a['_nodes'])}: tt_fetch_input(tt_row(&{ring}, row), "
                          "row); break;")
-        sched = a["_schedule"]
-        which = cg.static(f"static const uint8_t {{name}}[{len(sched)}] = "
-                          f"{{{{{', '.join(str(k) for k, _ in sched)}}}}};")
-        rows = cg.static(f"static const uint16_t {{name}}[{len(sched)}] = "
-                         f"{{{{{', '.join(str(r) for _, r in sched)}}}}};")
-        return "\n".join([
-            "{",
-            f"    tt_rows r[{len(names)}] = {{{', '.join(decl)}}};",
-            "    int32_t s;",
-            f"    for (s = 0; s < {len(sched)}; ++s) {{",
-            f"        const int32_t row = {rows}[s];",
-            f"        switch ({which}[s]) {{",
-            *cases,
-            "        default: break;",
-            "        }",
-            "    }",
-            "}",
-        ])
+        return schedule_loop(cg, a["_schedule"], decl, cases)
 
     def macs(self, node, shapes, out_shapes):
-        sh = node.attrs["_shapes"]
-        return sum(get_op(n.op).macs(n, [sh.get(i, ()) for i in n.inputs],
-                                     [sh[o] for o in n.outputs]) for n in node.attrs["_nodes"])
+        return inner_macs(node)
+
+
+def inner_macs(node) -> int:
+    """The MACs of a fused node's original nodes (attrs _nodes, _shapes)."""
+    sh = node.attrs["_shapes"]
+    return sum(get_op(n.op).macs(n, [sh.get(i, ()) for i in n.inputs],
+                                 [sh[o] for o in n.outputs]) for n in node.attrs["_nodes"])
+
+
+def schedule_loop(cg, sched, decl: list[str], cases: list[str], before: tuple[str, ...] = (),
+                  after: tuple[str, ...] = ()) -> str:
+    """The C of a row schedule: the rings `decl` (r[0], r[1], ...), then for each (node, row)
+    step the node's `case` of a switch; `before`/`after` run around the loop."""
+    which = cg.static(f"static const uint8_t {{name}}[{len(sched)}] = "
+                      f"{{{{{', '.join(str(k) for k, _ in sched)}}}}};")
+    rows = cg.static(f"static const uint16_t {{name}}[{len(sched)}] = "
+                     f"{{{{{', '.join(str(r) for _, r in sched)}}}}};")
+    return "\n".join([
+        "{",
+        f"    tt_rows r[{len(decl)}] = {{{', '.join(decl)}}};",
+        "    int32_t s;",
+        *before,
+        f"    for (s = 0; s < {len(sched)}; ++s) {{",
+        f"        const int32_t row = {rows}[s];",
+        f"        switch ({which}[s]) {{",
+        *cases,
+        "        default: break;",
+        "        }",
+        "    }",
+        *after,
+        "}",
+    ])
 
 
 OPS = (RowStream(),)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinytrain.ops.base import OpDef
+from tinytrain.ops.row_stream import inner_macs, schedule_loop
 
 
 def get_op(name: str) -> OpDef:
@@ -60,42 +61,18 @@ class RowStreamBackward(OpDef):
             op = get_op(n.op)
             ins = op.row_inputs(n, [shapes[i] for i in n.inputs]) or ()
             rows_in = [f"r[{idx[n.inputs[i]]}]" for i in ins]
+            # a bias adds its rows to its sums, then updates after the loop
+            out = (f"(float *)((int8_t *){scratch} + {sums[k]})" if k in sums
+                   else f"r[{idx[n.outputs[0]]}]")
+            cases.append(f"        case {k}: {op.row_call(n, cg, rows_in, out, 'row')} break;")
             if k in sums:
-                acc = f"(float *)((int8_t *){scratch} + {sums[k]})"
-                cases.append(f"        case {k}: {op.row_call(n, cg, rows_in, acc, 'row')} "
-                             "break;")
-                finish.append(f"    {op.row_finish(n, cg, acc)}")
-            else:
-                out = f"r[{idx[n.outputs[0]]}]"
-                cases.append(f"        case {k}: {op.row_call(n, cg, rows_in, out, 'row')} "
-                             "break;")
+                finish.append(f"    {op.row_finish(n, cg, out)}")
         zero = [f"    memset((int8_t *){scratch} + {off}, 0, "
                 f"{4 * shapes[a['_nodes'][k].inputs[0]][-1]}u);" for k, off in sorted(sums.items())]
-        sched = a["_schedule"]
-        which = cg.static(f"static const uint8_t {{name}}[{len(sched)}] = "
-                          f"{{{{{', '.join(str(k) for k, _ in sched)}}}}};")
-        rows = cg.static(f"static const uint16_t {{name}}[{len(sched)}] = "
-                         f"{{{{{', '.join(str(r) for _, r in sched)}}}}};")
-        return "\n".join([
-            "{",
-            f"    tt_rows r[{len(names)}] = {{{', '.join(decl)}}};",
-            "    int32_t s;",
-            *zero,
-            f"    for (s = 0; s < {len(sched)}; ++s) {{",
-            f"        const int32_t row = {rows}[s];",
-            f"        switch ({which}[s]) {{",
-            *cases,
-            "        default: break;",
-            "        }",
-            "    }",
-            *finish,
-            "}",
-        ])
+        return schedule_loop(cg, a["_schedule"], decl, cases, tuple(zero), tuple(finish))
 
     def macs(self, node, shapes, out_shapes):
-        sh = node.attrs["_shapes"]
-        return sum(get_op(n.op).macs(n, [sh.get(i, ()) for i in n.inputs],
-                                     [sh[o] for o in n.outputs]) for n in node.attrs["_nodes"])
+        return inner_macs(node)
 
 
 OPS = (RowStreamBackward(),)

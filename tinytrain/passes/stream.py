@@ -92,41 +92,56 @@ def _fetched_input(g: Graph, stage: list[Node]) -> str | None:
     return x
 
 
-def _schedule(g: Graph, stage: list[Node], exit_: str,
-              fetched: str | None = None) -> list[tuple[int, int]]:
-    """Pull the exit's rows in order; each row first pulls the input rows under its window.
-    Rows of `fetched` (the sample) are fetched in order as step (len(stage), row)."""
-    producer = {n.outputs[0]: (k, n) for k, n in enumerate(stage) if n.op != "q8_clamp_mask"}
-    masks: dict[str, list[int]] = {}  # tensor -> mask nodes that read each of its rows
-    for k, n in enumerate(stage):
-        if n.op == "q8_clamp_mask":
-            masks.setdefault(n.inputs[0], []).append(k)
-    done: dict[str, int] = {}  # tensor -> rows produced so far
-    sched: list[tuple[int, int]] = []
+class RowPuller:
+    """Builds a row schedule: pull(t, last) appends the steps that make rows of t up to
+    `last`, each row first pulling the rows of its inputs under its window. `producer` maps a
+    tensor to (node index, node); `readers` maps a tensor to the nodes that consume each of
+    its rows as it is made (masks, bias sums); `fetch` is the step index of a fetched input."""
 
-    def pull(t: str, last: int) -> None:
-        if t == fetched:
+    def __init__(self, g: Graph, producer: dict[str, tuple[int, Node]],
+                 readers: dict[str, list[int]], fetched: str | None = None,
+                 fetch: int = -1) -> None:
+        self.g, self.producer, self.readers = g, producer, readers
+        self.fetched, self.fetch = fetched, fetch
+        self.done: dict[str, int] = {}  # tensor -> rows made so far
+        self.sched: list[tuple[int, int]] = []
+
+    def pull(self, t: str, last: int) -> None:
+        done, sched = self.done, self.sched
+        if t == self.fetched:
             while done.get(t, 0) <= last:
-                sched.append((len(stage), done.get(t, 0)))
+                sched.append((self.fetch, done.get(t, 0)))
                 done[t] = done.get(t, 0) + 1
             return
-        if t not in producer:
-            return  # a whole tensor from outside the stage
-        k, n = producer[t]
+        if t not in self.producer:
+            return  # a whole tensor from outside
+        k, n = self.producer[t]
         op = get_op(n.op)
-        shapes = [g.t(i).shape for i in n.inputs]
+        shapes = [self.g.t(i).shape for i in n.inputs]
         ins = op.row_inputs(n, shapes) or ()
         while done.get(t, 0) <= last:
             row = done.get(t, 0)
             for i, (lo, hi) in zip(ins, op.row_window(n, shapes, row)):
                 if lo <= hi:
-                    pull(n.inputs[i], hi)
+                    self.pull(n.inputs[i], hi)
             sched.append((k, row))
-            sched.extend((m, row) for m in masks.get(t, ()))  # its mask bits, while it is there
+            sched.extend((m, row) for m in self.readers.get(t, ()))  # while the row is there
             done[t] = row + 1
 
-    pull(exit_, g.t(exit_).shape[0] - 1)
-    return sched
+
+def _schedule(g: Graph, stage: list[Node], exit_: str,
+              fetched: str | None = None) -> list[tuple[int, int]]:
+    """Pull the exit's rows in order; each row first pulls the input rows under its window,
+    and a mask takes its bits of a row as soon as it is made. Rows of `fetched` (the sample)
+    are fetched in order as step (len(stage), row)."""
+    producer = {n.outputs[0]: (k, n) for k, n in enumerate(stage) if n.op != "q8_clamp_mask"}
+    masks: dict[str, list[int]] = {}  # tensor -> mask nodes that read each of its rows
+    for k, n in enumerate(stage):
+        if n.op == "q8_clamp_mask":
+            masks.setdefault(n.inputs[0], []).append(k)
+    puller = RowPuller(g, producer, masks, fetched, len(stage))
+    puller.pull(exit_, g.t(exit_).shape[0] - 1)
+    return puller.sched
 
 
 def _ring_rows(g: Graph, stage: list[Node], sched: list[tuple[int, int]],

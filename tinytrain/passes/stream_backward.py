@@ -24,7 +24,7 @@ from collections.abc import Callable
 from tinytrain.ir import ACTIVATION, GRAD, PARAM, Graph, Node, Tensor
 from tinytrain.ops import get_op
 from tinytrain.passes.memory_plan import align, plan_memory
-from tinytrain.passes.stream import MAX_ROWS, MAX_STAGE_NODES, _ring_rows
+from tinytrain.passes.stream import MAX_ROWS, MAX_STAGE_NODES, RowPuller, _ring_rows
 
 ROW_OPS = ("mask_backward", "conv2d_backward_input_q8", "accumulate", "bias_sgd_q8")
 SINKS = ("bias_sgd_q8",)  # consume rows, write a parameter once every row is in
@@ -76,29 +76,12 @@ def _schedule(g: Graph, region: list[Node], entry: str) -> list[tuple[int, int]]
             sinks.setdefault(n.inputs[0], []).append(k)
         else:
             readers.update(n.inputs)
-    done: dict[str, int] = {}
-    sched: list[tuple[int, int]] = []
-
-    def pull(t: str, last: int) -> None:
-        if t not in producer:
-            return
-        k, n = producer[t]
-        op = get_op(n.op)
-        shapes = [g.t(i).shape for i in n.inputs]
-        ins = op.row_inputs(n, shapes) or ()
-        while done.get(t, 0) <= last:
-            row = done.get(t, 0)
-            for i, (lo, hi) in zip(ins, op.row_window(n, shapes, row)):
-                if lo <= hi:
-                    pull(n.inputs[i], hi)
-            sched.append((k, row))
-            sched.extend((m, row) for m in sinks.get(t, ()))
-            done[t] = row + 1
-
+    puller = RowPuller(g, producer, sinks)
+    sched = puller.sched
     sched.extend((m, r) for m in sinks.get(entry, ()) for r in range(g.t(entry).shape[0]))
     ends = [t for t in producer if t not in readers] + list(sinks)
     for t in ends:
-        pull(t, g.t(t).shape[0] - 1)
+        puller.pull(t, g.t(t).shape[0] - 1)
     return sched
 
 
