@@ -17,7 +17,8 @@ tensor that is the only one crossing the cut. Its layers may train when their ba
 none of those intermediates: a bias gradient needs only the layer's output gradient and the
 1-bit mask of its clamp, and the mask nodes stream too (each row of the output writes its
 bits into the whole mask, an output of the stage kept for the backward). A layer whose weight
-trains reads its input in the backward, so a cut after it is never valid. Every possible end is
+trains reads its input in the backward, so no valid cut leaves that input inside the stage as
+a ring (it can be the sample, or the stage's exit). Every possible end is
 tried and the memory planner decides (as for the backward schedule): the smallest arena, then
 the smallest forward peak; the graph is left alone if no end improves on it. The schedule,
 ring sizes and scratch layout are all fixed here, at compile time.
