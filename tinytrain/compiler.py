@@ -125,9 +125,11 @@ def remat_pass(g: Graph, opts: Options, finish: Callable[[Graph], Graph]) -> Gra
         arena = min(limits)[0] - sum(constant_sram(done, board).values())
         if plan_memory(done).arena_size <= arena:
             return g
-        return choose(g, finish, Target(arena=max(arena, 0)))
-    step = macs(finish(g))
-    return choose(g, finish, Target(max_macs=int(mode * (step["forward"] + step["backward"]))))
+        return choose(g, finish, Target(arena=max(arena, 0)), done)
+    done = finish(g)
+    step = macs(done)
+    return choose(g, finish, Target(max_macs=int(mode * (step["forward"] + step["backward"]))),
+                  done)
 
 
 def quantize_model(g: Graph, opts: Options) -> Graph:

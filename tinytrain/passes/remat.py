@@ -259,13 +259,17 @@ def rematerialise(g: Graph, segs: Iterable[Segment]) -> Graph:
                      meta={**g.meta, "remat": sorted(group_of)})
 
 
-def choose(g: Graph, finish: Callable[[Graph], Graph], target: Target) -> Graph:
+def choose(g: Graph, finish: Callable[[Graph], Graph], target: Target,
+           done: Graph | None = None) -> Graph:
     """The rematerialised graph (before `finish`) that best meets `target`, judged by the
-    arena of finish(graph); `g` itself when no recompute helps."""
+    arena of finish(graph); `g` itself when no recompute helps. `done`: finish(g), when the
+    caller has it already."""
     segs = segments(g)
     if not segs:
         return g
     cache: dict[frozenset[int], tuple[int, int, Graph | None]] = {}
+    if done is not None:
+        cache[frozenset()] = (plan_memory(done).arena_size, 0, g)
 
     def judge(chosen: frozenset[int]) -> tuple[int, int, Graph | None]:
         if chosen not in cache:
