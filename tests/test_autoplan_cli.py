@@ -115,10 +115,10 @@ def test_plan_prints_the_frontier(cli, digits, tmp_path):
             "--lr", "0.05", "--budgets", "4", "--write", tmp_path / "p.toml", "--plot",
             tmp_path / "f.png", "--cache", tmp_path / "cache")
     assert r.stdout.startswith("accuracy/memory frontier")
-    table = r.stdout.split("\n\n")[0].splitlines()[2:]  # budget, plan SRAM, predicted, ...
+    table = r.stdout.split("\n\n")[0].splitlines()[2:]  # budget, plan SRAM, recompute, predicted
     assert len(table) == 4 and "auto update plan: " in r.stdout
     # the best predicted accuracy never falls as the budget grows, and every plan fits
-    predicted = [float(ln.split()[4]) for ln in table]
+    predicted = [float(ln.split()[5]) for ln in table]
     assert all(float(ln.split()[2]) <= float(ln.split()[0]) for ln in table)
     assert predicted == sorted(predicted)
     assert (tmp_path / "f.png").stat().st_size > 1000

@@ -9,6 +9,12 @@
    the classifier alone, `bias`, `last:K`, TTE's block shape), are fine-tuned for real on the
    same split with `orders` sample orders each; the best mean is chosen (the additive
    prediction is a guide, the measurement decides).
+
+A plan that fits the budget only by recomputing activations (passes/remat) is a candidate
+like any other when its recompute stays within the allowance (`--remat N%`, or
+DEFAULT_RECOMPUTE with `--remat auto`; `--remat off`: never). Recomputing is bit-exact, so it
+learns what the plan learns without it; it is priced in time only, and between equal scores
+the plan that recomputes less wins.
 """
 
 from __future__ import annotations
@@ -25,13 +31,14 @@ from tinytrain import __version__
 from tinytrain.boards import Board
 from tinytrain.compiler import Options, sha256
 from tinytrain.errors import BuildError, OptionError
+from tinytrain.passes.remat import parse_remat
 from tinytrain.update_plan import parse_plan, plan_to_toml
 
 from .budget import sram_budget
 from .contribution import AnalysisConfig, Contributions, analyse, data_hash, split_data
 from .engines import Engines, Measurement
 from .families import standard_plans
-from .planner import MemoryOracle, compile_plan, import_model
+from .planner import Footprint, MemoryOracle, compile_plan, import_model
 from .search import Found, Tried, frontier, search
 from .space import Scheme, Space, plan_space
 
@@ -39,6 +46,16 @@ AUTO = "auto"
 CACHE_FILE = "autoplan.json"
 PLAN_FILE = "update_plan.toml"
 DEFAULT_SEARCH_TIME = 120.0  # seconds of planner-driven search per budget set
+# the most recompute `--remat auto` lets a candidate spend, as a share of the step's MACs: a
+# deeper plan is worth about a sixth more time per step (last:24 on MobileNetV2 at 128x128
+# needs 4 %, a plan with every block recomputed 5-23 %)
+DEFAULT_RECOMPUTE = 0.15
+
+
+def recompute_allowance(remat: str) -> float | None:
+    """The share of extra MACs a candidate may recompute; None: no rematerialisation."""
+    mode = parse_remat(remat)
+    return None if mode == "off" else DEFAULT_RECOMPUTE if mode == "auto" else float(mode)
 
 
 @dataclass(frozen=True)
@@ -56,6 +73,7 @@ class Candidate:
     sram: int
     predicted: float
     measured: float
+    recompute: float = 0.0  # extra MACs per step to fit the budget, a share of the step's
 
 
 @dataclass
@@ -88,8 +106,10 @@ class AutoPlan:
                 "before": self.contributions.before,
                 "searched": {"visited": self.tried.visited, "pruned": self.tried.pruned,
                              "sized": self.tried.sized, "timed_out": self.tried.timed_out},
+                "recompute": c.recompute,
                 "candidates": [{"name": k.name, "plan": k.scheme.spec, "sram": k.sram,
-                                "predicted": k.predicted, "measured": k.measured}
+                                "predicted": k.predicted, "measured": k.measured,
+                                "recompute": k.recompute}
                                for k in self.candidates],
                 "seconds": self.seconds}
 
@@ -109,6 +129,7 @@ class Session:
                               "worth")
         self.model, self.opts, self.board, self.auto = Path(model), opts, board, auto
         self.cfg = auto.config
+        self.recompute = recompute_allowance(opts.remat)
         self.log = auto.log or (lambda s: None)
         self.cache_dir = cache_dir
         t0 = time.perf_counter()
@@ -208,12 +229,22 @@ class Session:
                 max_flash: int | None) -> list[Found]:
         c = self.contributions()
         return search(self.space, lambda k: c.bias[k], c.gain, self.oracle, budget, want,
-                      deadline, max_flash, tried)
+                      deadline, max_flash, tried, self.recompute)
+
+    def size(self, spec: str, budget: int) -> Footprint:
+        """The plan's footprint within `budget`: as it is, or with the least recompute that
+        fits when the allowance permits it (else as it is, over the budget)."""
+        fp = self.oracle(spec)
+        if self.recompute is None or fp.sram is None or fp.sram <= budget:
+            return fp
+        r = self.oracle.fit(spec, budget)
+        ok = r.sram is not None and r.sram <= budget and r.recompute <= self.recompute * r.macs
+        return r if ok else fp
 
     def baselines(self, budget: int, max_flash: int | None) -> list[tuple[str, Scheme]]:
         """The standard plan shapes that fit (families.py)."""
         def fits(s: Scheme) -> bool:
-            fp = self.oracle(s.spec)
+            fp = self.size(s.spec, budget)
             return fp.sram is not None and fp.sram <= budget and \
                 (max_flash is None or (fp.flash or 0) <= max_flash)
 
@@ -250,12 +281,17 @@ class Session:
         cands = []
         for name, s in unique:
             m = self.validated(s.spec)
-            cands.append(Candidate(name, s, int(self.oracle(s.spec).sram or 0), c.predict(s), m))
+            fp = self.size(s.spec, budget)
+            cands.append(Candidate(name, s, int(fp.sram or 0), c.predict(s), m,
+                                   fp.recompute / max(fp.macs, 1)))
             self.log(f"  measured {name} {s.spec}: held-out {m:.4f} (mean of "
                      f"{len(self.orders())} sample orders; predicted "
-                     f"{c.predict(s):.4f}), SRAM {cands[-1].sram / 1024:.1f} KB")
-        # the best measured; ties to the better predicted, then the smaller plan
-        chosen = max(cands, key=lambda k: (k.measured, k.predicted, -k.sram))
+                     f"{c.predict(s):.4f}), SRAM {cands[-1].sram / 1024:.1f} KB"
+                     + (f" recomputing {100 * cands[-1].recompute:.1f} % more MACs"
+                        if fp.recompute else ""))
+        # the best measured; ties to the better predicted, then the less recompute, then the
+        # smaller plan
+        chosen = max(cands, key=lambda k: (k.measured, k.predicted, -k.recompute, -k.sram))
         self.seconds["validation"] = time.perf_counter() - t0
         return AutoPlan(budget, budget_text, chosen, cands, c, tried,
                         self.toml(chosen, budget, budget_text), dict(self.seconds), self.cache(),
@@ -266,7 +302,8 @@ class Session:
                  tried: Tried | None = None) -> list[tuple[int, Found | None]]:
         c = self.contributions()
         return frontier(self.space, lambda k: c.bias[k], c.gain, self.oracle, budgets,
-                        time.monotonic() + self.auto.search_time, max_flash, tried)
+                        time.monotonic() + self.auto.search_time, max_flash, tried,
+                        self.recompute)
 
     def toml(self, chosen: Candidate, budget: int, budget_text: str) -> str:
         c = self.contributions()
@@ -275,7 +312,9 @@ class Session:
                 f"{self.model.name} on {self.board.name}\n"
                 f"as --update: {chosen.scheme.spec}\n"
                 f"SRAM {chosen.sram} B ({chosen.sram / 1024:.1f} KB) of a {budget} B budget "
-                f"({budget_text})\n"
+                f"({budget_text})"
+                + (f", recomputing {100 * chosen.recompute:.1f} % more MACs per step "
+                   "(--remat)" if chosen.recompute else "") + "\n"
                 f"held-out score: {c.before:.4f} untrained, {chosen.measured:.4f} after "
                 f"fine-tuning with this plan (mean of {len(self.orders())} sample orders; "
                 f"predicted {chosen.predicted:.4f})\n"
@@ -310,4 +349,7 @@ def resolve_for_build(model: Path, out: Path, opts: Options, board: Board,
     plan.workdir = tempfile.TemporaryDirectory(prefix="tt-autoplan-")
     path = Path(plan.workdir.name) / PLAN_FILE
     path.write_text(plan.toml)
-    return plan, replace(opts, update=str(path))
+    # --remat N% capped what the planner may spend; the build recomputes the least that
+    # fits, which is what the chosen plan was sized with
+    remat = "off" if opts.remat == "off" else "auto"
+    return plan, replace(opts, update=str(path), remat=remat)

@@ -27,6 +27,10 @@ def _spec(spec: str) -> str:
     return spec if len(spec) <= PLAN_COLUMN else spec[:PLAN_COLUMN - 3] + "..."
 
 
+def _recompute(share: float) -> str:
+    return f", recomputing {100 * share:.1f} % more MACs per step to fit" if share else ""
+
+
 def format_choice(r: dict[str, Any], out: Path | None = None) -> str:
     """The chosen plan (report["auto_plan"]) with its SRAM, budget, predicted and measured
     held-out score, the other measured candidates and what the search tried."""
@@ -35,7 +39,8 @@ def format_choice(r: dict[str, Any], out: Path | None = None) -> str:
     s, sec = r["searched"], r["seconds"]
     lines = [
         f"auto update plan{where}: {r['plan']}",
-        f"  SRAM {_kb(r['sram'])} of a {_kb(r['budget'])} budget ({r['budget_from']})",
+        f"  SRAM {_kb(r['sram'])} of a {_kb(r['budget'])} budget ({r['budget_from']})"
+        + _recompute(r.get("recompute", 0.0)),
         f"  held-out {m}: {score_text(r['before'], m)} untrained -> "
         f"{score_text(r['measured'], m)} after fine-tuning with it (mean of "
         f"{r.get('orders', 1)} sample orders; predicted "
@@ -45,11 +50,14 @@ def format_choice(r: dict[str, Any], out: Path | None = None) -> str:
         + (" (stopped by --search-time)" if s.get("timed_out") else "") + "; "
         + ", ".join(f"{k} {v:.1f} s" for k, v in sec.items()),
         "  measured candidates:",
-        f"    {'candidate':<26} {'SRAM':>9} {'predicted':>10} {'measured':>9}  plan",
+        f"    {'candidate':<26} {'SRAM':>9} {'recompute':>9} {'predicted':>10} "
+        f"{'measured':>9}  plan",
     ]
     for c in r["candidates"]:
         mark = "*" if c["plan"] == r["plan"] else " "
+        rc = c.get("recompute", 0.0)
         lines.append(f"  {mark} {c['name']:<26} {_kb(c['sram']):>9} "
+                     f"{f'+{100 * rc:.1f}%' if rc else '-':>9} "
                      f"{score_text(c['predicted'], m):>10} {score_text(c['measured'], m):>9}  "
                      f"{_spec(c['plan'])}")
     if r.get("toml"):
@@ -64,14 +72,17 @@ def format_frontier(rows: list[tuple[int, Found | None]], metric: str, before: f
     measured = measured or {}
     lines = [f"accuracy/memory frontier (held-out {metric}; untrained "
              f"{score_text(before, metric)}):",
-             f"  {'budget':>9} {'plan SRAM':>10} {'predicted':>10} {'measured':>9}  plan"]
+             f"  {'budget':>9} {'plan SRAM':>10} {'recompute':>9} {'predicted':>10} "
+             f"{'measured':>9}  plan"]
     last = None
     for b, f in rows:
         if f is None:
-            lines.append(f"  {_kb(b):>9} {'-':>10} {'-':>10} {'-':>9}  (none fits)")
+            lines.append(f"  {_kb(b):>9} {'-':>10} {'-':>9} {'-':>10} {'-':>9}  (none fits)")
             continue
         same = last is not None and f.scheme == last
-        lines.append(f"  {_kb(b):>9} {_kb(f.sram):>10} {score_text(f.predicted, metric):>10} "
+        rc = f"+{100 * f.recompute:.1f}%" if f.recompute else "-"
+        lines.append(f"  {_kb(b):>9} {_kb(f.sram):>10} {rc:>9} "
+                     f"{score_text(f.predicted, metric):>10} "
                      f"{score_text(measured.get(f.scheme.spec), metric):>9}  "
                      + ("(same as above)" if same else _spec(f.scheme.spec)))
         last = f.scheme

@@ -3,6 +3,12 @@ compiler's own passes, with the model imported (and quantised) once and every an
 
 Importing and calibrating an int8 model costs seconds; the passes after it cost 0.01-0.2 s
 per plan, so the search can afford hundreds of exact answers.
+
+A plan over the budget may still fit with rematerialisation (passes/remat). Its search plans
+tens of candidates, so the oracle asks two cheaper questions first and caches both:
+`floor(spec)`, the plan with every block recomputed (one planner run: what the search prunes
+by), and only for a plan whose floor fits, `fit(spec, budget)`: the least recompute that meets
+the budget, exactly as `build --remat auto` would choose it.
 """
 
 from __future__ import annotations
@@ -16,21 +22,26 @@ from tinytrain.compiler import Options, import_model, pipeline
 from tinytrain.errors import TinyTrainError
 from tinytrain.ir import Graph
 from tinytrain.passes.memory_plan import Plan, plan_memory
+from tinytrain.passes.remat import rematerialise_all
 from tinytrain.report import memory_report
 
 __all__ = ["Footprint", "MemoryOracle", "compile_plan", "import_model"]
 
 
-def compile_plan(g0: Graph, opts: Options, spec: str,
-                 memory_passes: bool | None = None) -> tuple[Graph, Plan]:
-    """compile_model's passes on an imported graph, for the update plan `spec`."""
-    # rematerialisation is left to the build of the chosen plan (its search would multiply
-    # the cost of each of the hundreds of answers)
+ALL = "all"  # compile_plan(remat=ALL): every block recomputed
+
+
+def compile_plan(g0: Graph, opts: Options, spec: str, memory_passes: bool | None = None,
+                 remat: str | int = "off") -> tuple[Graph, Plan]:
+    """compile_model's passes on an imported graph, for the update plan `spec`. `remat`:
+    "off", ALL, or a budget in bytes (`--remat auto --max-sram` that budget)."""
     o = replace(opts, update=spec, check_ir=False, remat="off",
                 memory_passes=opts.memory_passes if memory_passes is None else memory_passes)
+    if isinstance(remat, int):
+        o = replace(o, remat="auto", max_sram=remat)
     g = g0
-    for _, fn in pipeline(o):
-        g = fn(g)
+    for name, fn in pipeline(o):
+        g = rematerialise_all(g) if name == "remat" and remat == ALL else fn(g)
     return g, plan_memory(g)
 
 
@@ -41,6 +52,8 @@ class Footprint:
     sram: int | None
     flash: int | None = None
     why: str = ""
+    recompute: int = 0  # MACs recomputed per training step (rematerialisation)
+    macs: int = 0  # the training step's MACs without them (forward + backward)
 
 
 class MemoryOracle:
@@ -54,19 +67,40 @@ class MemoryOracle:
         self.seconds = 0.0
 
     def __call__(self, spec: str) -> Footprint:
-        hit = self.known.get(spec)
+        """The plan as it is, without rematerialisation."""
+        return self._size(spec, spec, "off")
+
+    def floor(self, spec: str) -> Footprint:
+        """The plan with every block recomputed: about the least SRAM rematerialisation can
+        reach (the search prunes by it; `fit` decides)."""
+        return self._size(f"{spec} @remat:{ALL}", spec, ALL)
+
+    def fit(self, spec: str, budget: int) -> Footprint:
+        """The plan within `budget` bytes with the least recompute (none if it fits as it is),
+        or over it when even rematerialisation cannot make it fit."""
+        plain = self(spec)
+        if plain.sram is None or plain.sram <= budget:
+            return plain
+        if (self.floor(spec).sram or budget + 1) > budget:
+            return plain
+        return self._size(f"{spec} @remat:{budget}", spec, budget)
+
+    def _size(self, key: str, spec: str, remat: str | int) -> Footprint:
+        hit = self.known.get(key)
         if hit is not None:
             return hit
         t0 = time.perf_counter()
         try:
-            g, plan = compile_plan(self.g0, self.opts, spec)
+            g, plan = compile_plan(self.g0, self.opts, spec, remat=remat)
             r = memory_report(g, plan, self.board)
-            fp = Footprint(r["sram_bytes"]["total"], r["flash_bytes"]["total"])
+            m = r["macs"]
+            fp = Footprint(r["sram_bytes"]["total"], r["flash_bytes"]["total"], "",
+                           m["recompute"], m["forward"] + m["backward"])
         except TinyTrainError as e:  # e.g. trainable parameters beyond the board's flash slots
             fp = Footprint(None, None, str(e).splitlines()[0])
         self.calls += 1
         self.seconds += time.perf_counter() - t0
-        self.known[spec] = fp
+        self.known[key] = fp
         return fp
 
     def report(self, spec: str) -> dict[str, Any]:
@@ -75,5 +109,6 @@ class MemoryOracle:
         return memory_report(g, plan, self.board)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: {"sram": v.sram, "flash": v.flash, "why": v.why}
+        return {k: {"sram": v.sram, "flash": v.flash, "why": v.why,
+                    "recompute": v.recompute, "macs": v.macs}
                 for k, v in sorted(self.known.items())}

@@ -16,6 +16,12 @@ each was sized by the planner itself. Ratios of one layer are never compared wit
 by size (a whole int8 weight can need less SRAM than half of it: a partial one keeps its
 packed channels, a gathered input and a transient whole-weight buffer), only weights added to
 untouched layers and deeper biases are taken to add SRAM.
+
+With rematerialisation allowed (`recompute`: the most extra MACs per step, as a share of the
+step's), a plan over the budget is pruned only when its floor (every block recomputed) is over
+it too; a complete plan that fits only with recompute is sized by the least recompute that
+meets the budget, and counts when that stays within the allowance. The predicted score is
+unchanged: recomputing is bit-exact, so a plan learns the same with or without it.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class Found:
     scheme: Scheme
     predicted: float
     sram: int
+    recompute: float = 0.0  # extra MACs per training step, a share of the step's
 
 
 class _Deadline(Exception):
@@ -63,9 +70,10 @@ def _dimensions(space: Space, value: Callable[[int, float], float],
 def search(space: Space, predict_bias: Callable[[int], float],
            gain: Callable[[int, float], float], oracle: MemoryOracle, budget: int,
            want: int = 1, deadline: float | None = None, max_flash: int | None = None,
-           tried: Tried | None = None) -> list[Found]:
+           tried: Tried | None = None, recompute: float | None = None) -> list[Found]:
     """The `want` best plans within `budget` bytes of SRAM (and `max_flash`), best predicted
-    first. At `deadline` (time.monotonic()) it stops with what it has found."""
+    first; with rematerialisation when `recompute` is not None (see the module's text). At
+    `deadline` (time.monotonic()) it stops with what it has found."""
     tried = tried if tried is not None else Tried()
     dims = _dimensions(space, gain, predict_bias)
     rest = [0.0] * (len(dims) + 1)  # the best the choices from d on can still add
@@ -87,13 +95,18 @@ def search(space: Space, predict_bias: Callable[[int], float],
         s = Scheme(k, tuple(sorted(weights)))
         fp = oracle(s.spec)
         tried.sized += 1
-        if not fits(fp):
+        if not fits(fp) and (recompute is None or not fits(oracle.floor(s.spec))):
             tried.pruned += 1  # every completion trains more: over the budget too
             return
         if d == len(dims):
             if any(s.covers(f.scheme) and score <= f.predicted for f in found):
                 return  # trains all of a plan found already, for no more predicted gain
-            found.append(Found(s, score, int(fp.sram)))  # type: ignore[arg-type]
+            if not fits(fp):  # fits only by recomputing: how much does it take?
+                fp = oracle.fit(s.spec, budget)
+                if not fits(fp) or recompute is None or fp.recompute > recompute * fp.macs:
+                    return
+            found.append(Found(s, score, int(fp.sram),  # type: ignore[arg-type]
+                               fp.recompute / max(fp.macs, 1)))
             found.sort(key=lambda f: -f.predicted)
             del found[want:]
             return
@@ -111,10 +124,12 @@ def search(space: Space, predict_bias: Callable[[int], float],
 def frontier(space: Space, predict_bias: Callable[[int], float],
              gain: Callable[[int, float], float], oracle: MemoryOracle, budgets: list[int],
              deadline: float | None = None, max_flash: int | None = None,
-             tried: Tried | None = None) -> list[tuple[int, Found | None]]:
+             tried: Tried | None = None,
+             recompute: float | None = None) -> list[tuple[int, Found | None]]:
     """The best plan at each budget (ascending): the accuracy/memory frontier."""
     out = []
     for b in sorted(budgets):
-        best = search(space, predict_bias, gain, oracle, b, 1, deadline, max_flash, tried)
+        best = search(space, predict_bias, gain, oracle, b, 1, deadline, max_flash, tried,
+                      recompute)
         out.append((b, best[0] if best else None))
     return out

@@ -259,6 +259,23 @@ def rematerialise(g: Graph, segs: Iterable[Segment]) -> Graph:
                      meta={**g.meta, "remat": sorted(group_of)})
 
 
+def rematerialise_all(g: Graph) -> Graph:
+    """Every block recomputed (but one whose clone would read an updated weight): the auto
+    planner's cheap bound on how small a plan can get, one planner run instead of a search."""
+    segs = segments(g)
+    try:
+        return rematerialise(g, segs)
+    except ValueError:
+        ok: list[Segment] = []
+        for sg in segs:
+            try:
+                rematerialise(g, [*ok, sg])
+            except ValueError:
+                continue
+            ok.append(sg)
+        return rematerialise(g, ok)
+
+
 def choose(g: Graph, finish: Callable[[Graph], Graph], target: Target,
            done: Graph | None = None) -> Graph:
     """The rematerialised graph (before `finish`) that best meets `target`, judged by the
