@@ -136,3 +136,11 @@ def test_the_build_of_an_auto_plan_recomputes_the_least_that_fits(data, tmp_path
     g, p = compile_model(DIGITS_CNN, replace(built, max_sram=BUDGET))
     r = memory_report(g, p, load_board("host"))
     assert r["sram_bytes"]["total"] == plan.chosen.sram <= BUDGET
+
+
+def test_plan_refuses_a_bad_remat_value(cli, data):
+    r = cli("plan", DIGITS_CNN, "--data", data, "--max-sram", "33", "--remat", "lots",
+            check=False)
+    assert r.returncode == 2 and "--remat must be auto, off or a percentage" in \
+        " ".join(r.stderr.split())
+    assert "Traceback" not in r.stderr

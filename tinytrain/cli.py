@@ -153,7 +153,8 @@ def build(
                               "board's SRAM (or --max-sram), with the least recompute that "
                               "fits; off; N% (e.g. 10%): the smallest arena with at most N % "
                               "more MACs per training step. Results are identical either "
-                              "way."),
+                              "way. With --update auto, plans that fit only by recomputing "
+                              "are candidates (auto: up to 15 % more MACs; N%: up to N %)."),
     qas: bool = typer.Option(True, "--qas/--no-qas", help="int8 models: quantisation-aware "
                              "scaling of weight and bias updates.", rich_help_panel=INT8),
     rounding: str = typer.Option("stochastic", rich_help_panel=INT8,
@@ -283,6 +284,10 @@ def plan_cmd(
                                              "figure `build` reports and checks); default: "
                                              "the board's SRAM less 2 KB for the firmware's "
                                              "own statics.", rich_help_panel=MEMORY),
+    remat: str = typer.Option("auto", "--remat", rich_help_panel=MEMORY,
+                              help="auto: a plan that fits only by recomputing saved "
+                              "activations in the backward is a candidate, up to 15 % more "
+                              "MACs per step; N% (e.g. 10%): up to N %; off: never."),
     budgets: int = typer.Option(8, help="Budgets (rows) in the frontier table, from the "
                                 "smallest plan's SRAM to the budget.", rich_help_panel=MEMORY),
     search_time: float = typer.Option(120.0, "--search-time", help="Seconds the search may "
@@ -318,13 +323,15 @@ def plan_cmd(
     from tinytrain.autoplan.frontier_report import format_choice, format_frontier, plot_frontier
     from tinytrain.boards import load_board
     from tinytrain.passes.optimizer import SGDConfig
+    from tinytrain.passes.remat import parse_remat
 
     with user_errors():
         b = load_board(board)
         opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, 0.0, batch, True,
                                                              rounding, 0),
-                       quantize=quantize, calib=calib, new_head=new_head)
+                       quantize=quantize, calib=calib, new_head=new_head, remat=remat)
         opts.sgd.check()
+        parse_remat(remat)
         if budgets < 1 or not search_time > 0:
             raise OptionError("--budgets must be at least 1 and --search-time positive")
         budget, text = sram_budget(b, int(max_sram * 1024) if max_sram else None)
