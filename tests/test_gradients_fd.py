@@ -13,9 +13,10 @@ import pytest
 
 from tinytrain.frontend.builder import GraphBuilder
 from tinytrain.interp import initial_state, run
-from tinytrain.ir import INPUT, ParamSource, Tensor, verify
+from tinytrain.ir import INPUT, ParamSource, Tensor
 from tinytrain.passes.add_loss import add_loss
 from tinytrain.passes.autodiff import autodiff
+from tinytrain.passes.verify import verify
 
 FD_EPS = 1e-2  # float32 forward: a larger step keeps rounding noise far below the signal
 FD_RTOL = 1e-3  # central differences are O(eps^2) accurate on smooth pieces

@@ -199,8 +199,8 @@ def test_greedy_order_is_a_valid_schedule_with_identical_results(models):
     import numpy as np
 
     from tinytrain.interp import initial_state, run
-    from tinytrain.ir import verify
     from tinytrain.passes.schedule import _greedy
+    from tinytrain.passes.verify import verify
 
     g = _compile_without(models["mnet"], "full", {"schedule", "inplace"})
     head = [n for n in g.nodes if n.phase in ("forward", "loss")]

@@ -1,6 +1,6 @@
 """tinytrain: compile a trained model into a static C program that trains on a microcontroller."""
 
-__version__ = "0.1.0"
+from tinytrain.version import __version__
 
 __all__ = ["OnlineModel", "StepResult", "__version__", "connect"]
 _ONLINE = ("OnlineModel", "StepResult", "connect")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.boards import load_board
-from tinytrain.build import REPORT_JSON
+from tinytrain.codegen.program import REPORT_JSON
 from tinytrain.data import load_npz
 from tinytrain.errors import BuildError
 from tinytrain.link.device import Device

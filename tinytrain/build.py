@@ -8,75 +8,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from tinytrain.boards import Board, load_board
 from tinytrain.codegen.context import check_prefix
-from tinytrain.codegen.memory import state_table
-from tinytrain.codegen.render import model_id, profile_ops, render, write_files
+from tinytrain.codegen.program import MEMORY_JSON, PROGRAM_JSON, REPORT_JSON, program_info
+from tinytrain.codegen.render import render, write_files
 from tinytrain.compiler import KERNELS, Options, compile_model
 from tinytrain.errors import BuildError, OptionError, TinyTrainError
 from tinytrain.firmware_size import section_sizes, stack_depth, unplanned_sram
-from tinytrain.ir import Graph
 from tinytrain.layer_report import LayerCapture
 from tinytrain.memory_report import PEAK_KEYS, memory_details
 from tinytrain.outdir import check_replaceable, staged
 from tinytrain.report import memory_report
 from tinytrain.toolchain import compile_project
-
-PROGRAM_JSON = "program.json"
-REPORT_JSON = "report.json"
-MEMORY_JSON = "memory.json"
-
-
-def program_info(g: Graph, board: Board, prefix: str = "tt") -> dict[str, Any]:
-    """What the runner and exporter need to know about the built program."""
-    label = next(t for t in g.tensors.values() if t.kind == "label")
-    x = g.t(g.inputs[0])
-    return {
-        "board": board.name,
-        "c_prefix": prefix,  # the model's C names (tinytrain export-lib names its files so)
-        "model_id": model_id(g),
-        "profile_ops": profile_ops(g),
-        **{k: v for k, v in g.meta.items() if k != "sgd"},
-        "sgd": g.meta.get("sgd"),
-        "input_shape_ir": list(x.shape),
-        # the sample crosses the link in the input's own dtype: int8 codes for int8 models
-        "input_dtype": x.dtype,
-        "input_quant": None if x.dtype != "s8" or x.quant is None else
-        {"scale": float(x.quant.scale[0]), "zero_point": int(x.quant.zero_point[0])},
-        "output_shape_ir": list(g.t(g.meta.get("infer_output") or g.outputs[0]).shape),
-        "target_shape": list(label.shape),
-        "target_dtype": label.dtype,
-        "trainable": [{"name": t.name, "shape": _whole_shape(g, t.name), "dtype": t.dtype,
-                       "scale": None if t.quant is None else list(t.quant.scale),
-                       "source": None if t.source is None else
-                       {"node": t.source.node, "slot": t.source.slot,
-                        "transform": t.source.transform},
-                       **_packed(g, t.name)}
-                      for t in g.params(trainable=True)],
-        # the model's state table (model.h NAME_state): what the link's g/s commands carry
-        "state": [{"name": e.name, "shape": list(e.shape), "dtype": e.dtype}
-                  for e in state_table(g)],
-    }
-
-
-def _packed(g: Graph, name: str) -> dict[str, Any]:
-    """For a weight split by passes/split_weights: how the device's packed trained channels
-    (stored_shape) and the frozen rest make the whole weight ("shape"); the link hands out
-    whole weights."""
-    split = g.meta.get("split_weights", {}).get(name)
-    if split is None:
-        return {}
-    rest = g.t(split["rest"])
-    return {"packed": {"channels": split["channels"], "stored_shape": list(g.t(name).shape),
-                       "rest": np.asarray(rest.data).reshape(-1).tolist()}}
-
-
-def _whole_shape(g: Graph, name: str) -> list[int]:
-    """A parameter's shape as the user sees it (a split weight's whole shape)."""
-    split = g.meta.get("split_weights", {}).get(name)
-    return list(split["full_shape"]) if split else list(g.t(name).shape)
 
 
 def check_budget(model: Path, opts: Options, report: dict[str, Any], board: Board,
@@ -146,23 +89,27 @@ def firmware_figures(project: Path, board: Board, report: dict[str, Any]) -> dic
     return fw
 
 
-def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | None = None,
-          max_flash: int | None = None, auto: Any = None) -> dict[str, Any]:
-    """`auto` (tinytrain.autoplan.AutoOptions) is read when opts.update is "auto"."""
-    board = load_board(opts.board)
+def check_build(opts: Options, out: Path) -> None:
+    """The options and output directory a build needs, checked before any work."""
     opts.sgd.check()
     check_prefix(opts.prefix)
     if opts.kernels not in KERNELS:
         raise OptionError(f"--kernels must be one of {', '.join(KERNELS)}, got {opts.kernels!r}")
     check_out_dir(Path(out))
+
+
+def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | None = None,
+          max_flash: int | None = None, chosen: Any = None) -> dict[str, Any]:
+    """Build `model` into `out` with opts.update's plan. `chosen` is the plan `--update auto`
+    chose (tinytrain.autoplan.AutoPlan, via autoplan.build_auto): its summary goes into the
+    report, its TOML and measurements into the directory, and opts.update names its TOML."""
+    if opts.update == "auto":
+        raise OptionError("--update auto chooses the plan before the build: call "
+                          "tinytrain.autoplan.build_auto (as `tinytrain build` does)")
+    board = load_board(opts.board)
+    check_build(opts, Path(out))
     if max_sram is not None:  # the budget --remat auto recomputes to meet
         opts = replace(opts, max_sram=max_sram)
-    chosen = None
-    if opts.update == "auto":  # choose the plan first, then build it as any TOML plan
-        from tinytrain.autoplan import resolve_for_build
-
-        chosen, opts = resolve_for_build(Path(model), Path(out), opts, board, auto, max_sram,
-                                         max_flash)
     layers = LayerCapture(on_pass)  # the layers as --update numbers them, for the report
     g, plan = compile_model(model, opts, layers)
     report = memory_report(g, plan, board)

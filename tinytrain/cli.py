@@ -216,10 +216,15 @@ def build(
         if dump_ir is not None:
             _check_dump_ir(dump_ir, opts)
         with err.status("compiling and building", spinner="dots") if err.is_terminal else _null():
-            report = do_build(model, out, opts, on_pass,
-                              max_sram=int(max_sram * 1024) if max_sram else None,
-                              max_flash=int(max_flash * 1024) if max_flash else None,
-                              auto=_auto_options(update, data, search_time))
+            limits = {"max_sram": int(max_sram * 1024) if max_sram else None,
+                      "max_flash": int(max_flash * 1024) if max_flash else None}
+            auto = _auto_options(update, data, search_time)
+            if update == "auto":  # choose the plan, then build it
+                from tinytrain.autoplan import build_auto
+
+                report = build_auto(model, out, opts, auto, on_pass, **limits)
+            else:
+                report = do_build(model, out, opts, on_pass, **limits)
         if "auto_plan" in report:
             from tinytrain.autoplan.frontier_report import format_choice
 
@@ -719,7 +724,7 @@ def report(
     """Where the SRAM goes: every arena buffer (kind, bytes, offset, first/last step), totals
     by kind, the SRAM figure `build` printed (of the board's capacity; for a firmware, the
     linked ELF's with the difference explained) and the peak with what is live there."""
-    from tinytrain.build import MEMORY_JSON
+    from tinytrain.codegen.program import MEMORY_JSON
     from tinytrain.errors import BuildError
     from tinytrain.layer_report import format_layers
     from tinytrain.memory_plot import plot as draw

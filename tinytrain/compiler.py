@@ -10,7 +10,7 @@ from pathlib import Path
 from tinytrain.boards import load_board, sram_limits
 from tinytrain.codegen.memory import constant_sram
 from tinytrain.errors import ModelError
-from tinytrain.ir import Graph, verify
+from tinytrain.ir import Graph
 from tinytrain.ops import get_op
 from tinytrain.passes.activation_masks import use_activation_masks
 from tinytrain.passes.add_loss import add_loss
@@ -27,6 +27,7 @@ from tinytrain.passes.schedule import schedule_backward
 from tinytrain.passes.split_weights import split_partial_weights
 from tinytrain.passes.stream import stream_rows
 from tinytrain.passes.stream_backward import stream_gradients
+from tinytrain.passes.verify import verify
 from tinytrain.passes.x_float import convert_update_inputs
 from tinytrain.update_plan import parse_plan
 
@@ -64,11 +65,9 @@ def load_model(path: Path) -> Graph:
         raise ModelError(f"{path} is not a file; pass the path of an .onnx or .tflite file")
     head = path.read_bytes()[:8]
     if path.suffix.lower() == ".tflite" or head[4:8] == b"TFL3":
-        from tinytrain.frontend import tflite_ops  # noqa: F401  (registers the op handlers)
         from tinytrain.frontend.tflite_import import load_tflite
 
         return load_tflite(path)
-    from tinytrain.frontend import onnx_ops  # noqa: F401  (registers the op handlers)
     from tinytrain.frontend.onnx_import import load_onnx
 
     return load_onnx(path)

@@ -14,8 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain.errors import CompileError
-
 # Tensor kinds. They drive memory placement and the report's totals.
 INPUT = "input"  # the sample fed by the host
 LABEL = "label"  # integer label or float target
@@ -123,40 +121,6 @@ class Graph:
         for t in new:
             ts[t.name] = t
         return self.replace(tensors=ts)
-
-
-def verify(g: Graph) -> None:
-    """Structural checks run after every pass in tests: SSA, defined-before-use, shapes."""
-    from tinytrain.ops import get_op
-
-    given = (INPUT, LABEL, PARAM, CONST, PARAM_GRAD, OPT_STATE)  # exist before any node runs
-    defined = {n for n, t in g.tensors.items() if t.kind in given}
-    written_once: set[str] = set()
-    for node in g.nodes:
-        for i in node.inputs:
-            if i not in g.tensors:
-                raise CompileError(f"IR: node {node.name} reads unknown tensor {i}")
-            if i not in defined:
-                raise CompileError(f"IR: node {node.name} reads {i} before it is written")
-        op = get_op(node.op)
-        shapes = op.infer(node, [g.tensors[i].shape for i in node.inputs])
-        for o, s in zip(node.outputs, shapes):
-            if o not in g.tensors:
-                raise CompileError(f"IR: node {node.name} writes unknown tensor {o}")
-            if tuple(g.tensors[o].shape) != tuple(s):
-                raise CompileError(
-                    f"IR: node {node.name} ({node.op}) output {o} has shape "
-                    f"{g.tensors[o].shape}, inference says {tuple(s)}"
-                )
-            kind = g.tensors[o].kind
-            if kind not in (PARAM, PARAM_GRAD, OPT_STATE):
-                if o in written_once:
-                    raise CompileError(f"IR: tensor {o} written twice")
-                written_once.add(o)
-            defined.add(o)
-    for o in g.outputs:
-        if o not in defined:
-            raise CompileError(f"IR: graph output {o} is never written")
 
 
 def dump(g: Graph) -> str:

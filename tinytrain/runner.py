@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tinytrain.build import PROGRAM_JSON
+from tinytrain.codegen.program import PROGRAM_JSON
 from tinytrain.codegen.render import HOST_BINARY
 from tinytrain.errors import BuildError
 from tinytrain.link.device import Device

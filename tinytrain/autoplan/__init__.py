@@ -4,7 +4,8 @@ user's data, a branch-and-bound search with the real memory planner, measured ca
 Modules: budget (the SRAM a plan may use), space (the plans searched), planner (the exact SRAM
 of a plan, cached), engines (fine-tuning a candidate: numpy simulation or host C build),
 contribution (what each part of a plan is worth), search (best plan within a budget),
-choose (the whole procedure), frontier_report (tables and the plot).
+choose (the whole procedure, and `build --update auto`: choose, then build),
+frontier_report (tables and the plot).
 """
 
 from .budget import sram_budget
@@ -14,10 +15,11 @@ from .choose import (
     AutoOptions,
     AutoPlan,
     Session,
+    build_auto,
     choose_plan,
     resolve_for_build,
 )
 from .contribution import AnalysisConfig
 
 __all__ = ["AUTO", "PLAN_FILE", "AnalysisConfig", "AutoOptions", "AutoPlan", "Session",
-           "choose_plan", "resolve_for_build", "sram_budget"]
+           "build_auto", "choose_plan", "resolve_for_build", "sram_budget"]

@@ -27,12 +27,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tinytrain import __version__
 from tinytrain.boards import Board
 from tinytrain.compiler import Options, sha256
 from tinytrain.errors import BuildError, OptionError
 from tinytrain.passes.remat import parse_remat
 from tinytrain.update_plan import parse_plan, plan_to_toml
+from tinytrain.version import __version__
 
 from .budget import sram_budget
 from .contribution import AnalysisConfig, Contributions, analyse, data_hash, split_data
@@ -185,7 +185,7 @@ class Session:
     def contributions(self) -> Contributions:
         if self._contrib is not None:
             return self._contrib
-        from tinytrain.build import program_info
+        from tinytrain.codegen.program import program_info
         from tinytrain.data import load_npz
 
         t0 = time.perf_counter()
@@ -353,3 +353,20 @@ def resolve_for_build(model: Path, out: Path, opts: Options, board: Board,
     # fits, which is what the chosen plan was sized with
     remat = "off" if opts.remat == "off" else "auto"
     return plan, replace(opts, update=str(path), remat=remat)
+
+
+def build_auto(model: Path, out: Path, opts: Options, auto: AutoOptions | None,
+               on_pass: Any = None, max_sram: int | None = None,
+               max_flash: int | None = None) -> dict[str, Any]:
+    """`tinytrain build --update auto`: choose the plan, then build it like any TOML plan
+    (tinytrain.build.build), with the choice in the report and the directory."""
+    from tinytrain.boards import load_board
+    from tinytrain.build import build, check_build
+
+    board = load_board(opts.board)
+    check_build(opts, Path(out))  # before the fine-tuning runs, not after
+    if max_sram is not None:  # the budget --remat auto recomputes to meet
+        opts = replace(opts, max_sram=max_sram)
+    chosen, built = resolve_for_build(Path(model), Path(out), opts, board, auto, max_sram,
+                                      max_flash)
+    return build(model, out, built, on_pass, max_sram, max_flash, chosen=chosen)

@@ -246,7 +246,7 @@ class HostRunner:
             orders: tuple[int, ...] = ()) -> dict[int, Measurement]:
         """Build `spec` once and fine-tune a fresh program (the compiled-in pretrained weights)
         per sample-order seed."""
-        from tinytrain.build import PROGRAM_JSON, program_info
+        from tinytrain.codegen.program import PROGRAM_JSON, program_info
         from tinytrain.codegen.render import render, write_files
         from tinytrain.runner import HostProgram
         from tinytrain.toolchain import compile_project

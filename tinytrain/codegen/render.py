@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from tinytrain import __version__
 from tinytrain.assets import asset_dir
 from tinytrain.boards import (
     BOARDS_DIR,
@@ -27,6 +26,7 @@ from tinytrain.ir import OPT_STATE, PARAM, Graph, Tensor
 from tinytrain.ops import get_op
 from tinytrain.ops.base import c_float, size
 from tinytrain.passes.memory_plan import Plan
+from tinytrain.version import __version__
 
 TEMPLATES = asset_dir("templates")
 RUNTIME = asset_dir("runtime_c")

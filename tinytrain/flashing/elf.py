@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from tinytrain.flashing import FlashError, Segment
+from tinytrain.flashing.common import FlashError, Segment
 
 ELF_MAGIC = b"\x7fELF"
 ELFCLASS32 = 1

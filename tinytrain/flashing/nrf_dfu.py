@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import serial
 
-from tinytrain.flashing import FlashError, Progress, Segment, open_serial
+from tinytrain.flashing.common import FlashError, Progress, Segment, open_serial
 from tinytrain.flashing.elf import merge_segments
 
 OP_PROTOCOL_VERSION = 0x00

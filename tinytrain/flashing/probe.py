@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tinytrain.flashing import FlashError
+from tinytrain.flashing.common import FlashError
 
 PROBE_TIMEOUT_S = 300.0  # a full 1 MB erase and program over SWD stays well below this
 # board name prefix -> (pyocd target, openocd board config)

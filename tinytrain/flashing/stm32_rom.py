@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import serial
 
-from tinytrain.flashing import FlashError, Progress, Segment, open_serial
+from tinytrain.flashing.common import FlashError, Progress, Segment, open_serial
 from tinytrain.flashing.elf import merge_segments
 
 SYNC = 0x7F

@@ -54,6 +54,15 @@ def load_onnx(path: Path) -> Graph:
     return Importer(model, path).run()
 
 
+def handlers() -> dict[str, Any]:
+    """ONNX op type -> handler (onnx_ops.py, and the QDQ ones from onnx_qdq.py, which register
+    into the same table when imported)."""
+    from tinytrain.frontend import onnx_qdq  # noqa: F401  (registers the QDQ handlers)
+    from tinytrain.frontend.onnx_ops import HANDLERS
+
+    return HANDLERS
+
+
 class Importer:
     def __init__(self, model: onnx.ModelProto, path: Path) -> None:
         self.model, self.path = model, path
@@ -78,7 +87,7 @@ class Importer:
         return ModelError(f"{self.path}: node '{self.names[i]}' ({n.op_type}): {msg}")
 
     def unsupported(self, i: int, more: list[int] | None = None) -> ModelError:
-        from tinytrain.frontend.onnx_ops import SUPPORTED
+        from tinytrain.frontend.onnx_ops import FOLDED
 
         op = self.model.graph.node[i].op_type
         also = "; ".join(f"{self.model.graph.node[k].op_type} in node '{self.names[k]}'"
@@ -86,7 +95,8 @@ class Importer:
         return ModelError(
             f"{self.path}: node '{self.names[i]}' uses op {op}, which tinytrain cannot compile"
             + (f" (also unsupported: {also})" if also else "") + ". "
-            f"Supported ONNX ops: {', '.join(sorted(SUPPORTED))} (plus shape arithmetic on "
+            f"Supported ONNX ops: {', '.join(sorted(set(handlers()) | set(FOLDED)))} (plus "
+            "shape arithmetic on "
             "constants). Replace or remove the op before export, or open an issue asking for it."
         )
 
@@ -143,10 +153,9 @@ class Importer:
 
     # ---- driver -------------------------------------------------------------------------
     def run(self) -> Graph:
-        from tinytrain.frontend.onnx_ops import HANDLERS
-
+        table = handlers()
         g = self.model.graph
-        known = set(HANDLERS) | set(FOLDERS) | {"Shape"}
+        known = set(table) | set(FOLDERS) | {"Shape"}
         unknown: dict[str, int] = {}  # name every unknown op before any shape complaint
         for i, node in enumerate(g.node):
             if node.op_type not in known:
@@ -184,7 +193,7 @@ class Importer:
             if node.op_type == "Shape" and isinstance(ins[0], Act):
                 self.env[node.output[0]] = np.array((1,) + ins[0].shape, np.int64)
                 continue
-            handler: Callable | None = HANDLERS.get(node.op_type)
+            handler: Callable | None = table.get(node.op_type)
             if handler is None:
                 raise self.unsupported(i)
             try:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 
 from tinytrain.frontend.layout import HWC, Act, compose_transpose, identity
-from tinytrain.frontend.onnx_import import Importer
 from tinytrain.ir import ParamSource
 
-Handler = Callable[[Importer, int, onnx.NodeProto, dict[str, Any]], None]
+if TYPE_CHECKING:  # the importer drives the handlers; they see it only as a type
+    from tinytrain.frontend.onnx_import import Importer
+
+Handler = Callable[["Importer", int, onnx.NodeProto, dict[str, Any]], None]
 HANDLERS: dict[str, Handler] = {}
 
 
@@ -386,6 +388,5 @@ def softmax(im: Importer, i: int, node: onnx.NodeProto, a: dict) -> None:
     im.env[node.output[0]] = im.plain(x, im.names[i])
 
 
-from tinytrain.frontend import onnx_qdq  # noqa: E402,F401  (registers the QDQ handlers)
-
-SUPPORTED = sorted(set(HANDLERS) | {"Constant", "Shape", "Gather", "Concat", "Unsqueeze"})
+# ops that are folded on constants (shape arithmetic), not handled
+FOLDED = ("Constant", "Shape", "Gather", "Concat", "Unsqueeze")

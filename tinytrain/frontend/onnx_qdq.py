@@ -12,15 +12,17 @@ Only TFLite-style int8 is accepted: int8 activations, symmetric int8 weights, in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 
 from tinytrain.frontend.layout import Act
-from tinytrain.frontend.onnx_import import Importer
 from tinytrain.frontend.onnx_ops import handles
 from tinytrain.ir import PARAM
+
+if TYPE_CHECKING:  # the importer drives the handlers; they see it only as a type
+    from tinytrain.frontend.onnx_import import Importer
 
 # IR weights keep the output channel on axis 0; this is the ONNX initializer's matching axis
 _OUT_AXIS = {"oihw": 0, "gemm:1": 0, "gemm:0": 1, "matmul": 1}

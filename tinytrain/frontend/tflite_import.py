@@ -145,6 +145,11 @@ class TFLiteImporter:
         self.infer_output: str | None = None
         self.folded_output: int | None = None
 
+    def readers(self, index: int) -> int:
+        """How many operator inputs read tensor `index`."""
+        return sum(int(j) == index for q in range(self.sg.OperatorsLength())
+                   for j in _vec(self.sg.Operators(q).InputsAsNumpy()))
+
     @staticmethod
     def _name(t: Any, i: int) -> str:
         """The tensor's name; tensors may be nameless (TFLite Micro's keyword_scrambled model):

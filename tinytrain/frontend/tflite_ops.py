@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tflite
 
-from tinytrain.frontend.tflite_import import TFLiteImporter, TfTensor, _vec
 from tinytrain.ir import ParamSource, QuantParams
 from tinytrain.quant.fixedpoint import activation_range
 from tinytrain.quant.params import grad_range, requant
+
+if TYPE_CHECKING:  # the importer drives the handlers; they see it only as a type
+    from tinytrain.frontend.tflite_import import TFLiteImporter, TfTensor
 
 B = tflite.BuiltinOperator
 ACT = tflite.ActivationFunctionType
@@ -232,8 +234,7 @@ def transpose(im: TFLiteImporter, k: int, op: Any) -> None:
         raise im.fail(k, f"output shape {list(y.shape)} is not the input {list(x.shape)} "
                          f"permuted by {perm}")
     src = im.b.tensors[im.act(k, x.index)]
-    readers = sum(int(j) == x.index for q in range(im.sg.OperatorsLength())
-                  for j in _vec(im.sg.Operators(q).InputsAsNumpy()))
+    readers = im.readers(x.index)
     if (x.index == im.input_index and im.input_perm is None and readers == 1 and perm[0] == 0
             and x.shape and x.shape[0] == 1):
         sample = [v - 1 for v in perm[1:]]  # per-sample axes: IR axis i = logical axis sample[i]

@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tinytrain import __version__
 from tinytrain.codegen.render import write_files
 from tinytrain.errors import OptionError
 from tinytrain.library.layouts import FORMATS, render_layout
 from tinytrain.library.sources import load_sources
 from tinytrain.outdir import check_replaceable, staged
+from tinytrain.version import __version__
 
 MARKER = "tinytrain_export.json"  # what makes a directory an export this command may replace
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from tinytrain import __version__
 from tinytrain.assets import asset_dir
 from tinytrain.library.sources import (
     MODEL_FLAGS,
@@ -23,6 +22,7 @@ from tinytrain.library.sources import (
     RUNTIME_PRAGMA,
     LibrarySources,
 )
+from tinytrain.version import __version__
 
 RUNTIME_LIBRARY = "tinytrain_runtime"  # the Arduino / PlatformIO library folder of the kernels
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from tinytrain.errors import CompileError
 from tinytrain.ops import (
     add,
     add_q8,
@@ -52,7 +51,7 @@ from tinytrain.ops import (
     tanh,
     transpose,
 )
-from tinytrain.ops.base import OpDef
+from tinytrain.ops.base import REGISTRY, OpDef, get_op
 
 _MODULES = (conv2d, dense, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, hard_swish, add, mul,
             avg_pool2d, max_pool2d, global_avg_pool, pad, concat, transpose, reshape,
@@ -67,14 +66,8 @@ _MODULES += (row_stream_backward,)  # a stem's backward run row by row
 _MODULES += (global_avg_pool_share, pooled_grad)  # per-channel pool gradient (passes/pool_grad.py)
 _MODULES += (dw_partial,)  # partial depthwise weight updates (passes/prune.py)
 
-REGISTRY: dict[str, OpDef] = {op.name: op for m in _MODULES for op in m.OPS}
-
-
-def get_op(name: str) -> OpDef:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise CompileError(f"internal: no op definition for IR op '{name}'") from None
+REGISTRY.update({op.name: op for m in _MODULES for op in m.OPS})
+__all__ = ["REGISTRY", "OpDef", "get_op", "public_ops"]
 
 
 def public_ops() -> list[OpDef]:

@@ -115,6 +115,21 @@ def reduce_to(g: np.ndarray, shape: Shape) -> np.ndarray:
     return g.reshape(shape)
 
 
+# every op by name: filled by the package (tinytrain/ops/__init__.py) from each op file's OPS
+# tuple. It lives here, below the op files, so that fused ops can look up the ops of the nodes
+# they run (a fused node only exists in a graph the passes built, with the package imported).
+REGISTRY: dict[str, OpDef] = {}
+
+
+def get_op(name: str) -> OpDef:
+    from tinytrain.errors import CompileError
+
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise CompileError(f"internal: no op definition for IR op '{name}'") from None
+
+
 def c_float(v: float) -> str:
     """A C float literal that round-trips the fp32 value exactly."""
     f = float(np.float32(v))

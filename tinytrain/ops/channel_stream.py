@@ -19,17 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef, c_float
+from tinytrain.ops.base import OpDef, c_float, get_op
 from tinytrain.ops.conv2d import geom_decl
 from tinytrain.ops.conv2d_q8 import floats
 from tinytrain.ops.fused_update import _hyper, _m
 from tinytrain.ops.q8_update import _idx, _shadow, _update
-
-
-def get_op(name: str) -> OpDef:
-    from tinytrain.ops import get_op as lookup  # the registry imports this module
-
-    return lookup(name)
 
 
 def _hw(shape) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinytrain.ir import Node
-from tinytrain.ops.base import OpDef, c_float, size
+from tinytrain.ops.base import OpDef, c_float, get_op, size
 from tinytrain.ops.conv2d import geom_decl
 from tinytrain.ops.conv2d_q8 import floats
 from tinytrain.ops.fused_update import _hyper, _m
@@ -122,13 +122,9 @@ class PooledGrad(OpDef):
         return [tuple(node.attrs["dy_shape"])] + list(shapes[first_rest(node):])
 
     def infer(self, node, shapes):
-        from tinytrain.ops import get_op
-
         return get_op(node.attrs["inner"]).infer(inner_node(node), self._shapes(node, shapes))
 
     def forward(self, node, xs):
-        from tinytrain.ops import get_op
-
         ins = [pooled_dy(node, xs)] + list(xs[first_rest(node):])
         return get_op(node.attrs["inner"]).forward(inner_node(node), ins)
 
@@ -136,8 +132,6 @@ class PooledGrad(OpDef):
         return _call(node, cg)
 
     def macs(self, node, shapes, out_shapes):
-        from tinytrain.ops import get_op
-
         return get_op(node.attrs["inner"]).macs(inner_node(node), self._shapes(node, shapes),
                                                 out_shapes)
 

@@ -18,13 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef
-
-
-def get_op(name: str) -> OpDef:
-    from tinytrain.ops import get_op as lookup  # the registry imports this module
-
-    return lookup(name)
+from tinytrain.ops.base import OpDef, get_op
 
 
 class RowStream(OpDef):

@@ -19,14 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef
+from tinytrain.ops.base import OpDef, get_op
 from tinytrain.ops.row_stream import inner_macs, schedule_loop
-
-
-def get_op(name: str) -> OpDef:
-    from tinytrain.ops import get_op as lookup  # the registry imports this module
-
-    return lookup(name)
 
 
 class RowStreamBackward(OpDef):

@@ -1,0 +1,68 @@
+"""What a build directory holds besides the C project: the file names, and program.json, the
+description of the built program that the runner, the twins and the exporters read (its
+inputs and outputs, trainable tensors, state table and profiled ops)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tinytrain.boards import Board
+from tinytrain.codegen.memory import state_table
+from tinytrain.codegen.render import model_id, profile_ops
+from tinytrain.ir import Graph
+
+PROGRAM_JSON = "program.json"
+REPORT_JSON = "report.json"
+MEMORY_JSON = "memory.json"
+
+
+def program_info(g: Graph, board: Board, prefix: str = "tt") -> dict[str, Any]:
+    """What the runner and exporter need to know about the built program."""
+    label = next(t for t in g.tensors.values() if t.kind == "label")
+    x = g.t(g.inputs[0])
+    return {
+        "board": board.name,
+        "c_prefix": prefix,  # the model's C names (tinytrain export-lib names its files so)
+        "model_id": model_id(g),
+        "profile_ops": profile_ops(g),
+        **{k: v for k, v in g.meta.items() if k != "sgd"},
+        "sgd": g.meta.get("sgd"),
+        "input_shape_ir": list(x.shape),
+        # the sample crosses the link in the input's own dtype: int8 codes for int8 models
+        "input_dtype": x.dtype,
+        "input_quant": None if x.dtype != "s8" or x.quant is None else
+        {"scale": float(x.quant.scale[0]), "zero_point": int(x.quant.zero_point[0])},
+        "output_shape_ir": list(g.t(g.meta.get("infer_output") or g.outputs[0]).shape),
+        "target_shape": list(label.shape),
+        "target_dtype": label.dtype,
+        "trainable": [{"name": t.name, "shape": _whole_shape(g, t.name), "dtype": t.dtype,
+                       "scale": None if t.quant is None else list(t.quant.scale),
+                       "source": None if t.source is None else
+                       {"node": t.source.node, "slot": t.source.slot,
+                        "transform": t.source.transform},
+                       **_packed(g, t.name)}
+                      for t in g.params(trainable=True)],
+        # the model's state table (model.h NAME_state): what the link's g/s commands carry
+        "state": [{"name": e.name, "shape": list(e.shape), "dtype": e.dtype}
+                  for e in state_table(g)],
+    }
+
+
+def _packed(g: Graph, name: str) -> dict[str, Any]:
+    """For a weight split by passes/split_weights: how the device's packed trained channels
+    (stored_shape) and the frozen rest make the whole weight ("shape"); the link hands out
+    whole weights."""
+    split = g.meta.get("split_weights", {}).get(name)
+    if split is None:
+        return {}
+    rest = g.t(split["rest"])
+    return {"packed": {"channels": split["channels"], "stored_shape": list(g.t(name).shape),
+                       "rest": np.asarray(rest.data).reshape(-1).tolist()}}
+
+
+def _whole_shape(g: Graph, name: str) -> list[int]:
+    """A parameter's shape as the user sees it (a split weight's whole shape)."""
+    split = g.meta.get("split_weights", {}).get(name)
+    return list(split["full_shape"]) if split else list(g.t(name).shape)
