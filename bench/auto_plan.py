@@ -49,9 +49,9 @@ import accuracy as small_task  # noqa: E402  (bench/accuracy.py: the small CNN a
 
 from tinytrain.autoplan.planner import MemoryOracle, import_model  # noqa: E402
 from tinytrain.boards import load_board  # noqa: E402
-from tinytrain.compiler import Options  # noqa: E402
-from tinytrain.train import sample_order  # noqa: E402
-from tinytrain.update_plan import is_depthwise, layers, parse_plan  # noqa: E402
+from tinytrain.device.train import sample_order  # noqa: E402
+from tinytrain.passes.pipeline import Options  # noqa: E402
+from tinytrain.passes.update_plan import is_depthwise, layers, parse_plan  # noqa: E402
 
 EPOCHS, SEED = 3, 0
 ORDERS = 3  # sample orders (run --shuffle --seed k) every accuracy is the mean of

@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.torch_models import export  # noqa: E402
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES, TTE_PEAK_KB  # noqa: E402
-from tinytrain.build import build  # noqa: E402
-from tinytrain.compiler import Options  # noqa: E402
+from tinytrain.device.build import build  # noqa: E402
 from tinytrain.errors import TinyTrainError  # noqa: E402
+from tinytrain.passes.pipeline import Options  # noqa: E402
 
 
 def kb(n: float) -> str:

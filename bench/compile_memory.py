@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.torch_models import MLP, DigitsCNN, MobileNetV2, TinyMobileNet, export  # noqa: E402
 from tinytrain.boards import load_board  # noqa: E402
 from tinytrain.codegen.render import render, write_files  # noqa: E402
-from tinytrain.compiler import Options, compile_model  # noqa: E402
-from tinytrain.report import memory_report  # noqa: E402
-from tinytrain.toolchain import compile_project  # noqa: E402
+from tinytrain.device.toolchain import compile_project  # noqa: E402
+from tinytrain.passes.pipeline import Options, compile_model  # noqa: E402
+from tinytrain.reports.report import memory_report  # noqa: E402
 
 MODELS = {
     "MLP (digits)": MLP,

@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.fuzz.frames import fuzz_against_clean  # noqa: E402
 from tests.torch_models import MLP, export  # noqa: E402
-from tinytrain.build import build  # noqa: E402
-from tinytrain.compiler import Options  # noqa: E402
+from tinytrain.device.build import build  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
+from tinytrain.passes.pipeline import Options  # noqa: E402
 
 SAMPLES = 50
 

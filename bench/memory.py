@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.torch_models import export  # noqa: E402
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES, TTE_PEAK_KB  # noqa: E402
 from tinytrain.boards import load_board  # noqa: E402
-from tinytrain.compiler import Options, compile_model  # noqa: E402
-from tinytrain.report import memory_report  # noqa: E402
+from tinytrain.passes.pipeline import Options, compile_model  # noqa: E402
+from tinytrain.reports.report import memory_report  # noqa: E402
 
 # TTE's three networks, each with its 99 KB-class shipped scheme and TTE's published peak.
 MODELS = {name: (make, SCHEMES[name, MAIN_SCHEME[name]], TTE_PEAK_KB[name])

@@ -19,11 +19,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tinytrain.build import MEMORY_JSON, build  # noqa: E402
-from tinytrain.compiler import Options  # noqa: E402
-from tinytrain.memory_plot import plot  # noqa: E402
-from tinytrain.memory_report import sram_lines  # noqa: E402
+from tinytrain.device.build import MEMORY_JSON, build  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
+from tinytrain.passes.pipeline import Options  # noqa: E402
+from tinytrain.reports.memory import sram_lines  # noqa: E402
+from tinytrain.reports.plot import plot  # noqa: E402
 
 MODEL = ROOT / "examples" / "digits" / "digits_cnn.onnx"
 DEMO_SGD = SGDConfig(lr=0.05, momentum=0.9, batch=16)  # the Makefile's demo target

@@ -8,7 +8,7 @@ instructions per MAC of the top ops beside the floor (the next gap to close).
 TTE's three networks (int8, 128x128, tests/torch_models.py, each with its shipped ~99 KB
 scheme, plain SGD, stochastic rounding, every memory pass) and AIfES's two fp32 examples
 (MLP 64-32-10; CNN 1x16x16 c3x3x8-pool-c3x3x16-pool-fc10; full update, SGD batch 1). Counts come
-from `tinytrain.bench_qemu.measure` (`-icount shift=0`: 1 SysTick tick = 40 instructions),
+from `tinytrain.device.bench_qemu.measure` (`-icount shift=0`: 1 SysTick tick = 40 instructions),
 the figures `tinytrain bench DIR --qemu` prints. Instructions under QEMU are not cycles: a
 Cortex-M7 dual-issues and flash wait states differ. On a real board the firmware's step and
 per-op counters read DWT->CYCCNT, i.e. cycles.
@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.torch_models import MLP, AifesCNN, export  # noqa: E402
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES  # noqa: E402
-from tinytrain.bench_qemu import measure  # noqa: E402
-from tinytrain.build import build  # noqa: E402
-from tinytrain.compiler import Options  # noqa: E402
+from tinytrain.device.bench_qemu import measure  # noqa: E402
+from tinytrain.device.build import build  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
+from tinytrain.passes.pipeline import Options  # noqa: E402
 
 BOARDS = ("stm32f746", "nrf52840")
 # TTE's measured cycles per training sample on the STM32F746 (its paper's ms at 216 MHz).

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from tests.conftest import ROOT, tinytrain
-from tinytrain.link.device import quantize_input
-from tinytrain.runner import HostProgram, load_program_info
+from tinytrain.device.link.device import quantize_input
+from tinytrain.device.runner import HostProgram, load_program_info
 
 LIB_C = ROOT / "tests" / "c" / "library"
 CKERNEL = ROOT / "tests" / "ckernel"

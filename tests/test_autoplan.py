@@ -17,11 +17,11 @@ from tinytrain.autoplan.planner import MemoryOracle
 from tinytrain.autoplan.search import Tried, search
 from tinytrain.autoplan.space import Scheme
 from tinytrain.boards import load_board
-from tinytrain.compiler import Options, compile_model, load_model
 from tinytrain.errors import BuildError, OptionError
+from tinytrain.passes.pipeline import Options, compile_model, load_model
 from tinytrain.passes.prune import trained_params
-from tinytrain.report import memory_report
-from tinytrain.update_plan import parse_plan, plan_to_toml
+from tinytrain.passes.update_plan import parse_plan, plan_to_toml
+from tinytrain.reports.report import memory_report
 
 DIGITS_CNN = ROOT / "examples" / "digits" / "digits_cnn.onnx"
 SPEECH = ROOT / "tests" / "fixtures" / "micro_speech_quantized.tflite"
@@ -146,7 +146,7 @@ def test_toml_round_trips_into_update(session, tmp_path):
 
 def test_toml_writes_channel_lists_when_no_ratio_gives_them(tmp_path):
     g = load_model(DIGITS_CNN)
-    from tinytrain.update_plan import LayerUpdate, UpdatePlan
+    from tinytrain.passes.update_plan import LayerUpdate, UpdatePlan
 
     plan = UpdatePlan("x", (LayerUpdate(), LayerUpdate(True, True, (0, 1, 2)),
                             LayerUpdate(True, True, (1, 4)), LayerUpdate(True, False),

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from tinytrain.compiler import Options, compile_model
+from tinytrain.passes.pipeline import Options, compile_model
 from tinytrain.passes.prune import trained_params
-from tinytrain.report import memory_report
-from tinytrain.update_plan import parse_plan
+from tinytrain.passes.update_plan import parse_plan
+from tinytrain.reports.report import memory_report
 
 DIGITS_CNN = ROOT / "examples" / "digits" / "digits_cnn.onnx"
 BUDGET_KB = 30  # between `bias` (10.7 KB) and `full` (42.4 KB) of the digits CNN on the host

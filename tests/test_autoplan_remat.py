@@ -20,8 +20,8 @@ from tinytrain.autoplan import AnalysisConfig, AutoOptions, Session
 from tinytrain.autoplan.search import search
 from tinytrain.autoplan.space import Scheme
 from tinytrain.boards import load_board
-from tinytrain.compiler import Options, compile_model
-from tinytrain.report import memory_report
+from tinytrain.passes.pipeline import Options, compile_model
+from tinytrain.reports.report import memory_report
 
 DIGITS_CNN = ROOT / "examples" / "digits" / "digits_cnn.onnx"
 BUDGET = 33000  # bytes: see the module's text

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinytrain.bench_qemu import AGREEMENT_TOLERANCE, _unwrap, format_table, measure, to_json
+from tinytrain.device.bench_qemu import AGREEMENT_TOLERANCE, _unwrap, format_table, measure, to_json
 
 # Each clock interval may be one tick off: it starts at whatever phase of the 40-instruction
 # SysTick tick the UART poll loop left it, which depends on when the host's bytes arrived. The
@@ -28,9 +28,9 @@ def mlp_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("needs qemu-system-arm and arm-none-eabi-gcc")
     torch = pytest.importorskip("torch")
     from tests.torch_models import MLP, export
-    from tinytrain.build import build
-    from tinytrain.compiler import Options
+    from tinytrain.device.build import build
     from tinytrain.passes.optimizer import SGDConfig
+    from tinytrain.passes.pipeline import Options
 
     tmp = tmp_path_factory.mktemp("bench_qemu")
     torch.manual_seed(0)

@@ -16,9 +16,9 @@ torch = pytest.importorskip("torch")
 from tests.sim.nrf_dfu_bootloader import NrfDfuBootloader  # noqa: E402
 from tests.sim.stm32_rom_bootloader import Stm32RomBootloader  # noqa: E402
 from tests.torch_models import MLP, DigitsCNN, OpsMix, TinyMobileNet, export  # noqa: E402
-from tinytrain.flashing import load_elf  # noqa: E402
-from tinytrain.runner import HostProgram, open_program  # noqa: E402
-from tinytrain.state_file import read as read_saved  # noqa: E402
+from tinytrain.device.flashing import load_elf  # noqa: E402
+from tinytrain.device.runner import HostProgram, open_program  # noqa: E402
+from tinytrain.device.state_file import read as read_saved  # noqa: E402
 
 needs_arm = pytest.mark.skipif(
     shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None,
@@ -124,7 +124,7 @@ def test_run_cli_on_the_twin(stm32_mlp, tmp_path, cli):
 
 
 def test_checkpoint_restores_on_the_twin(stm32_mlp):
-    from tinytrain.qemu import erase_flash
+    from tinytrain.device.qemu import erase_flash
 
     x, y = _data(MLP, 5)
     erase_flash(stm32_mlp)  # the twin's flash persists: forget test_run_cli_on_the_twin's
@@ -159,7 +159,7 @@ def test_checkpoint_survives_a_restart_of_the_host_build(models, tmp_path, cli):
 def test_power_cut_during_a_checkpoint_boots_old_or_new(models, tmp_path, cli):
     """The real host firmware, killed at points across a checkpoint write (erase + program);
     tests/test_checkpoint.py cuts at every byte in a C harness."""
-    from tinytrain.link.transport import LinkError
+    from tinytrain.device.link.transport import LinkError
 
     build = _build(cli, models["mlp"], "host", tmp_path / "h")
     flash = tmp_path / "flash.bin"
@@ -235,8 +235,8 @@ def test_fit_verdict_near_the_sram_edge_each_way(tmp_path, cli):
     links and reports static SRAM within the board; the one over is refused for SRAM, with the
     breakdown and SRAM advice. The build's verdict is the linker's, so no planner estimate can
     pass a build that overflows or refuse one that fits."""
-    from tinytrain.build import build
-    from tinytrain.compiler import Options
+    from tinytrain.device.build import build
+    from tinytrain.passes.pipeline import Options
 
     def sram(rows: int) -> int:
         model = export(WideInput(rows), tmp_path / f"w{rows}.onnx")

@@ -16,15 +16,15 @@ import warnings
 import numpy as np
 import pytest
 
-from tinytrain.compiler import Options, load_model, pipeline, quantize_model
 from tinytrain.ir import GRAD, OPT_STATE, PARAM
 from tinytrain.passes.memory_plan import peak_live, plan_memory
+from tinytrain.passes.pipeline import Options, load_model, pipeline, quantize_model
 
 torch = pytest.importorskip("torch")
 
 from tests.torch_models import MobileNetV2, ProxylessNAS, export  # noqa: E402
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES  # noqa: E402
-from tinytrain.state_file import read as read_saved  # noqa: E402
+from tinytrain.device.state_file import read as read_saved  # noqa: E402
 
 STEPS = 4
 # backward peak (live arena bytes, planner) of each network's 99 KB-class TTE scheme, int8 at
@@ -105,7 +105,7 @@ def test_batch_accumulation_is_left_alone(tte128):
 def test_numpy_reference_places_the_region_correctly(tmp_path):
     """interp (numpy references of every sub-op) gives the same parameters and momentum with
     and without the pass: the fused node runs where each sub-op sees the values it saw."""
-    from tinytrain.interp import initial_state, train
+    from tinytrain.ops.interp import initial_state, train
     from tinytrain.passes.optimizer import SGDConfig
 
     torch.manual_seed(0)

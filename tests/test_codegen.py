@@ -9,11 +9,11 @@ import warnings
 import pytest
 
 from tinytrain.codegen.render import render
-from tinytrain.compiler import load_model
 from tinytrain.passes.add_loss import add_loss
 from tinytrain.passes.autodiff import autodiff
 from tinytrain.passes.memory_plan import plan_memory
 from tinytrain.passes.optimizer import SGDConfig, add_optimizer
+from tinytrain.passes.pipeline import load_model
 from tinytrain.passes.verify import verify
 
 torch = pytest.importorskip("torch")

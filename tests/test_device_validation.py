@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 
 from tests import sanitize  # noqa: E402
 from tests.torch_models import MLP, export  # noqa: E402
-from tinytrain.link.transport import LinkError  # noqa: E402
-from tinytrain.runner import HostProgram, open_program  # noqa: E402
+from tinytrain.device.link.transport import LinkError  # noqa: E402
+from tinytrain.device.runner import HostProgram, open_program  # noqa: E402
 
 BAD_LABELS = (10, -1, 1048576, -2147483648, 2147483647)
 
@@ -79,7 +79,7 @@ def test_reply_timeouts_follow_frame_size_and_measured_pace(mlp, tmp_path, cli):
     """A command not yet measured waits for its bytes at a slow UART's pace (a 192 KB sample
     is not resent every 2 s); once measured, RTT_MARGIN times its slowest clean round trip,
     never less than the base timeout."""
-    from tinytrain.link import device as d
+    from tinytrain.device.link import device as d
 
     out = tmp_path / "host"
     cli("build", mlp, "--out", out, "--lr", "0.05")

@@ -27,11 +27,11 @@ from test_quantize import (  # noqa: E402
 )
 
 from tests.torch_models import DigitsCNN, MobileNetV2, TinyMobileNet, export  # noqa: E402
-from tinytrain import interp  # noqa: E402
-from tinytrain.compiler import Options, compile_model  # noqa: E402
+from tinytrain.device.runner import HostProgram  # noqa: E402
+from tinytrain.ops import interp  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
-from tinytrain.runner import HostProgram  # noqa: E402
-from tinytrain.update_plan import layers  # noqa: E402
+from tinytrain.passes.pipeline import Options, compile_model  # noqa: E402
+from tinytrain.passes.update_plan import layers  # noqa: E402
 
 SIM_SAMPLES = 24  # training samples compared step by step (whole batches for batch 2)
 # Over the whole run, elements of a depthwise weight where C and the simulation disagree: the C

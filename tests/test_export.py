@@ -20,7 +20,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
-from tinytrain.cli import app
+from tinytrain.cli.main import app
 
 ort = pytest.importorskip("onnxruntime")
 torch = pytest.importorskip("torch")

@@ -33,7 +33,7 @@ from test_int8_tflite import (  # noqa: E402
 )
 from tflite_build import ModelBuilder, Options  # noqa: E402
 
-from tinytrain.export_tflite import _buffer_span  # noqa: E402
+from tinytrain.export.to_tflite import _buffer_span  # noqa: E402
 
 N_TRAIN, N_TEST = 120, 50
 

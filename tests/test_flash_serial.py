@@ -27,7 +27,7 @@ from tests.sim.nrf_dfu_bootloader import (
     NrfDfuBootloader,
 )
 from tests.sim.stm32_rom_bootloader import Stm32RomBootloader
-from tinytrain.flashing import (
+from tinytrain.device.flashing import (
     FlashError,
     flash_image,
     flash_probe,
@@ -36,7 +36,7 @@ from tinytrain.flashing import (
     load_image,
     open_serial,
 )
-from tinytrain.flashing.stm32_rom import SECTORS, plan_blocks
+from tinytrain.device.flashing.stm32_rom import SECTORS, plan_blocks
 
 # Host timeout where a test makes the simulator stay silent: the simulator answers in well under
 # a millisecond, so this only keeps those tests short. Tests that get NACKs keep the default.

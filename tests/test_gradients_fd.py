@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from tinytrain.frontend.builder import GraphBuilder
-from tinytrain.interp import initial_state, run
 from tinytrain.ir import INPUT, ParamSource, Tensor
+from tinytrain.ops.interp import initial_state, run
 from tinytrain.passes.add_loss import add_loss
 from tinytrain.passes.autodiff import autodiff
 from tinytrain.passes.verify import verify

@@ -16,26 +16,18 @@ PACKAGE = ROOT / "tinytrain"
 
 # lowest first: what each stage may build on is everything above it in this list
 STAGES: tuple[tuple[str, ...], ...] = (
-    ("tinytrain.errors", "tinytrain.version", "tinytrain.outdir", "tinytrain.assets",
-     "tinytrain.cli_help"),
+    ("tinytrain.errors", "tinytrain.version", "tinytrain.assets"),
     ("tinytrain.boards", "tinytrain.quant"),  # board data; fixed-point arithmetic
-    ("tinytrain.ir",),  # the graph
-    ("tinytrain.ops",),  # one op per file, and the registry
-    ("tinytrain.interp",),  # the reference interpreter
-    ("tinytrain.frontend",),  # ONNX and TFLite importers
-    ("tinytrain.update_plan", "tinytrain.passes"),  # --update, and the passes
-    ("tinytrain.codegen",),  # C from templates
-    ("tinytrain.compiler",),  # the pipeline driver
-    ("tinytrain.report", "tinytrain.memory_report", "tinytrain.layer_report",
-     "tinytrain.memory_plot"),  # what a build reports
-    ("tinytrain.toolchain", "tinytrain.firmware_size", "tinytrain.link", "tinytrain.flashing",
-     "tinytrain.qemu", "tinytrain.data", "tinytrain.samples", "tinytrain.state_file",
-     "tinytrain.runner", "tinytrain.train", "tinytrain.bench_qemu",
-     "tinytrain.online"),  # compilers, devices and twins, the link, training over it
-    ("tinytrain.build",),  # model file to built program
-    ("tinytrain.export_onnx", "tinytrain.export_tflite", "tinytrain.library"),  # exports
-    ("tinytrain.autoplan",),  # --update auto: builds and trains candidate plans
-    ("tinytrain.cli", "tinytrain.__main__", "tinytrain"),  # the command line, the API
+    ("tinytrain.ir",),  # the graph every stage speaks
+    ("tinytrain.ops",),  # 2. one op per file, the registry, the interpreter
+    ("tinytrain.frontend",),  # 1. ONNX and TFLite importers (they build graphs of ops)
+    ("tinytrain.passes",),  # 3. the passes, and pipeline.py, their driver
+    ("tinytrain.codegen",),  # 4. C from templates, program.json, output directories
+    ("tinytrain.reports",),  # 5. what a build reports
+    ("tinytrain.device",),  # 6. toolchain, build driver, twins, link, flashing, training
+    ("tinytrain.export",),  # 7. ONNX, TFLite and the C library
+    ("tinytrain.autoplan",),  # 8. --update auto: builds and trains candidate plans
+    ("tinytrain.cli", "tinytrain.__main__", "tinytrain"),  # 9. the command line, the API
 )
 
 

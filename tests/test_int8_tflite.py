@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from conftest import ROOT, tinytrain
 
-from tinytrain import interp
-from tinytrain.compiler import Options, compile_model
+from tinytrain.device.runner import HostProgram
+from tinytrain.ops import interp
 from tinytrain.passes.optimizer import SGDConfig
-from tinytrain.runner import HostProgram
+from tinytrain.passes.pipeline import Options, compile_model
 
 litert = pytest.importorskip("ai_edge_litert.interpreter")
 

@@ -18,7 +18,7 @@ import torch
 
 from tests.torch_models import AifesCNN, DigitsCNN, export
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES
-from tinytrain.runner import open_program
+from tinytrain.device.runner import open_program
 
 pytestmark = pytest.mark.skipif(
     shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None,

@@ -22,8 +22,8 @@ from tests.library_helpers import (
     host_losses,
 )
 from tinytrain.codegen.render import API_MACROS, API_NAMES, INT8_INPUT_MACROS, INT8_INPUT_NAMES
-from tinytrain.flashing import load_elf
-from tinytrain.runner import open_program
+from tinytrain.device.flashing import load_elf
+from tinytrain.device.runner import open_program
 
 needs_arm = pytest.mark.skipif(
     shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None,

@@ -1,4 +1,4 @@
-"""The serial link survives a damaged line (firmware/tt_link.c, tinytrain/link/).
+"""The serial link survives a damaged line (firmware/tt_link.c, tinytrain/device/link/).
 
 The QEMU twin of the STM32F746 trains a tiny MLP on SAMPLES random samples through
 tests/faulty_link.py, which corrupts, drops and duplicates bytes in both directions. Every sample
@@ -9,7 +9,7 @@ the host build's (x86-64, same C) up to libm rounding. Two samples fail on purpo
 failure path runs too: one whose request never arrives (failed, not applied) and one whose replies
 are all lost (applied once, as the device's step counter shows).
 
-The framing itself (tinytrain/link/frames.py) is tested without QEMU, with hypothesis.
+The framing itself (tinytrain/device/link/frames.py) is tested without QEMU, with hypothesis.
 """
 
 from __future__ import annotations
@@ -32,12 +32,11 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.faulty_link import CLEAN, TO_DEVICE, TO_HOST, DirectionCounts, FaultRates, FaultyLink
-from tinytrain.build import PROGRAM_JSON
-from tinytrain.build import build as tt_build
-from tinytrain.compiler import Options
-from tinytrain.link import device as device_module
-from tinytrain.link.device import Device, LinkStats
-from tinytrain.link.frames import (
+from tinytrain.device.build import PROGRAM_JSON
+from tinytrain.device.build import build as tt_build
+from tinytrain.device.link import device as device_module
+from tinytrain.device.link.device import Device, LinkStats
+from tinytrain.device.link.frames import (
     ESC,
     FLAG,
     MAX_FRAME,
@@ -49,10 +48,11 @@ from tinytrain.link.frames import (
     stuff,
     unstuff,
 )
-from tinytrain.link.transport import LinkError, PipeTransport, SerialTransport
+from tinytrain.device.link.transport import LinkError, PipeTransport, SerialTransport
+from tinytrain.device.qemu import QemuTwin
+from tinytrain.device.runner import HostProgram
 from tinytrain.passes.optimizer import SGDConfig
-from tinytrain.qemu import QemuTwin
-from tinytrain.runner import HostProgram
+from tinytrain.passes.pipeline import Options
 
 TOOLS = ("qemu-system-arm", "arm-none-eabi-gcc")
 needs_qemu = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
@@ -79,7 +79,7 @@ FORCED_ATTEMPTS = 3  # MAX_ATTEMPTS while a direction is blacked out, so failing
 HOST_RTOL = 1e-5
 
 
-# ---- framing: tinytrain/link/frames.py, no QEMU ----
+# ---- framing: tinytrain/device/link/frames.py, no QEMU ----
 
 def _body(seq: int, cmd: int, payload: bytes) -> bytes:
     body = struct.pack("<BHB", VERSION, seq, cmd) + payload

@@ -13,7 +13,7 @@ import pytest
 
 import tinytrain
 from tests.library_helpers import DIGITS_ONNX, STEPS, build, digits
-from tinytrain.link.transport import LinkError
+from tinytrain.device.link.transport import LinkError
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 SHAPE = (1, 8, 8)  # one digit in the ONNX model's own layout (NCHW without N)

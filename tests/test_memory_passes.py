@@ -9,11 +9,11 @@ import warnings
 
 import pytest
 
-from tinytrain.compiler import Options, compile_model
 from tinytrain.ir import GRAD, PARAM_GRAD
 from tinytrain.passes.memory_plan import plan_memory
+from tinytrain.passes.pipeline import Options, compile_model
 from tinytrain.passes.schedule import schedule_backward
-from tinytrain.update_plan import layers
+from tinytrain.passes.update_plan import layers
 
 torch = pytest.importorskip("torch")
 
@@ -132,7 +132,7 @@ def test_relu_backward_uses_mask_or_saved_output(models):
 
 
 def _compile_without(path, update, skip):
-    from tinytrain.compiler import load_model, pipeline
+    from tinytrain.passes.pipeline import load_model, pipeline
 
     g = load_model(path)
     for name, fn in pipeline(Options(update=update)):
@@ -147,7 +147,7 @@ def test_reorder_strictly_lowers_the_peak(models, model, update):
     """TTE's reordering: apply each update as soon as its gradient exists (fuse) and order the
     backward to free buffers early (schedule). Peak SRAM must drop strictly."""
     from tinytrain.boards import load_board
-    from tinytrain.report import memory_report
+    from tinytrain.reports.report import memory_report
 
     def sram(g):
         return memory_report(g, plan_memory(g), load_board("host"))["sram_bytes"]["total"]
@@ -198,7 +198,7 @@ def test_greedy_order_is_a_valid_schedule_with_identical_results(models):
     """Whatever order the scheduler picks must respect every dependency and change no value."""
     import numpy as np
 
-    from tinytrain.interp import initial_state, run
+    from tinytrain.ops.interp import initial_state, run
     from tinytrain.passes.schedule import _greedy
     from tinytrain.passes.verify import verify
 
@@ -232,7 +232,7 @@ MIN_SPARSE_RATIO = 20.0  # TTE's 2,939 -> 141 KB is 21x; the issue asks for >= 2
 
 def _int8_sram(path, calib, update, passes=True):
     from tinytrain.boards import load_board
-    from tinytrain.report import memory_report
+    from tinytrain.reports.report import memory_report
 
     g, plan = compile_model(path, Options(update=update, quantize="int8", calib=calib,
                                           memory_passes=passes))

@@ -6,7 +6,6 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinytrain.compiler import Options, compile_model
 from tinytrain.passes.memory_plan import (
     ALIGN,
     Buffer,
@@ -15,6 +14,7 @@ from tinytrain.passes.memory_plan import (
     plan_buffers,
 )
 from tinytrain.passes.optimizer import SGDConfig
+from tinytrain.passes.pipeline import Options, compile_model
 
 buffers = st.lists(
     st.tuples(st.integers(1, 5000), st.integers(-1, 40), st.integers(0, 40)),

@@ -21,11 +21,11 @@ import pytest
 from conftest import ROOT, tinytrain
 
 from tinytrain.boards import load_board
-from tinytrain.compiler import Options, compile_model
-from tinytrain.layer_report import LayerCapture
-from tinytrain.memory_report import memory_details
 from tinytrain.passes.optimizer import SGDConfig
-from tinytrain.report import memory_report
+from tinytrain.passes.pipeline import Options, compile_model
+from tinytrain.reports.layers import LayerCapture
+from tinytrain.reports.memory import memory_details
+from tinytrain.reports.report import memory_report
 
 EXAMPLE = ROOT / "examples" / "digits" / "digits_cnn.onnx"
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -35,7 +35,7 @@ needs_arm = pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
 # Linked static SRAM the plan does not hold: the firmware's own statics (link state, profiling
 # ticks, the SGD scalars) and newlib's data, a few hundred bytes (as in test_boards.py).
 UNPLANNED_SRAM = 2048
-# The plan rounds each link buffer to 4 bytes (codegen.memory.link_buffer_bytes); the linker
+# The plan rounds each link buffer to 4 bytes (passes.memory_layout.link_buffer_bytes); the linker
 # may not.
 LINK_ROUNDING = 6
 
@@ -302,7 +302,7 @@ def test_unplanned_sram_names_newlibs_data(tmp_path):
     """A program whose errno pulls in newlib's reentrancy struct: the map's breakdown gives
     newlib at least that struct, the firmware exactly its own unplanned statics, and the
     planned symbols nothing."""
-    from tinytrain.firmware_size import section_sizes, unplanned_sram
+    from tinytrain.device.firmware_size import section_sizes, unplanned_sram
 
     (tmp_path / "t.c").write_text(NEWLIB_USER)
     cflags = list(load_board("stm32f746").cflags)
@@ -330,7 +330,7 @@ def test_plot_shows_every_component_the_peak_the_phases_and_the_capacity(demo_bu
     pytest.importorskip("matplotlib")
     from matplotlib.transforms import Bbox
 
-    from tinytrain.memory_plot import figure
+    from tinytrain.reports.plot import figure
 
     out, _ = demo_build
     m = _demo_memory(out)
@@ -379,7 +379,7 @@ def test_plot_shows_every_component_the_peak_the_phases_and_the_capacity(demo_bu
 
 def test_plot_of_a_host_build_has_no_capacity_line(host_build, tmp_path, cli):
     pytest.importorskip("matplotlib")
-    from tinytrain.memory_plot import figure
+    from tinytrain.reports.plot import figure
 
     m = json.loads((host_build / "memory.json").read_text())
     fig = figure(m)
@@ -394,7 +394,7 @@ def test_plot_of_a_host_build_has_no_capacity_line(host_build, tmp_path, cli):
     # without matplotlib: a clear error naming the extra to install
     code = ("import sys; sys.modules['matplotlib'] = None; sys.argv = ['tinytrain', 'report', "
             f"{str(host_build)!r}, '--plot', {str(tmp_path / 'n.png')!r}]; "
-            "from tinytrain.cli import main; main()")
+            "from tinytrain.cli.main import main; main()")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 2 and "tinytrain-mcu[plot]" in p.stderr, p.stderr
     assert "Traceback" not in p.stderr

@@ -19,9 +19,9 @@ from sklearn.datasets import load_digits
 from torch import nn
 from torch_models import DigitsCNN, export
 
-from tinytrain.compiler import Options, import_model
-from tinytrain.online import connect, load_state
+from tinytrain.device.online import connect, load_state
 from tinytrain.passes.new_head import HEAD_WEIGHT_HEADROOM, LOGIT_SPAN
+from tinytrain.passes.pipeline import Options, import_model
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -20,10 +20,10 @@ import tinytrain
 from examples.online_learning import digits_split
 from tests.conftest import ROOT
 from tests.conftest import tinytrain as tt
+from tinytrain.device.link.device import quantize_input
+from tinytrain.device.samples import input_batch
+from tinytrain.device.state_file import read as read_saved
 from tinytrain.errors import DataError, OptionError, TinyTrainError
-from tinytrain.link.device import quantize_input
-from tinytrain.samples import input_batch
-from tinytrain.state_file import read as read_saved
 
 EXAMPLE = ROOT / "examples" / "online_learning.py"
 DIGITS_CNN = ROOT / "examples" / "digits" / "digits_cnn.onnx"
@@ -271,8 +271,8 @@ def test_bad_sample_or_label_is_a_clear_error(case: str, model) -> None:
 
 def test_device_refuses_samples_that_are_not_real_numbers(model) -> None:
     """The link itself (Device.encode_input) no longer parses strings or drops imaginary
-    parts, for callers that bypass tinytrain.online."""
-    from tinytrain.link.transport import LinkError
+    parts, for callers that bypass tinytrain.device.online."""
+    from tinytrain.device.link.transport import LinkError
 
     for bad in (np.full(64, "1.5"), np.ones(64, complex), np.ones(64, object)):
         with pytest.raises(LinkError, match="inputs must be real numbers"):
@@ -367,9 +367,9 @@ def test_public_names_are_documented_and_lazy() -> None:
     for name, obj in vars(tinytrain.OnlineModel).items():
         if not name.startswith("_"):
             assert (getattr(obj, "__doc__", None) or "").strip(), f"OnlineModel.{name}"
-    assert tinytrain.connect is tinytrain.online.connect
-    code = ("import sys, tinytrain; assert 'tinytrain.online' not in sys.modules; "
-            "tinytrain.connect; assert 'tinytrain.online' in sys.modules")
+    assert tinytrain.connect is tinytrain.device.online.connect
+    code = ("import sys, tinytrain; assert 'tinytrain.device.online' not in sys.modules; "
+            "tinytrain.connect; assert 'tinytrain.device.online' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
     with pytest.raises(AttributeError):
         tinytrain.no_such_name  # noqa: B018

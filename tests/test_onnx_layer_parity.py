@@ -16,7 +16,7 @@ import pytest
 from onnx import numpy_helper
 from typer.testing import CliRunner
 
-from tinytrain.cli import app
+from tinytrain.cli.main import app
 
 # The bar: "the generated C's output equals the expected output within 1e-5".
 LAYER_PARITY_ATOL = 1e-5

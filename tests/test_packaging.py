@@ -171,4 +171,4 @@ def test_make_demo_installs_only_what_the_demo_needs(tmp_path) -> None:
              "print([m for m in ('torch', 'onnxruntime', 'ai_edge_litert', 'pytest') "
              "if u.find_spec(m)])")
     assert _run([py, "-c", probe], cwd=tmp_path).stdout.strip() == "[]"
-    _run([py, "-c", "import tinytrain.cli, sklearn.datasets"], cwd=tmp_path)
+    _run([py, "-c", "import tinytrain.cli.main, sklearn.datasets"], cwd=tmp_path)

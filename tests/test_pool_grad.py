@@ -22,16 +22,16 @@ import onnx
 import pytest
 
 from tinytrain.codegen.context import C_TYPES, CContext
-from tinytrain.compiler import Options, compile_model
 from tinytrain.ir import GRAD, Node
 from tinytrain.ops import get_op
 from tinytrain.passes.memory_plan import peak_live
+from tinytrain.passes.pipeline import Options, compile_model
 
 torch = pytest.importorskip("torch")
 
 from tests.test_torch_parity import digits, torch_param_for, torch_train  # noqa: E402
 from tests.torch_models import MobileNetV2, export  # noqa: E402
-from tinytrain.state_file import read as read_saved  # noqa: E402
+from tinytrain.device.state_file import read as read_saved  # noqa: E402
 
 RUNTIME_C = Path(__file__).resolve().parent.parent / "runtime_c"
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wdouble-promotion",

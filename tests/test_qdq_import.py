@@ -15,8 +15,8 @@ from onnx import numpy_helper
 from test_quantize import digits, pretrained
 from torch_models import DigitsCNN
 
-from tinytrain.compiler import Options, compile_model
-from tinytrain.runner import HostProgram
+from tinytrain.device.runner import HostProgram
+from tinytrain.passes.pipeline import Options, compile_model
 
 ort = pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")

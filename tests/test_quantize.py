@@ -13,10 +13,10 @@ from conftest import tinytrain
 from sklearn.datasets import load_digits
 from torch_models import DigitsCNN, TinyMobileNet, export
 
-from tinytrain import interp
-from tinytrain.compiler import Options, compile_model
+from tinytrain.device.runner import HostProgram
+from tinytrain.ops import interp
 from tinytrain.passes.optimizer import SGDConfig
-from tinytrain.runner import HostProgram
+from tinytrain.passes.pipeline import Options, compile_model
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -18,12 +18,12 @@ import warnings
 import numpy as np
 import pytest
 
-from tinytrain.compiler import Options, compile_model, macs
+from tinytrain.passes.pipeline import Options, compile_model, macs
 
 torch = pytest.importorskip("torch")
 
 from tests.torch_models import MobileNetV2, export  # noqa: E402
-from tinytrain.state_file import read as read_saved  # noqa: E402
+from tinytrain.device.state_file import read as read_saved  # noqa: E402
 
 STEPS = 20
 needs_twin = pytest.mark.skipif(
@@ -145,7 +145,7 @@ def _compile(path, calib, update, board, remat, max_sram=None):
     opts = Options(update=update, quantize="int8", calib=calib, board=board, remat=remat,
                    max_sram=max_sram)
     from tinytrain.boards import load_board
-    from tinytrain.report import memory_report
+    from tinytrain.reports.report import memory_report
 
     g, plan = compile_model(path, opts)
     return g, memory_report(g, plan, load_board(board))

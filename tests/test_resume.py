@@ -21,7 +21,7 @@ import tinytrain
 from tests.conftest import ROOT
 from tests.conftest import tinytrain as cli
 from tests.test_run_ux import WAIT, _data, _metric_lines, _start
-from tinytrain.link.transport import LinkError
+from tinytrain.device.link.transport import LinkError
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
                                 reason="the host build needs gcc and make")

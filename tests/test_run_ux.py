@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, tinytrain
-from tinytrain.runner import HostProgram
+from tinytrain.device.runner import HostProgram
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
                                 reason="the host build needs gcc and make")
@@ -134,7 +134,7 @@ def test_ctrl_c_saves_the_state_a_resumed_run_continues_from(digits: Path) -> No
 
 
 def test_second_sigint_aborts_at_once() -> None:
-    from tinytrain.train import StopRequest
+    from tinytrain.device.train import StopRequest
 
     with StopRequest() as stop:
         assert not stop()
@@ -230,7 +230,7 @@ def test_terminal_bars_show_live_loss_and_the_eval_total(digits: Path) -> None:
 
 
 def test_unknown_dump_ir_pass_is_refused_before_compiling(tmp_path: Path) -> None:
-    from tinytrain.compiler import Options, pipeline
+    from tinytrain.passes.pipeline import Options, pipeline
 
     names = ["import", *(n for n, _ in pipeline(Options()))]
     r = tinytrain("build", DIGITS, "--out", tmp_path / "b", "--dump-ir", "bogus", check=False)
@@ -252,8 +252,8 @@ def test_dump_ir_prints_the_named_pass_once(tmp_path: Path) -> None:
 
 def test_help_groups_options_and_lists_the_choices() -> None:
     from tinytrain.boards import available
-    from tinytrain.compiler import KERNELS
     from tinytrain.passes.add_loss import LOSSES
+    from tinytrain.passes.pipeline import KERNELS
     from tinytrain.quant.update import MODES
 
     h = tinytrain("build", "--help").stdout

@@ -19,8 +19,8 @@ import pytest
 
 from tests.conftest import ROOT, tinytrain
 from tinytrain.boards import load_board
-from tinytrain.qemu import QEMU, TWIN_FLASH, TwinFlash
-from tinytrain.runner import open_program
+from tinytrain.device.qemu import QEMU, TWIN_FLASH, TwinFlash
+from tinytrain.device.runner import open_program
 
 pytestmark = pytest.mark.skipif(
     shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None,

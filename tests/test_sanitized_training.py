@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from tests import sanitize  # noqa: E402
 from tests.torch_models import MLP, DigitsCNN, MobileNetV2, OpsMix, TinyMobileNet, export  # noqa: E402
-from tinytrain.runner import HostProgram  # noqa: E402
+from tinytrain.device.runner import HostProgram  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 STEPS = 50

@@ -10,7 +10,7 @@ weights must be bit-identical to their initial values, and frozen parameters mus
 trainable state of the program at all (they live in flash).
 
 The expected plans are written out here by layer index (conv/dense nodes in forward order,
-from the input) rather than derived with tinytrain.update_plan, so the plan parser is tested
+from the input) rather than derived with tinytrain.passes.update_plan, so the plan parser is tested
 too: program.json's trainable set and partial channels must equal what is written here.
 """
 
@@ -29,7 +29,7 @@ from sklearn.datasets import load_digits  # noqa: E402
 
 from tests.test_torch_parity import torch_train  # noqa: E402
 from tests.torch_models import DigitsCNN, TinyMobileNet, export  # noqa: E402
-from tinytrain.state_file import read as read_saved  # noqa: E402
+from tinytrain.device.state_file import read as read_saved  # noqa: E402
 
 LOSS_RTOL = 1e-4  # per-step loss within 1e-4 relative (fp32 sums reordered)
 WEIGHT_ATOL = 1e-4  # final trained weights; fp32 accumulation order differs

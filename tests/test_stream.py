@@ -15,16 +15,16 @@ import warnings
 import numpy as np
 import pytest
 
-from tinytrain.compiler import Options, load_model, pipeline, quantize_model
 from tinytrain.ir import Graph, Node, Tensor
 from tinytrain.passes.memory_plan import peak_live, plan_memory
+from tinytrain.passes.pipeline import Options, load_model, pipeline, quantize_model
 from tinytrain.passes.stream import _ring_rows, _schedule, stream_rows
 
 torch = pytest.importorskip("torch")
 
 from tests.test_memory_passes import SRAM_MATCH_RTOL, _reserved_bytes  # noqa: E402
 from tests.torch_models import MobileNetV2, export  # noqa: E402
-from tinytrain.state_file import read as read_saved  # noqa: E402
+from tinytrain.device.state_file import read as read_saved  # noqa: E402
 
 STEPS = 4
 SCHEME = "tte:n_bias=25,idx=27-30-33-36-39-42-45-48,ratio=1-1-1-1-1-0.125-0.5-1"
@@ -157,7 +157,7 @@ def test_streamed_build_trains_bit_identically(mbv2, tmp_path, cli):
     packed = [p for p in json.loads((tmp_path / "a" / "program.json").read_text())["trainable"]
               if "packed" in p]  # partial weights keep only their trained channels in SRAM
     assert packed and all(p["packed"]["stored_shape"][-1] < p["shape"][-1] for p in packed)
-    from tinytrain.runner import HostProgram
+    from tinytrain.device.runner import HostProgram
 
     with HostProgram(tmp_path / "a") as prog:  # the link still speaks whole weights
         got = prog.get_params()

@@ -18,13 +18,13 @@ import warnings
 import numpy as np
 import pytest
 
-from tinytrain.compiler import Options, load_model, pipeline, quantize_model
 from tinytrain.passes.memory_plan import peak_live
+from tinytrain.passes.pipeline import Options, load_model, pipeline, quantize_model
 
 torch = pytest.importorskip("torch")
 
 from tests.torch_models import MobileNetV2, export  # noqa: E402
-from tinytrain.state_file import read as read_saved  # noqa: E402
+from tinytrain.device.state_file import read as read_saved  # noqa: E402
 
 STEPS = 20
 RES = 64  # the backward region pays off from here (at 48 the forward sets the arena)

@@ -27,7 +27,7 @@ import pytest
 pytest.importorskip("ai_edge_litert")
 
 from tests.tflite_build import ModelBuilder, Options, run_reference  # noqa: E402
-from tinytrain.runner import HostProgram  # noqa: E402
+from tinytrain.device.runner import HostProgram  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
                                 reason="building the good reference program needs gcc and make")
@@ -335,7 +335,7 @@ def test_mismatched_quantized_dimension_builds_bit_exact(work: Path,
 def test_input_transpose_builds_and_matches_litert(work: Path) -> None:
     """A model whose first op is TRANSPOSE (NCHW -> NHWC) builds; samples are given in the
     model's own NCHW layout and the C program's outputs equal LiteRT's reference kernels."""
-    from tinytrain.runner import HostProgram
+    from tinytrain.device.runner import HostProgram
 
     model = work / "transposed.tflite"
     model.write_bytes(conv_model(transpose_input=True))
@@ -349,7 +349,7 @@ def test_input_transpose_builds_and_matches_litert(work: Path) -> None:
     with HostProgram(out) as p:
         for x in xs:
             ref = run_reference(model.read_bytes(), [x])[0].reshape(-1)
-            codes = np.transpose(x[0], (1, 2, 0))  # the host's reorder (tinytrain.data)
+            codes = np.transpose(x[0], (1, 2, 0))  # the host's reorder (tinytrain.device.data)
             ours = p.infer(codes)
             ours_q = np.round(ours / 0.1).astype(np.int64) + 5  # logits: scale 0.1, zp 5
             np.testing.assert_array_equal(ours_q, ref.astype(np.int64))

@@ -30,8 +30,8 @@ from conftest import tinytrain
 pytest.importorskip("ai_edge_litert")
 
 from tests.tflite_build import ModelBuilder, Options  # noqa: E402
+from tinytrain.device.runner import HostProgram  # noqa: E402
 from tinytrain.frontend.tflite_ops import SUPPORTED  # noqa: E402
-from tinytrain.runner import HostProgram  # noqa: E402
 
 IN_SHAPE = (16, 16, 3)
 CLASSES = 4

@@ -15,7 +15,7 @@ import torch
 
 from tests.torch_models import export
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES, TTE_PEAK_KB
-from tinytrain.state_file import read as read_saved
+from tinytrain.device.state_file import read as read_saved
 
 STEPS = 20  # the issue's bar: at least 20 training steps on the twin
 SRAM_CEILING = 256 * 1024  # the whole linked firmware (link buffers, stack) fits an nRF52840's

@@ -7,9 +7,10 @@ _ONLINE = ("OnlineModel", "StepResult", "connect")
 
 
 def __getattr__(name: str) -> object:
-    """The Python API (tinytrain.online) is imported on first use: the CLI does not need it."""
+    """The Python API (tinytrain.device.online) is imported on first use: the CLI does not need
+    it."""
     if name in _ONLINE:
-        from tinytrain import online
+        from tinytrain.device import online
 
         return getattr(online, name)
     raise AttributeError(f"module 'tinytrain' has no attribute {name!r}")

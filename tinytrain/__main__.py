@@ -1,3 +1,3 @@
-from tinytrain.cli import main
+from tinytrain.cli.main import main
 
 main()

@@ -32,8 +32,8 @@ import zlib
 
 import numpy as np
 
-from tinytrain.link.device import table_bytes
-from tinytrain.link.frames import ESC, FLAG, VERSION, encode, stuff
+from tinytrain.device.link.device import table_bytes
+from tinytrain.device.link.frames import ESC, FLAG, VERSION, encode, stuff
 
 FAMILIES = ("garbage", "bad_crc", "bad_escape", "cut", "version", "unknown", "label",
             "nonfinite", "short", "long", "get", "set", "lengths", "sgd", "state")
@@ -175,7 +175,7 @@ def fuzz_against_clean(build, frames: int, seed: int, x: np.ndarray, y: np.ndarr
     result plus the clean parameters ("want"), the sanitizer reports and the host's link
     statistics, or None when this gcc has no sanitizer runtime."""
     from tests import sanitize
-    from tinytrain.runner import HostProgram
+    from tinytrain.device.runner import HostProgram
 
     with HostProgram(build) as clean:
         for xi, yi in zip(x, y, strict=True):

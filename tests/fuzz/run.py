@@ -84,8 +84,8 @@ def _init_worker() -> None:
 def check(path: Path, work: Path) -> tuple[str, str]:
     """(outcome, detail) of one model file through the build's compile and codegen."""
     from tinytrain.codegen.render import RUNTIME, render
-    from tinytrain.compiler import Options, compile_model
     from tinytrain.errors import TinyTrainError
+    from tinytrain.passes.pipeline import Options, compile_model
 
     signal.alarm(HANG_SECONDS)
     try:

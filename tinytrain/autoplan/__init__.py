@@ -1,4 +1,4 @@
-"""Automatic update plans (`--update auto`, `tinytrain plan`): contribution analysis on the
+"""8. Automatic update plans (`--update auto`, `tinytrain plan`): contribution analysis on the
 user's data, a branch-and-bound search with the real memory planner, measured candidates.
 
 Modules: budget (the SRAM a plan may use), space (the plans searched), planner (the exact SRAM

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from tinytrain.boards import Board
-from tinytrain.compiler import Options, sha256
 from tinytrain.errors import BuildError, OptionError
+from tinytrain.passes.pipeline import Options, sha256
 from tinytrain.passes.remat import parse_remat
-from tinytrain.update_plan import parse_plan, plan_to_toml
+from tinytrain.passes.update_plan import parse_plan, plan_to_toml
 from tinytrain.version import __version__
 
 from .budget import sram_budget
@@ -186,7 +186,7 @@ class Session:
         if self._contrib is not None:
             return self._contrib
         from tinytrain.codegen.program import program_info
-        from tinytrain.data import load_npz
+        from tinytrain.device.data import load_npz
 
         t0 = time.perf_counter()
         g, _ = compile_plan(self.g0, self.opts, Scheme(1).spec)
@@ -359,9 +359,9 @@ def build_auto(model: Path, out: Path, opts: Options, auto: AutoOptions | None,
                on_pass: Any = None, max_sram: int | None = None,
                max_flash: int | None = None) -> dict[str, Any]:
     """`tinytrain build --update auto`: choose the plan, then build it like any TOML plan
-    (tinytrain.build.build), with the choice in the report and the directory."""
+    (tinytrain.device.build.build), with the choice in the report and the directory."""
     from tinytrain.boards import load_board
-    from tinytrain.build import build, check_build
+    from tinytrain.device.build import build, check_build
 
     board = load_board(opts.board)
     check_build(opts, Path(out))  # before the fine-tuning runs, not after

@@ -1,6 +1,6 @@
 """Two faithful ways to fine-tune a candidate plan and score it on held-out samples.
 
-- `Simulator`: the numpy interpreter (tinytrain.interp), the oracle the C code is tested
+- `Simulator`: the numpy interpreter (tinytrain.ops.interp), the oracle the C code is tested
   against (fp32 to float rounding, int8 bit-exact forward and the same seeded rounding). Every
   candidate starts from the same pretrained weights, so the forward ops that read no trainable
   parameter compute the same values for a sample under every plan: they run once per sample,
@@ -17,7 +17,7 @@ decides per candidate: the simulator times PROBE_SAMPLES samples (prefix and tai
 declines when its projection exceeds the host build's time (measured on the first one), and
 host candidates build and run two at a time.
 
-Both see the same samples in the same order (tinytrain.train.sample_order) and apply a
+Both see the same samples in the same order (tinytrain.device.train.sample_order) and apply a
 partial batch at each epoch's end, as `tinytrain run` does. A job may ask for several sample
 orders (seeds): fine-tuning is chaotic enough that one order can rank two plans either way, so
 candidates are validated on the mean of a few. Each order is its own Measurement, keyed by
@@ -37,13 +37,13 @@ from pathlib import Path
 
 import numpy as np
 
-from tinytrain import interp
 from tinytrain.boards import load_board
-from tinytrain.compiler import Options
+from tinytrain.device.train import sample_order
 from tinytrain.errors import TinyTrainError
 from tinytrain.ir import CONST, INPUT, PARAM, Graph, Node
+from tinytrain.ops import interp
+from tinytrain.passes.pipeline import Options
 from tinytrain.quant.fixedpoint import dequantize, quantize
-from tinytrain.train import sample_order
 
 from .planner import compile_plan
 
@@ -248,8 +248,8 @@ class HostRunner:
         per sample-order seed."""
         from tinytrain.codegen.program import PROGRAM_JSON, program_info
         from tinytrain.codegen.render import render, write_files
-        from tinytrain.runner import HostProgram
-        from tinytrain.toolchain import compile_project
+        from tinytrain.device.runner import HostProgram
+        from tinytrain.device.toolchain import compile_project
 
         t0 = time.perf_counter()
         board = load_board("host")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tinytrain.ir import Graph
-from tinytrain.update_plan import layers
+from tinytrain.passes.update_plan import layers
 
 from .space import RATIOS, Scheme, Space
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tinytrain.boards import Board
-from tinytrain.compiler import Options, import_model, pipeline
 from tinytrain.errors import TinyTrainError
 from tinytrain.ir import Graph
 from tinytrain.passes.memory_plan import Plan, plan_memory
+from tinytrain.passes.pipeline import Options, import_model, pipeline
 from tinytrain.passes.remat import rematerialise_all
-from tinytrain.report import memory_report
+from tinytrain.reports.report import memory_report
 
 __all__ = ["Footprint", "MemoryOracle", "compile_plan", "import_model"]
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from tinytrain.ir import Graph
-from tinytrain.update_plan import Layer, layers
+from tinytrain.passes.update_plan import Layer, layers
 
 RATIOS = (0.125, 0.25, 0.5, 1.0)  # TTE's weight_update_ratio values
 # bias depths measured and searched: dense near the classifier, sparser towards the input

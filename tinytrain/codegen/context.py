@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from tinytrain.codegen.memory import c_symbol
 from tinytrain.errors import CompileError, OptionError
 from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph
 from tinytrain.ops.base import c_float
+from tinytrain.passes.memory_layout import c_symbol
 from tinytrain.passes.memory_plan import Plan
 
 C_TYPES = {"f32": "float", "s32": "int32_t", "s8": "int8_t", "u8": "uint8_t"}

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from tinytrain.boards import Board
-from tinytrain.codegen.memory import state_table
 from tinytrain.codegen.render import model_id, profile_ops
 from tinytrain.ir import Graph
+from tinytrain.passes.memory_layout import state_table
 
 PROGRAM_JSON = "program.json"
 REPORT_JSON = "report.json"

@@ -20,11 +20,17 @@ from tinytrain.boards import (
     load_board,
 )
 from tinytrain.codegen.context import C_TYPES, DEFAULT_PREFIX, HYPER, CContext, check_prefix
-from tinytrain.codegen.memory import c_symbol, in_flash, persistent, state_table, training_state
 from tinytrain.errors import CompileError
 from tinytrain.ir import OPT_STATE, PARAM, Graph, Tensor
 from tinytrain.ops import get_op
 from tinytrain.ops.base import c_float, size
+from tinytrain.passes.memory_layout import (
+    c_symbol,
+    in_flash,
+    persistent,
+    state_table,
+    training_state,
+)
 from tinytrain.passes.memory_plan import Plan
 from tinytrain.version import __version__
 

@@ -1,4 +1,6 @@
-"""The op registry: every op file contributes its OpDefs through a module-level OPS tuple."""
+"""2. What each op computes: one file per op (shape, numpy reference, gradient rule, C call,
+MACs), the registry of them all (every op file contributes a module-level OPS tuple), and
+interp.py, which runs a graph with the numpy references."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ output gradient, and has just the trained channels' rows of the weight.
 from __future__ import annotations
 
 from tinytrain.ir import ACTIVATION, PARAM, PARAM_GRAD, Graph, Node, Tensor
-from tinytrain.update_plan import UpdatePlan, layers
+from tinytrain.passes.update_plan import UpdatePlan, layers
 
 PARTIAL_OPS = ("conv2d_backward_weight", "dense_backward_weight", "conv2d_backward_weight_q8",
                "dense_backward_weight_q8")

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from tinytrain import interp
 from tinytrain.errors import ModelError
 from tinytrain.ir import ACTIVATION, INPUT, PARAM, Graph, Node, QuantParams, Tensor
+from tinytrain.ops import interp
 from tinytrain.quant.fixedpoint import activation_range
 from tinytrain.quant.params import (
     affine_from_range,

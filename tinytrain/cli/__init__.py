@@ -1,0 +1,1 @@
+"""9. The command line (`tinytrain ...`, main.py) and its help texts."""

@@ -1,0 +1,210 @@
+"""`tinytrain bench DIR --qemu`: instructions per training step, per inference and per op,
+counted on a firmware build's QEMU twin under `-icount shift=0` (DESIGN.md §6).
+
+The twin's SysTick ticks once per 40 executed instructions. `tt_train_step` is timed as a
+whole (the train reply's tick count) and op by op (the TT_PROFILE counters, read after every
+step). The counts are a property of the instruction stream, so they are deterministic, with
+two caveats this module reports rather than hides: a tick reading is quantised to 40
+instructions, and the step starts at an arbitrary phase within a tick (how long the UART poll
+loop spun first), so one reading may differ by one tick; and data-dependent code (libm's
+expf, ReLU masks, skipped non-finite steps) makes different samples or parameters cost
+different counts. A single op longer than 2^24 ticks (671 M instructions) would wrap its own
+counter undetectably; a whole step that wraps is detected and unwrapped with the per-op sum.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tinytrain.boards import load_board
+from tinytrain.codegen.program import REPORT_JSON
+from tinytrain.device.data import load_npz
+from tinytrain.device.link.device import Device
+from tinytrain.device.runner import load_program_info, open_program
+from tinytrain.errors import BuildError
+
+# -icount shift=0 runs 1 instruction per virtual ns and the MPS2 SysTick counts at 25 MHz.
+INSTRUCTIONS_PER_TICK = 40
+# Unprofiled glue (input copy, loss check, counter reads) is a few % of a step; more means
+# the per-op counters miss work.
+AGREEMENT_TOLERANCE = 0.05
+# Reruns of one sample from the initial parameters, to show the count does not drift.
+REPEATS = 3
+# Seconds before a request is resent: a long step under -icount can take a while.
+REQUEST_TIMEOUT = 60.0
+PHASES = ("forward", "loss", "backward", "recompute", "update")
+
+
+def measure(build_dir: Path, steps: int = 10, data: Path | None = None,
+            seed: int = 0) -> dict[str, Any]:
+    """Count instructions on the twin of the firmware build in `build_dir`."""
+    build_dir = Path(build_dir)
+    if steps < 1:
+        raise BuildError(f"--steps must be at least 1, got {steps}")
+    info = load_program_info(build_dir)
+    board = load_board(info.get("board", "host"))
+    xs, ys = _samples(info, data, steps, seed)
+    ops = info.get("profile_ops", [])
+    with open_program(build_dir, qemu=True, icount=True, timeout=REQUEST_TIMEOUT) as dev:
+        if dev.device.profile_ops != len(ops):
+            raise BuildError(f"{build_dir}: the firmware counts {dev.device.profile_ops} ops, "
+                             f"program.json lists {len(ops)}; rebuild")
+        bits = dev.device.tick_bits
+        dev.train_full(xs[0], ys[0])  # warm-up
+        dev.apply_update()  # a partial batch would otherwise land inside the measured steps
+        dev.profile(reset=True)
+        step_ticks, per_op, skipped, wraps = [], np.zeros(len(ops), np.int64), 0, 0
+        for i in range(steps):
+            r = dev.train_full(xs[i % len(xs)], ys[i % len(ys)])
+            now = np.array(dev.profile(), np.int64)
+            ticks, k = _unwrap(r.ticks, int((now - per_op).sum()), bits, len(ops))
+            step_ticks.append(ticks)
+            wraps += k > 0
+            skipped += r.skipped
+            per_op = now
+        dev.profile(reset=True)
+        for i in range(steps):
+            dev.infer(xs[i % len(xs)])
+        infer_ops = np.array(dev.profile(), np.int64)
+        repeat_ticks = _repeats(dev, xs[0], ys[0])
+    return _result(build_dir, info, board.name, board.qemu.machine if board.qemu else "",
+                   board.clock_hz, ops, steps, step_ticks, per_op, infer_ops, repeat_ticks,
+                   skipped, wraps, bits, "random" if data is None else str(data), seed)
+
+
+def _samples(info: dict[str, Any], data: Path | None, steps: int,
+             seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(x in IR layout, targets) from an .npz, or seeded random ones shaped like the model's."""
+    if data is not None:
+        x, y = load_npz(Path(data), info)
+        return x, y
+    rng = np.random.default_rng(seed)
+    n = steps
+    x = rng.standard_normal((n, *info["input_shape_ir"])).astype(np.float32)
+    if info["target_dtype"] == "s32":
+        y = rng.integers(0, int(np.prod(info["output_shape_ir"])), n).astype(np.int32)
+    else:
+        y = rng.standard_normal((n, int(np.prod(info["target_shape"])))).astype(np.float32)
+    return x, y
+
+
+def _unwrap(ticks: int, op_sum: int, bits: int, n_ops: int) -> tuple[int, int]:
+    """The step's true tick count and how many times its `bits`-wide counter wrapped: a step
+    is never shorter than its ops (each op reading may be up to one tick long)."""
+    deficit = op_sum - ticks - n_ops
+    k = max(0, math.ceil(deficit / (1 << bits))) if bits < 32 else 0
+    return ticks + (k << bits), k
+
+
+def _repeats(dev: Device, x: np.ndarray, y: np.ndarray) -> list[int]:
+    out = []
+    for _ in range(REPEATS):
+        dev.reset()  # the initial parameters again: the same instructions should run
+        out.append(dev.train_full(x, y).ticks)
+    return out
+
+
+def _result(build_dir: Path, info: dict[str, Any], board: str, machine: str, clock_hz: int,
+            ops: list[dict[str, str]], steps: int, step_ticks: list[int], per_op: np.ndarray,
+            infer_ops: np.ndarray, repeat_ticks: list[int], skipped: int, wraps: int,
+            bits: int, samples: str, seed: int) -> dict[str, Any]:
+    ipt = INSTRUCTIONS_PER_TICK
+    step_mean = ipt * float(np.mean(step_ticks))
+    op_rows = [{"index": k, "name": o["name"], "op": o["op"], "phase": o["phase"],
+                "macs": o.get("macs", 0), "instructions": ipt * float(per_op[k]) / steps,
+                "share": 100.0 * ipt * float(per_op[k]) / steps / step_mean}
+               for k, o in enumerate(ops)]
+    phases = {p: sum(r["instructions"] for r in op_rows if r["phase"] == p) for p in PHASES}
+    op_sum = sum(phases.values())
+    fwd = [k for k, o in enumerate(ops) if o["phase"] == "forward"]
+    report = build_dir / REPORT_JSON
+    macs = json.loads(report.read_text()).get("macs") if report.exists() else None
+    return {
+        "build_dir": str(build_dir), "model": info.get("model_name"), "board": board,
+        "machine": machine, "clock_hz": clock_hz, "batch": info.get("sgd", {}).get("batch", 1),
+        "samples": samples, "seed": seed, "steps": steps,
+        "instructions_per_tick": ipt, "tick_bits": bits,
+        "step": {"instructions": step_mean, "min": ipt * min(step_ticks),
+                 "max": ipt * max(step_ticks), "ticks": step_ticks, "wrapped_steps": wraps,
+                 "skipped_nonfinite": skipped},
+        "inference": {"instructions": ipt * float(infer_ops[fwd].sum()) / steps,
+                      "runs": steps,
+                      "counts": "forward ops only, without the input copy and output head"},
+        "ops": op_rows,
+        "phases": {**phases, "glue": step_mean - op_sum},
+        "profile_check": {"ops_sum": op_sum, "step": step_mean,
+                          "ratio": op_sum / step_mean if step_mean else 0.0,
+                          "tolerance": AGREEMENT_TOLERANCE,
+                          "agrees": abs(1 - op_sum / step_mean) <= AGREEMENT_TOLERANCE
+                          if step_mean else False},
+        "repeat": {"ticks": repeat_ticks, "spread_ticks": max(repeat_ticks) - min(repeat_ticks)},
+        "macs": macs,
+    }
+
+
+def to_json(result: dict[str, Any]) -> str:
+    return json.dumps(result, indent=1) + "\n"
+
+
+def _n(v: float) -> str:
+    return f"{round(v):,}"
+
+
+def format_table(result: dict[str, Any], top: int = 10) -> str:
+    r, s, ipt = result, result["step"], result["instructions_per_tick"]
+    src = (f"random samples (seed {r['seed']})" if r["samples"] == "random"
+           else f"samples from {r['samples']}")
+    lines = [f"{r['model']} on the QEMU twin of {r['board']} ({r['machine']}, -icount shift=0: "
+             f"1 SysTick tick = {ipt} instructions)",
+             f"{r['steps']} training steps on {src}, batch {r['batch']}", "",
+             f"training step  {_n(s['instructions']):>12} instructions  (mean; min "
+             f"{_n(s['min'])}, max {_n(s['max'])})",
+             f"inference      {_n(r['inference']['instructions']):>12} instructions  "
+             f"({r['inference']['counts']})"]
+    macs = r.get("macs")
+    if macs:
+        total = sum(macs.values())
+        lines.append(f"MACs per step  {_n(total):>12}               "
+                     f"({s['instructions'] / max(total, 1):.1f} instructions per MAC)")
+    if s["wrapped_steps"]:
+        lines.append(f"note: the {r['tick_bits']}-bit step counter wrapped in "
+                     f"{s['wrapped_steps']} steps; unwrapped with the per-op sums")
+    if s["skipped_nonfinite"]:
+        lines.append(f"note: {s['skipped_nonfinite']} steps had a non-finite loss and skipped "
+                     "backward and update; they pull the mean down")
+    if r["steps"] % r["batch"]:
+        lines.append(f"note: {r['steps']} steps is not a multiple of batch {r['batch']}; the "
+                     "update share is off")
+    lines += ["", f"{'phase':<22}{'instructions':>14}{'share':>8}"]
+    present = {o["phase"] for o in r["ops"]} | {"glue"}
+    for p, v in r["phases"].items():
+        if p not in present:
+            continue
+        name = "glue (unprofiled)" if p == "glue" else p
+        lines.append(f"{name:<22}{_n(v):>14}{100 * v / s['instructions']:>7.1f}%")
+    ops = sorted(r["ops"], key=lambda o: -o["instructions"])[:top]
+    width = max([len(o["name"]) for o in ops] + [4])
+    lines += ["", f"top {len(ops)} ops per training step",
+              f"{'name':<{width}}  {'op':<24}{'phase':<10}{'instructions':>14}{'share':>8}"
+              f"{'per MAC':>9}"]
+    for o in ops:
+        per_mac = f"{o['instructions'] / o['macs']:>9.2f}" if o.get("macs") else f"{'':>9}"
+        lines.append(f"{o['name']:<{width}}  {o['op']:<24}{o['phase']:<10}"
+                     f"{_n(o['instructions']):>14}{o['share']:>7.1f}%{per_mac}")
+    c, rep = r["profile_check"], r["repeat"]
+    verdict = "agree" if c["agrees"] else f"DISAGREE by more than {100 * c['tolerance']:.0f}%"
+    lines += ["", f"per-op sum {_n(c['ops_sum'])} vs whole step {_n(c['step'])} instructions: "
+              f"{100 * c['ratio']:.1f}%, {verdict} (the rest is glue outside the ops)",
+              f"same sample from the initial parameters, {len(rep['ticks'])} runs: "
+              f"{', '.join(map(str, rep['ticks']))} ticks (a reading may be one tick off: the "
+              "step starts at any phase of a tick)"]
+    if r["clock_hz"]:
+        ms = 1e3 * s["instructions"] / r["clock_hz"]
+        lines.append(f"estimate, not a measurement: {ms:.2f} ms per step at "
+                     f"{r['clock_hz'] / 1e6:g} MHz if the core ran 1 instruction per cycle")
+    return "\n".join(lines)

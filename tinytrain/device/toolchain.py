@@ -1,0 +1,44 @@
+"""Run the C compiler on a generated project."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from tinytrain.boards import Board
+from tinytrain.errors import BuildError
+
+APT_HINT = ("install it with `apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi` "
+            "(Debian/Ubuntu)")
+
+
+def compile_project(project: Path, board: Board) -> list[Path]:
+    """Build the project; returns the programs it produced (the host binary, or the board's and
+    the QEMU twin's ELFs, each with its .bin and .hex)."""
+    if shutil.which(board.cc) is None:
+        hint = f"; {APT_HINT}" if board.is_mcu else ""
+        raise BuildError(f"the C compiler '{board.cc}' for board {board.name} is not installed"
+                         f"{hint}")
+    args = ["make", "-s"] + ([] if board.is_mcu else [f"CC={board.cc}"])
+    proc = subprocess.run(args, cwd=project, capture_output=True, text=True)
+    if proc.returncode != 0:
+        text = proc.stdout + proc.stderr
+        over = re.findall(r"region `(\w+)' overflowed by (\d+) bytes", text)
+        # ld 2.40 with --enable-non-contiguous-regions crashes instead of reporting a section
+        # that fits none of the regions: that is its verdict too
+        crashed = "ld terminated with signal" in text and "non-contiguous" in \
+            (project / "Makefile").read_text()
+        if over or crashed or "will not fit in region" in text:  # the linker's verdict
+            from tinytrain.device.firmware_size import explain_overflow
+
+            raise BuildError(explain_overflow(project, board, over))
+        tail = "\n".join(text.strip().splitlines()[-20:])
+        raise BuildError(f"compiling the generated C for {board.name} failed:\n{tail}")
+    from tinytrain.codegen.render import HOST_BINARY
+
+    if board.is_mcu:  # each ELF with its flashable images (templates/Makefile.j2)
+        return [project / f"{elf}.{ext}" for elf in ("firmware", "firmware_qemu")
+                for ext in ("elf", "bin", "hex")]
+    return [project / HOST_BINARY]

@@ -1,0 +1,75 @@
+"""Memory and compute figures of a compiled program, as report.json and a printed summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinytrain.boards import Board
+from tinytrain.ir import CONST, PARAM, Graph
+from tinytrain.passes.memory_layout import constant_sram, in_flash
+from tinytrain.passes.memory_plan import Plan
+from tinytrain.passes.pipeline import macs
+from tinytrain.reports.memory import format_peak, sram_lines
+
+
+def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
+    ts = list(g.tensors.values())
+    trainable = sum(t.nbytes for t in ts if t.kind == PARAM and t.trainable)
+    frozen = sum(t.nbytes for t in ts if in_flash(t) and t.kind in (PARAM, CONST))
+    sram = {"arena": plan.arena_size, **constant_sram(g, board)}
+    sram["total"] = sum(sram.values())
+    # trainable parameters also keep their initial values in flash so tt_init() can reset them
+    flash = {"frozen_params": frozen, "trainable_init": trainable}
+    flash["total"] = sum(flash.values())
+    if board.is_mcu:  # checkpoint slots sized for the trainable parameters, the program the rest
+        from tinytrain.codegen.render import flash_layout  # the layout the build links with
+
+        lay = flash_layout(g, board)
+        flash["checkpoint_slot"] = lay.slot_bytes
+        flash["program_region"] = lay.program_bytes
+    return {
+        "board": board.name,
+        "sram_capacity": board.sram_bytes,  # None: not limited (the host)
+        "model": g.meta.get("model_name"),
+        "model_sha256": g.meta.get("model_sha256"),
+        "loss": g.meta.get("loss"),
+        "update": g.meta.get("update"),
+        "sgd": g.meta.get("sgd"),
+        "sram_bytes": sram,
+        "flash_bytes": flash,
+        "macs": macs(g),
+        "remat": list(g.meta.get("remat", [])),  # saved activations recomputed (passes/remat)
+        "params": {"trainable": sum(t.size for t in ts if t.kind == PARAM and t.trainable),
+                   "frozen": sum(t.size for t in ts if t.kind == PARAM and not t.trainable)},
+        "nodes": {ph: sum(1 for n in g.nodes if n.phase == ph)
+                  for ph in ("forward", "loss", "backward", "update")},
+    }
+
+
+def kb(n: int) -> str:
+    return f"{n / 1024:.1f} KB"
+
+
+def summary(r: dict[str, Any]) -> str:
+    s, f, m = r["sram_bytes"], r["flash_bytes"], r["macs"]
+    fw = r.get("firmware")
+    lines = [f"board {r['board']}: {r['params']['trainable']} trainable / "
+             f"{r['params']['frozen']} frozen parameters"]
+    lines += ["  " + line for line in sram_lines(s, r.get("sram_capacity"), fw)]
+    lines += [
+        f"  flash {kb(f['total'])} = frozen params {kb(f['frozen_params'])} + trainable "
+        f"initial values {kb(f['trainable_init'])} (code not included)",
+        f"  MACs  forward {m['forward']:,}  backward {m['backward']:,} per sample"
+        + (f"  recompute {m['recompute']:,} (+{100 * m['recompute'] / step:.1f} %)"
+           if m.get("recompute") and (step := m["forward"] + m["backward"]) else ""),
+    ]
+    if r.get("remat"):
+        lines.append(f"  rematerialised: {len(r['remat'])} saved activations are recomputed in "
+                     "the backward instead of kept (--remat off keeps them)")
+    if fw:
+        lines.append(f"  linked firmware.elf: flash {kb(fw['flash_used'])} (code "
+                     f"{kb(fw['text'])}); stack reserve {kb(fw['stack_reserved'])}, deepest "
+                     f"chain ~{fw['stack_estimate']} B")
+    if "memory" in r:
+        lines.append(f"  update {r.get('update')}; {format_peak(r['memory'])}")
+    return "\n".join(lines)
