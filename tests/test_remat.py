@@ -13,17 +13,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import warnings
 
-import numpy as np
 import pytest
 
 from tinytrain.passes.pipeline import Options, compile_model, macs
 
 torch = pytest.importorskip("torch")
 
-from tests.torch_models import MobileNetV2, export  # noqa: E402
-from tinytrain.device.state_file import read as read_saved  # noqa: E402
+from tests.mbv2_training import assert_same_training, mbv2_files, train_run  # noqa: E402
 
 STEPS = 20
 needs_twin = pytest.mark.skipif(
@@ -31,39 +28,14 @@ needs_twin = pytest.mark.skipif(
     reason="needs gcc-arm-none-eabi and qemu-system-arm (installed by .ci/run)")
 
 
-def _model(d, res, steps=STEPS):
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        path = export(MobileNetV2(0.35, res, 10), d / "m.onnx")
-    rng = np.random.default_rng(0)
-    np.savez(d / "calib.npz", x=rng.uniform(0, 1, (4, 3, res, res)).astype(np.float32))
-    np.savez(d / "train.npz", x=rng.uniform(0, 1, (steps, 3, res, res)).astype(np.float32),
-             y=rng.integers(0, 10, steps))
-    return path
-
-
-def _train(cli, path, d, out, *args, qemu=False):
-    cli("build", path, "--out", out, *args)
-    cli("run", out, *(["--qemu"] if qemu else []), "--data", d / "train.npz", "--metrics",
-        out / "m.jsonl", "--save", out / "state.npz")
-    losses = [json.loads(line)["loss"] for line in open(out / "m.jsonl")]
-    report = json.loads((out / "report.json").read_text())
-    return losses, read_saved(out / "state.npz").params, report
-
-
 def _same(a, b):
-    (la, pa, _), (lb, pb, _) = a, b
-    assert len(la) == STEPS and la == lb
-    assert pa.keys() == pb.keys()
-    for k in pa:
-        np.testing.assert_array_equal(pa[k], pb[k], err_msg=k)
+    assert_same_training(a, b, STEPS)
 
 
 @pytest.fixture(scope="module")
 def mbv2_64(tmp_path_factory):
     d = tmp_path_factory.mktemp("remat64")
-    return _model(d, 64), d
+    return mbv2_files(d, 64, STEPS), d
 
 
 # every bias and the weights of layers 9-40: the stem trains its biases (and streams), the
@@ -76,8 +48,8 @@ INT8 = ("--update", DEEP, "--quantize", "int8")
 def test_int8_recomputed_build_trains_bit_identically(mbv2_64, cli):
     path, d = mbv2_64
     q8 = (*INT8, "--calib", d / "calib.npz")
-    kept = _train(cli, path, d, d / "kept", *q8, "--remat", "off")
-    remat = _train(cli, path, d, d / "remat", *q8, "--remat", "100%")
+    kept = train_run(cli, path, d, d / "kept", *q8, "--remat", "off")
+    remat = train_run(cli, path, d, d / "remat", *q8, "--remat", "100%")
     _same(kept, remat)
     rk, rr = kept[2], remat[2]
     assert rk["remat"] == [] and rk["macs"]["recompute"] == 0
@@ -107,8 +79,8 @@ def test_int8_recomputed_build_on_the_twin(mbv2_64, cli):
     rematerialisation, and its ELF reserves exactly the planned (smaller) arena."""
     path, d = mbv2_64
     q8 = (*INT8, "--calib", d / "calib.npz")
-    host = _train(cli, path, d, d / "host-kept", *q8, "--remat", "off")
-    twin = _train(cli, path, d, d / "twin-remat", *q8, "--remat", "100%", "--board",
+    host = train_run(cli, path, d, d / "host-kept", *q8, "--remat", "off")
+    twin = train_run(cli, path, d, d / "twin-remat", *q8, "--remat", "100%", "--board",
                   "stm32f746", qemu=True)
     _same(host, twin)
     r = twin[2]
@@ -123,10 +95,10 @@ def test_int8_recomputed_build_on_the_twin(mbv2_64, cli):
 
 def test_fp32_recomputed_build_trains_identically(tmp_path, cli):
     """fp32 with momentum and weight decay, every layer trained."""
-    path = _model(tmp_path, 32)
+    path = mbv2_files(tmp_path, 32, STEPS)
     args = ("--update", "full", "--momentum", "0.9", "--weight-decay", "0.001")
-    kept = _train(cli, path, tmp_path, tmp_path / "kept", *args, "--remat", "off")
-    remat = _train(cli, path, tmp_path, tmp_path / "remat", *args, "--remat", "100%")
+    kept = train_run(cli, path, tmp_path, tmp_path / "kept", *args, "--remat", "off")
+    remat = train_run(cli, path, tmp_path, tmp_path / "remat", *args, "--remat", "100%")
     _same(kept, remat)
     assert remat[2]["sram_bytes"]["arena"] < 0.5 * kept[2]["sram_bytes"]["arena"]
 
@@ -138,7 +110,7 @@ TTE_RES = 128
 @pytest.fixture(scope="module")
 def mbv2_128(tmp_path_factory):
     d = tmp_path_factory.mktemp("remat128")
-    return _model(d, TTE_RES, steps=2), d
+    return mbv2_files(d, TTE_RES, 2), d
 
 
 def _compile(path, calib, update, board, remat, max_sram=None):

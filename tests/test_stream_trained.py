@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import warnings
 
-import numpy as np
 import pytest
 
 from tinytrain.passes.memory_plan import peak_live
@@ -23,8 +21,7 @@ from tinytrain.passes.pipeline import Options, load_model, pipeline, quantize_mo
 
 torch = pytest.importorskip("torch")
 
-from tests.torch_models import MobileNetV2, export  # noqa: E402
-from tinytrain.device.state_file import read as read_saved  # noqa: E402
+from tests.mbv2_training import assert_same_training, mbv2_files, train_run  # noqa: E402
 
 STEPS = 20
 RES = 64  # the backward region pays off from here (at 48 the forward sets the arena)
@@ -33,14 +30,7 @@ RES = 64  # the backward region pays off from here (at 48 the forward sets the a
 @pytest.fixture(scope="module")
 def mbv2(tmp_path_factory):
     d = tmp_path_factory.mktemp("stream_trained")
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        path = export(MobileNetV2(0.35, RES, 10), d / "m.onnx")
-    rng = np.random.default_rng(0)
-    np.savez(d / "calib.npz", x=rng.uniform(0, 1, (4, 3, RES, RES)).astype(np.float32))
-    np.savez(d / "train.npz", x=rng.uniform(0, 1, (STEPS, 3, RES, RES)).astype(np.float32),
-             y=rng.integers(0, 10, STEPS))
+    path = mbv2_files(d, RES, STEPS)
     return path, d
 
 
@@ -99,19 +89,12 @@ def test_a_trained_weight_reads_a_whole_input(mbv2, idx):
 
 
 def _train(cli, path, d, out, *args, qemu=False):
-    cli("build", path, "--out", out, "--update", "bias", "--quantize", "int8", "--calib",
-        d / "calib.npz", *args)
-    cli("run", out, *(["--qemu"] if qemu else []), "--data", d / "train.npz", "--metrics",
-        out / "m.jsonl", "--save", out / "state.npz")
-    losses = [json.loads(line)["loss"] for line in open(out / "m.jsonl")]
-    return losses, read_saved(out / "state.npz").params
+    return train_run(cli, path, d, out, "--update", "bias", "--quantize", "int8", "--calib",
+                     d / "calib.npz", *args, qemu=qemu)
 
 
 def _same(a, b):
-    assert len(a[0]) == STEPS and a[0] == b[0]
-    assert a[1].keys() == b[1].keys()
-    for k in a[1]:
-        np.testing.assert_array_equal(a[1][k], b[1][k], err_msg=k)
+    assert_same_training(a, b, STEPS)
 
 
 @pytest.fixture(scope="module")
