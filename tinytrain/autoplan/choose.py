@@ -234,12 +234,7 @@ class Session:
     def size(self, spec: str, budget: int) -> Footprint:
         """The plan's footprint within `budget`: as it is, or with the least recompute that
         fits when the allowance permits it (else as it is, over the budget)."""
-        fp = self.oracle(spec)
-        if self.recompute is None or fp.sram is None or fp.sram <= budget:
-            return fp
-        r = self.oracle.fit(spec, budget)
-        ok = r.sram is not None and r.sram <= budget and r.recompute <= self.recompute * r.macs
-        return r if ok else fp
+        return self.oracle.fit(spec, budget, self.recompute)
 
     def baselines(self, budget: int, max_flash: int | None) -> list[tuple[str, Scheme]]:
         """The standard plan shapes that fit (families.py)."""

@@ -75,15 +75,18 @@ class MemoryOracle:
         reach (the search prunes by it; `fit` decides)."""
         return self._size(f"{spec} @remat:{ALL}", spec, ALL)
 
-    def fit(self, spec: str, budget: int) -> Footprint:
+    def fit(self, spec: str, budget: int, allowance: float | None) -> Footprint:
         """The plan within `budget` bytes with the least recompute (none if it fits as it is),
-        or over it when even rematerialisation cannot make it fit."""
+        when that recompute is at most `allowance` of the step's MACs (None: no recompute);
+        else the plan as it is, over the budget."""
         plain = self(spec)
-        if plain.sram is None or plain.sram <= budget:
+        if allowance is None or plain.sram is None or plain.sram <= budget:
             return plain
         if (self.floor(spec).sram or budget + 1) > budget:
             return plain
-        return self._size(f"{spec} @remat:{budget}", spec, budget)
+        r = self._size(f"{spec} @remat:{budget}", spec, budget)
+        ok = r.sram is not None and r.sram <= budget and r.recompute <= allowance * r.macs
+        return r if ok else plain
 
     def _size(self, key: str, spec: str, remat: str | int) -> Footprint:
         hit = self.known.get(key)

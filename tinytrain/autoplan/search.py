@@ -102,8 +102,8 @@ def search(space: Space, predict_bias: Callable[[int], float],
             if any(s.covers(f.scheme) and score <= f.predicted for f in found):
                 return  # trains all of a plan found already, for no more predicted gain
             if not fits(fp):  # fits only by recomputing: how much does it take?
-                fp = oracle.fit(s.spec, budget)
-                if not fits(fp) or recompute is None or fp.recompute > recompute * fp.macs:
+                fp = oracle.fit(s.spec, budget, recompute)
+                if not fits(fp):
                     return
             found.append(Found(s, score, int(fp.sram),  # type: ignore[arg-type]
                                fp.recompute / max(fp.macs, 1)))
