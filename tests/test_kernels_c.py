@@ -1,6 +1,6 @@
-"""Check the portable fp32 C reference kernels (runtime_c/*.c) against PyTorch.
+"""Check the portable fp32 C reference kernels (runtime_c/reference/*.c) against PyTorch.
 
-All runtime_c/*.c files are compiled with the strict flags the generated code
+All runtime C files (reference and optimized) are compiled with the strict flags the generated code
 uses into a shared library that is loaded with ctypes.  Every kernel is
 compared with an independent oracle: PyTorch functional ops (and autograd for
 the backward kernels) evaluated in float64 on the same float32 inputs, with
@@ -13,15 +13,15 @@ import itertools
 import shutil
 import subprocess
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.ckernel import RUNTIME_INC, RUNTIME_SOURCES
+
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-RUNTIME_C = Path(__file__).resolve().parent.parent / "runtime_c"
 CFLAGS = [
     "-std=c99",
     "-O2",
@@ -126,10 +126,10 @@ def lib(tmp_path_factory):
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.skip("gcc not available")
-    sources = sorted(str(p) for p in RUNTIME_C.glob("*.c"))
+    sources = RUNTIME_SOURCES
     assert sources, "no kernel sources in runtime_c/"
     so = tmp_path_factory.mktemp("ttk") / "libttkernels.so"
-    cmd = [gcc, *CFLAGS, "-shared", "-fPIC", "-I", str(RUNTIME_C), *sources]
+    cmd = [gcc, *CFLAGS, "-shared", "-fPIC", *RUNTIME_INC, *sources]
     cmd += ["-o", str(so), "-lm"]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr

@@ -1,7 +1,7 @@
 """Optimised int8 pointwise / regular conv and fully connected kernels
-(runtime_c/tt_q8_conv_opt.c) against the reference kernels (tt_q8_core.c), bit for bit, on the
-host and on the Cortex-M7 / M4 twins (where the DSP-extension code paths run): every geometry
-of the benchmark networks plus random geometries and requantisation parameters
+(runtime_c/optimized/tt_q8_conv_opt.c) against the reference kernels (tt_q8_core.c), bit for bit, on
+the host and on the Cortex-M7 / M4 twins (where the DSP-extension code paths run): every geometry of
+the benchmark networks plus random geometries and requantisation parameters
 (tests/ckernel/test_conv_opt.c)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from tests import ckernel
 
 PROGRAM = ckernel.HERE / "test_conv_opt.c"
-SOURCES = [ckernel.RUNTIME / "tt_q8_core.c", ckernel.RUNTIME / "tt_q8_conv_opt.c"]
+SOURCES = [ckernel.RUNTIME["tt_q8_core.c"], ckernel.RUNTIME["tt_q8_conv_opt.c"]]
 TWIN = pytest.mark.skipif(not ckernel.available("m7"), reason="needs arm-none-eabi-gcc and QEMU")
 
 
@@ -36,7 +36,7 @@ def test_conv_opt_in_bounds_host_sanitizers(tmp_path):
              "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
              "-DEXACT_BUFFERS"]
     try:
-        subprocess.run(["gcc", *flags, f"-I{ckernel.HERE}", f"-I{ckernel.RUNTIME}", "-o",
+        subprocess.run(["gcc", *flags, f"-I{ckernel.HERE}", *ckernel.RUNTIME_INC, "-o",
                         str(exe), str(PROGRAM), *map(str, SOURCES),
                         str(ckernel.HERE / "host.c"), "-lm"],
                        check=True, capture_output=True, text=True)

@@ -1,5 +1,6 @@
-"""Optimised channel-streamed backward kernels (runtime_c/tt_f32_bwd_opt.c) against the
-reference ones (runtime_c/tt_channel_stream.c), on the host and on the Cortex-M7 / M4 twins.
+"""Optimised channel-streamed backward kernels (runtime_c/optimized/tt_f32_bwd_opt.c) against
+the reference ones (runtime_c/reference/tt_channel_stream.c), on the host and on the
+Cortex-M7 / M4 twins.
 
 tests/ckernel/test_cs_opt.c runs both over the inverted-residual blocks of the three benchmark
 networks and random geometries and fails on any difference (bit for bit, except
@@ -17,7 +18,7 @@ import pytest
 from tests import ckernel
 
 PROGRAM = ckernel.HERE / "test_cs_opt.c"
-SOURCES = [ckernel.RUNTIME / f
+SOURCES = [ckernel.RUNTIME[f]
            for f in ("tt_channel_stream.c", "tt_q8_core.c", "tt_f32_bwd_opt.c")]
 KERNELS = 15
 needs_host = pytest.mark.skipif(not ckernel.available("host"), reason="no host gcc")

@@ -1,10 +1,10 @@
-"""Optimised int8 depthwise convolution and residual add (runtime_c/tt_q8_dw_opt.c) against the
-reference kernels (tt_conv2d_s8 / tt_conv2d_s8_row in tt_q8_core.c, tt_add_s8 / tt_add_s8_row
-in tt_q8_binary.c), bit for bit, on the host and on the Cortex-M7 / M4 twins (where the DSP
-code paths run): every depthwise geometry and residual add of the benchmark networks, random
-geometries (any kernel size, stride, padding; row rings), random and edge-case requantisation
-and add constants, every byte pair of the add (tests/ckernel/test_dw_opt.c). With
--DTT_DW_BENCH the same program is a microbenchmark (instructions per MAC on the twins)."""
+"""Optimised int8 depthwise convolution and residual add (runtime_c/optimized/tt_q8_dw_opt.c)
+against the reference kernels (tt_conv2d_s8 / tt_conv2d_s8_row in tt_q8_core.c, tt_add_s8 /
+tt_add_s8_row in tt_q8_binary.c), bit for bit, on the host and on the Cortex-M7 / M4 twins (where
+the DSP code paths run): every depthwise geometry and residual add of the benchmark networks, random
+geometries (any kernel size, stride, padding; row rings), random and edge-case requantisation and
+add constants, every byte pair of the add (tests/ckernel/test_dw_opt.c). With -DTT_DW_BENCH the same
+program is a microbenchmark (instructions per MAC on the twins)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from tests import ckernel
 
 PROGRAM = ckernel.HERE / "test_dw_opt.c"
-SOURCES = [ckernel.RUNTIME / "tt_q8_core.c", ckernel.RUNTIME / "tt_q8_binary.c",
-           ckernel.RUNTIME / "tt_q8_dw_opt.c"]
+SOURCES = [ckernel.RUNTIME["tt_q8_core.c"], ckernel.RUNTIME["tt_q8_binary.c"],
+           ckernel.RUNTIME["tt_q8_dw_opt.c"]]
 TWIN = "needs arm-none-eabi-gcc and QEMU"
 
 
@@ -61,10 +61,10 @@ def test_every_runtime_kernel_compiles_at_every_level(cpu, tmp_path):
     """An exported library is compiled with the project's own -O level: every runtime file,
     with the boards' flags and -Werror, at each level GCC offers."""
     flags = ckernel.TARGETS[cpu][1]
-    sources = sorted(str(f) for f in ckernel.RUNTIME.glob("*.c"))
+    sources = sorted(str(p) for n, p in ckernel.RUNTIME.items() if n.endswith(".c"))
     for opt in ("-O0", "-Og", "-O1", "-O2", "-O3", "-Os", "-Oz"):
         p = subprocess.run(["arm-none-eabi-gcc", *ckernel.CFLAGS, *flags, opt, "-c",
-                            f"-I{ckernel.RUNTIME}", *sources], cwd=tmp_path,
+                            *ckernel.RUNTIME_INC, *sources], cwd=tmp_path,
                            capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
         assert p.returncode == 0, f"{cpu} {opt}:\n{p.stderr[-3000:]}"
 

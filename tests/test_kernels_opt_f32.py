@@ -1,5 +1,5 @@
-"""The optimised fp32 kernels (runtime_c/tt_f32_opt.c) against the reference kernels, on the
-host and on the Cortex-M7 / M4F twins (tests/ckernel/test_f32_opt.c): every layer geometry of
+"""The optimised fp32 kernels (runtime_c/optimized/tt_f32_opt.c) against the reference kernels,
+on the host and on the Cortex-M7 / M4F twins (tests/ckernel/test_f32_opt.c): every layer geometry of
 the fp32 models (MLP, AifesCNN, DigitsCNN, TinyMobileNet) and random ones, several seeds.
 
 The optimised kernels keep the reference's operations and order for every output element, so
@@ -17,7 +17,7 @@ import pytest
 from tests import ckernel
 
 PROGRAM = ckernel.HERE / "test_f32_opt.c"
-SOURCES = [ckernel.RUNTIME / f for f in ("tt_f32_opt.c", "tt_conv2d_f32.c", "tt_dense_f32.c",
+SOURCES = [ckernel.RUNTIME[f] for f in ("tt_f32_opt.c", "tt_conv2d_f32.c", "tt_dense_f32.c",
                                          "tt_sparse_f32.c", "tt_pool_f32.c")]
 ARM = ("m7", "m4")
 needs_arm = pytest.mark.skipif(not ckernel.available("m7"),

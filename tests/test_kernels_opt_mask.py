@@ -1,6 +1,6 @@
-"""Optimised 1-bit int8 output masks (runtime_c/tt_q8_mask_opt.c) against tt_q8_clamp_mask,
-bit for bit, on the host and on the Cortex-M7 / M4 twins, where the four-bytes-at-a-time DSP
-path runs (tests/ckernel/test_mask_opt.c)."""
+"""Optimised 1-bit int8 output masks (runtime_c/optimized/tt_q8_mask_opt.c) against
+tt_q8_clamp_mask, bit for bit, on the host and on the Cortex-M7 / M4 twins, where the
+four-bytes-at-a-time DSP path runs (tests/ckernel/test_mask_opt.c)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from tests import ckernel
 
 PROGRAM = ckernel.HERE / "test_mask_opt.c"
-SOURCES = [ckernel.RUNTIME / "tt_q8_core.c", ckernel.RUNTIME / "tt_q8_mask_opt.c"]
+SOURCES = [ckernel.RUNTIME["tt_q8_core.c"], ckernel.RUNTIME["tt_q8_mask_opt.c"]]
 TWIN = "needs arm-none-eabi-gcc and QEMU"
 
 

@@ -1,4 +1,4 @@
-"""The optimised kernels' inline stochastic rounding (runtime_c/tt_q8_round.h) against the
+"""The optimised kernels' inline stochastic rounding (runtime_c/reference/tt_q8_round.h) against the
 reference int8 / int32 updates, bit for bit, on the host and on the Cortex-M7 / M4 twins,
 where it runs the VCVT-saturation path (tests/ckernel/test_round.c)."""
 
@@ -11,7 +11,7 @@ import pytest
 from tests import ckernel
 
 PROGRAM = ckernel.HERE / "test_round.c"
-SOURCES = [ckernel.RUNTIME / "tt_q8_core.c"]
+SOURCES = [ckernel.RUNTIME["tt_q8_core.c"]]
 TWIN = "needs arm-none-eabi-gcc and QEMU"
 
 

@@ -15,12 +15,12 @@ import shutil
 import subprocess
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 
+from tests.ckernel import RUNTIME_INC, RUNTIME_SOURCES
 from tinytrain.codegen.context import C_TYPES, CContext
 from tinytrain.ir import GRAD, Node
 from tinytrain.ops import get_op
@@ -33,7 +33,6 @@ from tests.test_torch_parity import digits, torch_param_for, torch_train  # noqa
 from tests.torch_models import MobileNetV2, export  # noqa: E402
 from tinytrain.device.state_file import read as read_saved  # noqa: E402
 
-RUNTIME_C = Path(__file__).resolve().parent.parent / "runtime_c"
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wdouble-promotion",
           "-ffp-contract=off"]
 NP = {"f32": np.float32, "s8": np.int8, "s32": np.int32, "u8": np.uint8}
@@ -219,8 +218,8 @@ def klib(tmp_path_factory):
     src.write_text('#include <math.h>\n#include "tt_kernels.h"\n\n' + "\n".join(cg.decls)
                    + "\n\n" + "\n".join(bodies) + "\n")
     so = d / "libpooled.so"
-    res = subprocess.run(["gcc", *CFLAGS, "-shared", "-fPIC", "-I", str(RUNTIME_C), str(src),
-                          *sorted(str(p) for p in RUNTIME_C.glob("*.c")), "-o", str(so), "-lm"],
+    res = subprocess.run(["gcc", *CFLAGS, "-shared", "-fPIC", *RUNTIME_INC, str(src),
+                          *RUNTIME_SOURCES, "-o", str(so), "-lm"],
                          capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
     return ctypes.CDLL(str(so))

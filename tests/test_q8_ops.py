@@ -6,7 +6,7 @@ zero points and fused activations, runs it in LiteRT on random int8 inputs (alwa
   - the op's numpy `forward` (the specification of the C kernel), and
   - the C kernel, called through the op's own `c_call` (so the generated call, its static
     parameter tables and the kernel are all checked), compiled by gcc with the strict flags of
-    the generated code together with every runtime_c/*.c file.
+    the generated code together with every runtime C file.
 Nothing is hard-coded: attrs come from the op module's `prepare`, as the importer does.
 """
 
@@ -18,7 +18,6 @@ import subprocess
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ import pytest
 
 pytest.importorskip("ai_edge_litert")
 
+from tests.ckernel import RUNTIME_INC, RUNTIME_SOURCES
 from tests.tflite_build import ModelBuilder, Options, run_reference  # noqa: E402
 from tinytrain.codegen.context import C_TYPES, CContext  # noqa: E402
 from tinytrain.ir import Node, QuantParams  # noqa: E402
@@ -45,7 +45,6 @@ from tinytrain.ops import (  # noqa: E402
 from tinytrain.ops.pool import windows  # noqa: E402
 from tinytrain.quant import fixedpoint as fp  # noqa: E402
 
-RUNTIME_C = Path(__file__).resolve().parent.parent / "runtime_c"
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wdouble-promotion",
           "-ffp-contract=off"]
 NP_TYPES = {"s8": np.int8, "f32": np.float32, "s32": np.int32}
@@ -676,8 +675,8 @@ def clib(tmp_path_factory):
     src.write_text('#include "tt_kernels.h"\n\n' + "\n".join(cg.decls) + "\n\n"
                    + "\n".join(bodies) + "\n")
     so = d / "libq8units.so"
-    cmd = [gcc, *CFLAGS, "-shared", "-fPIC", "-I", str(RUNTIME_C), str(src),
-           *sorted(str(p) for p in RUNTIME_C.glob("*.c")), "-o", str(so), "-lm"]
+    cmd = [gcc, *CFLAGS, "-shared", "-fPIC", *RUNTIME_INC, str(src),
+           *RUNTIME_SOURCES, "-o", str(so), "-lm"]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
     return ctypes.CDLL(str(so))

@@ -13,9 +13,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinytrain.assets import runtime_dirs, runtime_files
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-RUNTIME = ROOT / "runtime_c"
+RUNTIME = runtime_files()  # file name -> path, across runtime_c/reference and optimized
+RUNTIME_INC = [f"-I{d}" for d in runtime_dirs()]
+RUNTIME_SOURCES = [str(p) for n, p in RUNTIME.items() if n.endswith(".c")]  # every kernel
 
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off",
           "-ffunction-sections", "-fdata-sections"]
@@ -58,7 +62,7 @@ def run(program: Path, target: str, work: Path, sources: list[Path] = (),
     """Compile `program` with `sources` (e.g. runtime_c files) for target host/m7/m4 at the
     optimisation level `opt` and run it; returns its exit code and output."""
     work.mkdir(parents=True, exist_ok=True)
-    inc = [f"-I{HERE}", f"-I{RUNTIME}"]
+    inc = [f"-I{HERE}", *RUNTIME_INC]
     srcs = [str(program), *map(str, sources)]
     defs = [f"-D{d}" for d in defines] + [opt]  # after CFLAGS' -O2: the last -O counts
     if target == "host":

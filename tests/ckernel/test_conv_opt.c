@@ -1,4 +1,4 @@
-/* Bit-exactness of the optimised int8 conv / dense kernels (runtime_c/tt_q8_conv_opt.c)
+/* Bit-exactness of the optimised int8 conv / dense kernels (runtime_c/optimized/tt_q8_conv_opt.c)
  * against the reference kernels (tt_q8_core.c): every pointwise / regular conv and fully
  * connected geometry of the benchmark networks, then random geometries and requantisation
  * parameters (several seeds), whole-tensor and row (ring) entry points.

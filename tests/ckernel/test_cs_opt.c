@@ -1,6 +1,6 @@
 /*
- * Channel-streamed backward kernels: the optimised ones (runtime_c/tt_f32_bwd_opt.c) against
- * the reference (runtime_c/tt_channel_stream.c), over the inverted-residual blocks of the
+ * Channel-streamed backward kernels: the optimised ones (runtime_c/optimized/tt_f32_bwd_opt.c) against
+ * the reference (runtime_c/reference/tt_channel_stream.c), over the inverted-residual blocks of the
  * three benchmark networks at 128x128 (tests/torch_models.py) and random geometries.
  *
  * Every kernel must be bit-identical to the reference except tt_cs_pw_input_s8_opt, whose

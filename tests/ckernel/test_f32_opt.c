@@ -1,5 +1,5 @@
 /*
- * The optimised fp32 kernels (runtime_c/tt_f32_opt.c) against the reference kernels, on the
+ * The optimised fp32 kernels (runtime_c/optimized/tt_f32_opt.c) against the reference kernels, on the
  * host and the QEMU twins (tests/test_kernels_opt_f32.py): every layer geometry of the fp32
  * models in tests/torch_models.py (MLP, AifesCNN, DigitsCNN, TinyMobileNet) and random ones
  * (stride, padding, groups, depthwise with and without a multiplier, dilation, partial-channel

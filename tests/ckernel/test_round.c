@@ -1,4 +1,4 @@
-/* The inline stochastic rounding of the optimised kernels (runtime_c/tt_q8_round.h: tt_sr_s8,
+/* The inline stochastic rounding of the optimised kernels (runtime_c/reference/tt_q8_round.h: tt_sr_s8,
  * tt_sr_s32) against the reference updates tt_q8_step_s8 / tt_q8_step_s32, bit for bit, for
  * every int8 weight value and deltas at the edges: NaN, infinities, the +-2^24 clamp, the
  * +-512 saturation of the Cortex-M path, values next to integers, and random ones. On the

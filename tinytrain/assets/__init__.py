@@ -16,6 +16,9 @@ from pathlib import Path
 from tinytrain.errors import TinyTrainError
 
 NAMES = ("runtime_c", "templates", "boards", "firmware")
+# runtime_c/: tt_kernels.h (what generated code includes) and these folders; a build copies
+# them flat into its runtime/ directory, so a file name is unique across them
+RUNTIME_PARTS = ("reference", "optimized")
 
 
 @cache
@@ -31,3 +34,23 @@ def asset_dir(name: str) -> Path:
     raise TinyTrainError(f"this tinytrain installation is incomplete: its {name}/ directory "
                          f"is missing (looked in {packaged} and {source}); reinstall the "
                          "tinytrain-mcu package")
+
+
+def runtime_dirs() -> list[Path]:
+    """The C runtime's folders, for -I: its root (tt_kernels.h), then RUNTIME_PARTS."""
+    root = asset_dir("runtime_c")
+    return [root, *(root / part for part in RUNTIME_PARTS)]
+
+
+@cache
+def runtime_files() -> dict[str, Path]:
+    """The C runtime's .c and .h files by file name, as a build lays them out flat."""
+    out: dict[str, Path] = {}
+    for d in runtime_dirs():
+        for p in sorted(d.glob("*.[ch]")):
+            if p.name in out:
+                raise TinyTrainError(f"the C runtime has two files named {p.name} "
+                                     f"({out[p.name]} and {p}); a build copies them into one "
+                                     "directory")
+            out[p.name] = p
+    return dict(sorted(out.items()))

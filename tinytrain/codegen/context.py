@@ -12,7 +12,7 @@ from tinytrain.passes.memory_plan import Plan
 
 C_TYPES = {"f32": "float", "s32": "int32_t", "s8": "int8_t", "u8": "uint8_t"}
 # Reference kernels with an optimised twin `<name>_opt` of the same signature (same results,
-# int8 bit for bit; see runtime_c/tt_kernels_opt.h) that holds for every geometry.
+# int8 bit for bit; see runtime_c/optimized/tt_kernels_opt.h) that holds for every geometry.
 OPTIMIZED_KERNELS = frozenset({
     "tt_dense_s8", "tt_q8_clamp_mask",
     "tt_cs_pw_input_s8", "tt_cs_pw_input_add_s8", "tt_cs_dw_input_s8", "tt_cs_pw_weight_sgd_s8",
@@ -61,7 +61,7 @@ class CContext:
     def __init__(self, g: Graph, plan: Plan, optimized: bool = True,
                  prefix: str = DEFAULT_PREFIX) -> None:
         self.g, self.plan = g, plan
-        # c_call()s may pick an optimised kernel (runtime_c/tt_kernels_opt.h) for a geometry
+        # c_call()s may pick an optimised kernel (runtime_c/optimized/) for a geometry
         self.optimized = optimized
         self.decls: list[str] = []
         self._declared: dict[str, str] = {}  # declaration text -> symbol

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from tinytrain.assets import asset_dir
+from tinytrain.assets import asset_dir, runtime_files
 from tinytrain.boards import (
     BOARDS_DIR,
     QEMU_SOURCE,
@@ -35,7 +35,6 @@ from tinytrain.passes.memory_plan import Plan
 from tinytrain.version import __version__
 
 TEMPLATES = asset_dir("templates")
-RUNTIME = asset_dir("runtime_c")
 FIRMWARE = asset_dir("firmware")
 HOST_BINARY = "tt_host"
 # Firmware sources every build gets; the host build adds port_host*.c, a board its own layer.
@@ -171,7 +170,7 @@ def render(g: Graph, plan: Plan, board: Board | str,
         "loss_ptr": cg.ptr("loss"),
         "head": _head(g, cg),
         **_library_context(g, prefix),
-        "runtime_sources": [f"runtime/{p.name}" for p in sorted(RUNTIME.glob("*.c"))],
+        "runtime_sources": [f"runtime/{n}" for n in runtime_files() if n.endswith(".c")],
         "target": HOST_BINARY,
         "firmware_sources": [f"firmware/{n}" for n in FIRMWARE_COMMON],
         "mcu": board.is_mcu,
@@ -189,8 +188,8 @@ def render(g: Graph, plan: Plan, board: Board | str,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     files = {name: env.get_template(name + ".j2").render(**ctx)
              for name in ("model.h", "model.c", "Makefile")}
-    for p in sorted(RUNTIME.glob("*.[ch]")):
-        files[f"runtime/{p.name}"] = p.read_text()
+    for name, p in runtime_files().items():
+        files[f"runtime/{name}"] = p.read_text()
     for p in sorted(FIRMWARE.glob("*.[ch]")):
         if board.is_mcu and p.name.startswith("port_host"):
             continue

@@ -82,7 +82,7 @@ MAX_KH = 64  # TT_MAX_KH in tt_kernels.h: the row kernel keeps one pointer per k
 
 def kernel_variant(cg, g: dict[str, int]) -> str:
     """Suffix of the int8 forward kernel for this geometry: an optimised kernel of
-    runtime_c/tt_kernels_opt.h when the build uses them and the geometry is one it handles
+    runtime_c/optimized/tt_kernels_opt.h when the build uses them and the geometry is one it handles
     (pointwise, depthwise, or any groups == 1 conv), else the reference kernel."""
     if not cg.optimized:
         return ""

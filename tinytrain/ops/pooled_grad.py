@@ -4,7 +4,7 @@ average pool's gradient kept per channel (passes/pool_grad.py), never stored.
 dy[y, x, c] = v[c] where the activation between the conv and the pool lets the gradient
 through (the `gate`: a 1-bit mask, the saved int8 output, a saved float), else 0. The node
 stands for the op named by `inner` reading that dy: its numpy reference rebuilds dy and runs
-`inner`'s reference, and its C kernel (runtime_c/tt_pooled_grad.c) is `inner`'s kernel
+`inner`'s reference, and its C kernel (runtime_c/reference/tt_pooled_grad.c) is `inner`'s kernel
 reading dy element by element through a tt_pooled, in the same order, so results are
 bit-identical to materialising dy.
 

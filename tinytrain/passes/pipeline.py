@@ -44,7 +44,7 @@ class Options:
     quantize: str | None = None  # "int8": post-training quantisation of an fp32 model
     calib: Path | None = None  # .npz with x: calibration samples for --quantize
     check_ir: bool = True  # run ir.verify after every pass
-    # "optimized": the Cortex-M kernels of runtime_c/tt_kernels_opt.h where a geometry
+    # "optimized": the Cortex-M kernels of runtime_c/optimized/tt_kernels_opt.h where a geometry
     # qualifies; "reference": only the portable reference kernels (the specification).
     kernels: str = "optimized"
     prefix: str = "tt"  # the generated model's C names: prefix_init, PREFIX_INPUT_SIZE, ...

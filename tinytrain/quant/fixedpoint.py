@@ -1,4 +1,4 @@
-"""TFLite/gemmlowp fixed-point arithmetic in numpy, bit-exact with runtime_c/tt_q8.h.
+"""TFLite/gemmlowp fixed-point arithmetic in numpy, bit-exact with runtime_c/reference/tt_q8.h.
 
 Multipliers are computed here at compile time (double precision, as TFLite's Prepare does);
 the C only ever sees the resulting (int32 multiplier, shift) pairs.

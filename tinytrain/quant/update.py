@@ -1,4 +1,4 @@
-"""numpy references of the int8/int32 parameter updates in runtime_c/tt_q8_core.c.
+"""numpy references of the int8/int32 parameter updates in runtime_c/reference/tt_q8_core.c.
 
 A real-valued step `delta` (in LSBs of the parameter) is applied in one of three ways:
 - stochastic: q -= floor(delta + u), u uniform in [0, 1) from a counter-based hash, so small

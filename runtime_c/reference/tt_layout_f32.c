@@ -3,7 +3,7 @@
  * permutation, and the column copies behind concat / split.
  * All shapes are rank 4 (left-padded with 1s) and tensors are contiguous.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <stdint.h>
 #include <string.h>

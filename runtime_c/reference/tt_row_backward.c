@@ -8,7 +8,7 @@
  * of the output pixels in increasing (oy, ox), i.e. descending (ky, kx); tt_bias_sgd_s32 sums
  * each channel over the pixels in order, which a running sum carried across rows continues.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <stdint.h>
 

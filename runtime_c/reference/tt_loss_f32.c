@@ -2,7 +2,7 @@
  * Softmax, log-softmax and loss heads.  All softmaxes subtract the maximum
  * first so expf never overflows.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <math.h>
 #include <stdint.h>

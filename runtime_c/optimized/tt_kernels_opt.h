@@ -1,5 +1,5 @@
 /*
- * Optimised kernels. The portable kernels declared in tt_kernels.h are the specification;
+ * Optimised kernels. The portable kernels declared in tt_reference.h are the specification;
  * each kernel here computes the same thing faster for a geometry the code generator picks it
  * for at compile time (`--kernels reference` keeps the portable ones). int8 outputs are
  * bit-identical to the reference; fp32 ones differ only by summation order.
@@ -7,9 +7,16 @@
  * On cores with the DSP extension (__ARM_FEATURE_DSP: Cortex-M4F, M7) they use GCC's
  * arm_acle.h intrinsics (dual 16-bit multiply-accumulate); elsewhere (host builds) a portable
  * path with the same blocking, so host tests run the same loop structure.
+ *
+ * A kernel <name>_opt that stands in for the reference <name> is declared
+ * `extern __typeof__(<name>) <name>_opt;`: the code generator swaps one name for the other,
+ * so its signature is the reference's by construction and a definition that drifts from it
+ * does not compile.
  */
 #ifndef TT_KERNELS_OPT_H
 #define TT_KERNELS_OPT_H
+
+#include "tt_reference.h"
 
 #include "tt_q8_conv_opt.h" /* int8 pointwise / regular conv, dense */
 #include "tt_q8_dw_opt.h"   /* int8 depthwise conv, residual add */
@@ -17,6 +24,6 @@
 #include "tt_f32_opt.h"     /* fp32 models: conv and dense forward, backward, fused updates */
 
 /* tt_q8_clamp_mask's bits (tt_q8_mask_opt.c) */
-void tt_q8_clamp_mask_opt(uint8_t *mask, const int8_t *y, int32_t n, int32_t lo, int32_t hi);
+extern __typeof__(tt_q8_clamp_mask) tt_q8_clamp_mask_opt;
 
 #endif /* TT_KERNELS_OPT_H */

@@ -19,7 +19,8 @@ void tt_conv2d_s8_dw(int8_t *y, const int8_t *x, const int8_t *w, const int32_t 
 void tt_conv2d_s8_dw_row(const tt_rows *y, const tt_rows *x, int32_t oy, const int8_t *w,
                          const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q);
 
-/* Elementwise add of two same-shape contiguous tensors of n elements (no broadcast). Fast
+/* Elementwise add of two same-shape contiguous tensors of n elements (no broadcast, so not
+ * tt_add_s8's signature: the code generator picks it by geometry, not by name). Fast
  * path for LiteRT's constants (left_shift 20, out_shift in [-22, -1], int8 offsets and
  * activation range); anything else runs the reference arithmetic. */
 void tt_add_s8_opt(int8_t *y, const int8_t *a, const int8_t *b, int32_t n,

@@ -9,7 +9,7 @@
  * changed at run time (tt_q8_lr_step), so one update is
  *     q -= round_mode(step[oc] * lr_scale * gradient).
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 #include "tt_q8_round.h"
 
 #include <math.h>
@@ -18,34 +18,9 @@
 
 uint32_t tt_q8_saturations = 0;
 
-static int32_t channel(const int32_t *idx, int32_t j)
-{
-    return idx != NULL ? idx[j] : j;
-}
-
-void tt_gather_channels_s8(int8_t *y, const int8_t *x, int32_t rows, int32_t c,
-                           const int32_t *idx, int32_t k)
-{
-    int32_t r, j;
-
-    for (r = 0; r < rows; ++r) {
-        for (j = 0; j < k; ++j) {
-            y[r * k + j] = x[r * c + channel(idx, j)];
-        }
-    }
-}
-
-void tt_scatter_channels_s8(int8_t *y, const int8_t *x, int32_t rows, int32_t c,
-                            const int32_t *idx, int32_t k)
-{
-    int32_t r, j;
-
-    for (r = 0; r < rows; ++r) {
-        for (j = 0; j < k; ++j) {
-            y[r * c + channel(idx, j)] = x[r * k + j];
-        }
-    }
-}
+#define TT_CH_T int8_t
+#define TT_CHANNELS(base) base##_s8
+#include "tt_channels_body.h" /* tt_gather_channels_s8, tt_scatter_channels_s8 */
 
 void tt_quantize_input_s8(int8_t *y, const float *x, int32_t n, float scale, int32_t zp)
 {
@@ -408,7 +383,7 @@ void tt_conv2d_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const 
             for (kx = 0; kx < g->kw; ++kx) {
                 for (ic = 0; ic < cin_g; ++ic) {
                     const int32_t si = ((oc * g->kh + ky) * g->kw + kx) * cin_g + ic;
-                    const int32_t wi = ((oc * g->kh + ky) * g->kw + kx) * w_cin + channel(idx, ic);
+                    const int32_t wi = ((oc * g->kh + ky) * g->kw + kx) * w_cin + tt_channel(idx, ic);
                     const int32_t at = u->packed ? si : wi;
                     const float gr = conv_dw_elem(dy, x, x_scale, x_zp, g, oc, ky, kx,
                                                   (oc / cout_g) * cin_g + ic);
@@ -429,7 +404,7 @@ void tt_dense_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const i
     for (o = 0; o < out; ++o) {
         const float s = tt_q8_lr_step(step, o, u);
         for (j = 0; j < k; ++j) {
-            const int32_t wi = o * w_in + channel(idx, j);
+            const int32_t wi = o * w_in + tt_channel(idx, j);
             const int32_t at = u->packed ? o * k + j : wi;
             const float gr = dy[o] * ((float)((int32_t)x[j] - x_zp) * x_scale);
             w[at] = update_s8(w[at], shadow != NULL ? &shadow[o * k + j] : NULL, gr * s, u,
@@ -461,7 +436,7 @@ void tt_sgd_s8(int8_t *p, float *g, uint8_t *shadow, int32_t rows, int32_t c,
     for (r = 0; r < rows; ++r) {
         for (j = 0; j < k; ++j) {
             const int32_t gi = r * k + j;
-            const int32_t pi = r * c + channel(idx, j);
+            const int32_t pi = r * c + tt_channel(idx, j);
             const int32_t at = u->packed ? gi : pi;
             p[at] = update_s8(p[at], shadow != NULL ? &shadow[gi] : NULL,
                               g[gi] * grad_scale * tt_q8_lr_step(step, r / rows_per_channel, u),

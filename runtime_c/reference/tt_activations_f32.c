@@ -10,7 +10,7 @@
  *     (-3 < x < 3 for PyTorch's hardsigmoid);
  *   - hard_swish: 0 for x <= -3, 1 for x >= 3, x/3 + 1/2 strictly between.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -386,15 +386,10 @@ __asm__(
     "  pop {r4-r11, pc}\n"
     ".endm\n"
 
-    /* dot4: accumulators s16-s19; x chunk s0-s7, one weight row's chunk s8-s15 at a time;
-     * row pointers r11, r3, ip, lr; chunks of 8, then 4, then single steps. */
-    TTK_FUNC(ttk_dot4)
-    "  push {r4-r11, lr}\n"
-    "  vpush {s16-s19}\n"
-    "  ldr lr, [r0, #36]\n"
-    "  vldmia lr, {s16-s19}\n"
-    "  ldm r0, {r1-r9}\n"
-    "1:\n"
+    /* one dot4 row: s16-s19 += x . w_r for the four weight rows r4, r4+r5, r4+2*r5, r4+3*r5
+     * over r6 elements of x at r2, in chunks of 8, then 4, then single steps; x chunk s0-s7,
+     * one weight row's chunk s8-s15 at a time; uses r0, r3, r10, r11, ip, lr */
+    ".macro TTK_DOT4_ROW\n"
     "  mov r10, r2\n"
     "  mov r11, r4\n"
     "  add r3, r4, r5\n"
@@ -443,6 +438,17 @@ __asm__(
     "  subs r0, r0, #1\n"
     "  bne 5b\n"
     "6:\n"
+    ".endm\n"
+
+    /* dot4: accumulators s16-s19 (TTK_DOT4_ROW) over r7 rows of x (step r8) and w (step r9) */
+    TTK_FUNC(ttk_dot4)
+    "  push {r4-r11, lr}\n"
+    "  vpush {s16-s19}\n"
+    "  ldr lr, [r0, #36]\n"
+    "  vldmia lr, {s16-s19}\n"
+    "  ldm r0, {r1-r9}\n"
+    "1:\n"
+    "  TTK_DOT4_ROW\n"
     "  add r2, r2, r8\n"
     "  add r4, r4, r9\n"
     "  subs r7, r7, #1\n"
@@ -465,54 +471,7 @@ __asm__(
     "1:\n"
     "  ldr ip, [sp, #4]\n"
     "  vldmia ip, {s16-s19}\n"
-    "  mov r10, r2\n"
-    "  mov r11, r4\n"
-    "  add r3, r4, r5\n"
-    "  add ip, r3, r5\n"
-    "  add lr, ip, r5\n"
-    "  subs r0, r6, #8\n"
-    "  blt 3f\n"
-    "2:\n"
-    "  vldmia r10!, {s0-s7}\n"
-    "  vldmia r11!, {s8-s15}\n"
-    "  TTK_OP vmla.f32, 16, 0, 0, 1, 8, 1, 8\n"
-    "  vldmia r3!, {s8-s15}\n"
-    "  TTK_OP vmla.f32, 17, 0, 0, 1, 8, 1, 8\n"
-    "  vldmia ip!, {s8-s15}\n"
-    "  TTK_OP vmla.f32, 18, 0, 0, 1, 8, 1, 8\n"
-    "  vldmia lr!, {s8-s15}\n"
-    "  TTK_OP vmla.f32, 19, 0, 0, 1, 8, 1, 8\n"
-    "  subs r0, r0, #8\n"
-    "  bge 2b\n"
-    "3:\n"
-    "  adds r0, r0, #4\n"
-    "  blt 4f\n"
-    "  vldmia r10!, {s0-s3}\n"
-    "  vldmia r11!, {s8-s11}\n"
-    "  vldmia r3!, {s12-s15}\n"
-    "  TTK_OP vmla.f32, 16, 0, 0, 1, 8, 1, 4\n"
-    "  TTK_OP vmla.f32, 17, 0, 0, 1, 12, 1, 4\n"
-    "  vldmia ip!, {s8-s11}\n"
-    "  vldmia lr!, {s12-s15}\n"
-    "  TTK_OP vmla.f32, 18, 0, 0, 1, 8, 1, 4\n"
-    "  TTK_OP vmla.f32, 19, 0, 0, 1, 12, 1, 4\n"
-    "  subs r0, r0, #4\n"
-    "4:\n"
-    "  adds r0, r0, #4\n"
-    "  beq 6f\n"
-    "5:\n"
-    "  vldmia r10!, {s0}\n"
-    "  vldmia r11!, {s8}\n"
-    "  vldmia r3!, {s9}\n"
-    "  vldmia ip!, {s10}\n"
-    "  vldmia lr!, {s11}\n"
-    "  vmla.f32 s16, s0, s8\n"
-    "  vmla.f32 s17, s0, s9\n"
-    "  vmla.f32 s18, s0, s10\n"
-    "  vmla.f32 s19, s0, s11\n"
-    "  subs r0, r0, #1\n"
-    "  bne 5b\n"
-    "6:\n"
+    "  TTK_DOT4_ROW\n"
     "  vstmia r1, {s16-s19}\n"
     "  add r1, r1, r8\n"
     "  ldr ip, [sp]\n"
@@ -1069,11 +1028,6 @@ static void tap_rect_of(const tt_conv_geom *g, int32_t ky, int32_t kx, tap_rect 
     r->ix0 = r->ox0 * g->sw - g->pl + kx * g->dw;
 }
 
-static int32_t chan(const int32_t *idx, int32_t j)
-{
-    return idx != NULL ? idx[j] : j;
-}
-
 /* y[p*stride + j] = v[j] for j < nw (8 or 4), p < n */
 static void fill_pixels(float *y, const float *v, int32_t nw, int32_t stride, int32_t n)
 {
@@ -1486,7 +1440,7 @@ static void grad_put(const sgd_sink *s, float *dw, int32_t cin_g, int32_t gi, fl
     if (s == NULL) {
         dw[gi] = acc;
     } else {
-        float *wp = s->w + (gi / cin_g) * s->w_cin + chan(s->idx, gi % cin_g);
+        float *wp = s->w + (gi / cin_g) * s->w_cin + tt_channel(s->idx, gi % cin_g);
         *wp = tt_sgd_elem(*wp, acc, s->m != NULL ? &s->m[gi] : NULL, s->prm[0], s->prm[1],
                           s->prm[2]);
     }

@@ -20,7 +20,6 @@ void tt_conv2d_s8_reg(int8_t *y, const int8_t *x, const int8_t *w, const int32_t
 void tt_conv2d_s8_reg_row(const tt_rows *y, const tt_rows *x, int32_t oy, const int8_t *w,
                           const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q);
 /* Fully connected, as tt_dense_s8. */
-void tt_dense_s8_opt(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
-                     int32_t in, int32_t out, const tt_q8_requant *q);
+extern __typeof__(tt_dense_s8) tt_dense_s8_opt;
 
 #endif /* TT_Q8_CONV_OPT_H */

@@ -5,7 +5,7 @@
  * y is contiguous with shape `shape`; operands are read through element
  * strides, so a stride of 0 broadcasts that axis.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <stdint.h>
 #include <string.h>

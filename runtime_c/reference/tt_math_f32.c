@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 static float tt_bits_to_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static uint32_t tt_float_to_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }

@@ -2,7 +2,7 @@
  * int8 activations bit-exact with LiteRT's reference kernels: softmax (gemmlowp fixed-point
  * exp and reciprocal), table lookup (logistic), hard-swish (int16 fixed point), requantise.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <stdint.h>
 

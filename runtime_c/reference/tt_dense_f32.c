@@ -2,7 +2,7 @@
  * Dense (fully connected) reference kernels.
  * w is (out, in) row-major: y[o] = sum_i w[o*in + i] * x[i] + b[o].
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -12,7 +12,7 @@
  * update changes no result bit. The int8 updates seed stochastic rounding with the element's
  * index in the whole weight, as an unpartitioned update would.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * int8 pooling bit-exact with LiteRT's reference kernels: average / max pool over the
  * in-bounds taps of each window, MEAN over H and W; and the int8 max-pool backward.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <stdint.h>
 
@@ -90,28 +90,9 @@ void tt_max_pool2d_s8(int8_t *y, const int8_t *x, const tt_conv_geom *g, int32_t
     }
 }
 
-void tt_max_pool2d_backward_s8(float *dx, const float *dy, const int8_t *x,
-                               const tt_conv_geom *g)
-{
-    const int32_t c = g->cout;
-    const int32_t nx = g->h * g->w * c;
-    int32_t i, oy, ox, ch;
-
-    for (i = 0; i < nx; ++i) {
-        dx[i] = 0.0f;
-    }
-    for (oy = 0; oy < g->oh; ++oy) {
-        for (ox = 0; ox < g->ow; ++ox) {
-            for (ch = 0; ch < c; ++ch) {
-                /* recompute the argmax instead of storing indices (saves RAM) */
-                const int32_t best = max_tap(x, g, oy, ox, ch);
-                if (best >= 0) {
-                    dx[best] += dy[(oy * g->ow + ox) * c + ch];
-                }
-            }
-        }
-    }
-}
+#define TT_POOL_T int8_t
+#define TT_MAX_POOL_BACKWARD tt_max_pool2d_backward_s8
+#include "tt_max_pool_backward_body.h"
 
 void tt_mean_s8(int8_t *y, const int8_t *x, int32_t rows, int32_t c, int32_t in_zp,
                 int32_t out_zp, int32_t mult, int32_t shift)

@@ -10,15 +10,10 @@
  * and a 1x1 input gradient receives channel c's share in increasing c, the order in which
  * the whole kernel adds it to each element: a streamed region is bit-identical.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-static int32_t channel(const int32_t *idx, int32_t j)
-{
-    return idx != NULL ? idx[j] : j;
-}
 
 /* ---- the source: channel c of a 1x1 conv's input gradient ---- */
 
@@ -251,7 +246,7 @@ void tt_cs_pw_input_add_s8(float *dx, const float *dy, const int8_t *w, const fl
         const float d = dy[p] * w_scale[c];
         float *out = &dx[p * dx_c];
         for (j = 0; j < k; ++j) {
-            out[channel(idx, j)] += d * (float)row[j];
+            out[tt_channel(idx, j)] += d * (float)row[j];
         }
     }
 }
@@ -266,7 +261,7 @@ void tt_cs_pw_input_add_f32(float *dx, const float *dy, const float *w, int32_t 
         const float d = dy[p];
         float *out = &dx[p * dx_c];
         for (j = 0; j < k; ++j) {
-            out[channel(idx, j)] += d * row[j];
+            out[tt_channel(idx, j)] += d * row[j];
         }
     }
 }
@@ -277,7 +272,7 @@ static void pw_step_s8(int8_t *w, uint8_t *shadow, float acc, float x_scale, int
                        const float *step, const tt_q8_update *u)
 {
     const int32_t si = c * k + j;
-    const int32_t wi = c * w_cin + channel(idx, j);
+    const int32_t wi = c * w_cin + tt_channel(idx, j);
     const int32_t at = u->packed ? si : wi;
     w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL,
                           acc * x_scale * tt_q8_lr_step(step, c, u), u, (uint32_t)wi);
@@ -331,7 +326,7 @@ void tt_cs_pw_weight_sgd_f32(float *w, float *m, const float *dy, const float *x
     int32_t j, p;
 
     for (j = 0; j < k; ++j) {
-        float *wp = &w[c * w_cin + channel(idx, j)];
+        float *wp = &w[c * w_cin + tt_channel(idx, j)];
         float acc = 0.0f;
         for (p = 0; p < n; ++p) {
             acc += dy[p] * x[p * k + j];

@@ -1,7 +1,7 @@
 /*
  * int8 layout kernels: constant pad (with the zero point) and the concatenation copy.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * With m zero-initialised the first step gives m = g', matching PyTorch's
  * buffer initialisation.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <stddef.h>
 #include <stdint.h>

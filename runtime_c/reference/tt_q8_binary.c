@@ -3,7 +3,7 @@
  * kernels, and the fp32 backward of mul. y is contiguous with shape `shape`; a and b are
  * read through element strides (stride 0 broadcasts an axis), as tt_add_f32.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <stdint.h>
 

@@ -3,7 +3,7 @@
  * (groups ignored): window of output (oy, ox) starts at input
  * (oy*sh - pt, ox*sw - pl) with taps spaced (dh, dw).  Layouts are HWC.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <stdint.h>
 
@@ -137,28 +137,9 @@ void tt_max_pool2d_f32(float *y, const float *x, const tt_conv_geom *g)
     }
 }
 
-void tt_max_pool2d_backward_f32(float *dx, const float *dy, const float *x,
-                                const tt_conv_geom *g)
-{
-    const int32_t c = g->cout;
-    const int32_t nx = g->h * g->w * c;
-    int32_t i, oy, ox, ch;
-
-    for (i = 0; i < nx; ++i) {
-        dx[i] = 0.0f;
-    }
-    for (oy = 0; oy < g->oh; ++oy) {
-        for (ox = 0; ox < g->ow; ++ox) {
-            for (ch = 0; ch < c; ++ch) {
-                /* recompute the argmax instead of storing indices (saves RAM) */
-                const int32_t best = max_tap(x, g, oy, ox, ch);
-                if (best >= 0) {
-                    dx[best] += dy[(oy * g->ow + ox) * c + ch];
-                }
-            }
-        }
-    }
-}
+#define TT_POOL_T float
+#define TT_MAX_POOL_BACKWARD tt_max_pool2d_backward_f32
+#include "tt_max_pool_backward_body.h"
 
 void tt_global_avg_pool_f32(float *y, const float *x, int32_t rows, int32_t c)
 {

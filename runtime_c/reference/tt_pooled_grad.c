@@ -9,15 +9,10 @@
  * `dy[i]` replaced by tt_pooled_at(): the same floats added in the same order, so results are
  * bit-identical to materialising the gradient first.
  */
-#include "tt_kernels.h"
+#include "tt_reference.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-static int32_t channel(const int32_t *idx, int32_t j)
-{
-    return idx != NULL ? idx[j] : j;
-}
 
 /* dy element i (channel ch = i mod c): v[ch] where the gate lets the gradient through, else 0,
  * exactly the value tt_mask_backward_f32 / tt_q8_clamp_backward / tt_clip_backward_f32 store */
@@ -46,121 +41,13 @@ void tt_global_avg_pool_share_f32(float *v, const float *dy, int32_t rows, int32
     }
 }
 
-/* ---- fp32 (mirror tt_conv2d_f32.c and tt_sparse_f32.c) ---- */
+/* ---- fp32: the conv kernels are tt_conv2d_f32.c's own code (tt_conv2d_grad_f32_body.h),
+ * the bias ones mirror tt_conv2d_f32.c and tt_sparse_f32.c ---- */
 
-void tt_conv2d_backward_input_pooled_f32(float *dx, const tt_pooled *dy, const float *w,
-                                         const tt_conv_geom *g)
-{
-    const int32_t cin_g = g->cin / g->groups;
-    const int32_t cout_g = g->cout / g->groups;
-    const int32_t nx = g->h * g->w * g->cin;
-    int32_t i, oy, ox, oc, ky, kx, ic;
-
-    for (i = 0; i < nx; ++i) {
-        dx[i] = 0.0f;
-    }
-    for (oy = 0; oy < g->oh; ++oy) {
-        for (ox = 0; ox < g->ow; ++ox) {
-            for (oc = 0; oc < g->cout; ++oc) {
-                const int32_t grp = oc / cout_g;
-                const float d = tt_pooled_at(dy, (oy * g->ow + ox) * g->cout + oc, oc);
-                for (ky = 0; ky < g->kh; ++ky) {
-                    const int32_t iy = oy * g->sh - g->pt + ky * g->dh;
-                    if (iy < 0 || iy >= g->h) {
-                        continue;
-                    }
-                    for (kx = 0; kx < g->kw; ++kx) {
-                        const int32_t ix = ox * g->sw - g->pl + kx * g->dw;
-                        float *dxp;
-                        const float *wp;
-                        if (ix < 0 || ix >= g->w) {
-                            continue;
-                        }
-                        dxp = dx + (iy * g->w + ix) * g->cin + grp * cin_g;
-                        wp = w + ((oc * g->kh + ky) * g->kw + kx) * cin_g;
-                        for (ic = 0; ic < cin_g; ++ic) {
-                            dxp[ic] += d * wp[ic];
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-void tt_conv2d_backward_weight_pooled_f32(float *dw, const tt_pooled *dy, const float *x,
-                                          const tt_conv_geom *g)
-{
-    const int32_t cin_g = g->cin / g->groups;
-    const int32_t cout_g = g->cout / g->groups;
-    int32_t oy, ox, oc, ky, kx, ic;
-
-    for (oy = 0; oy < g->oh; ++oy) {
-        for (ox = 0; ox < g->ow; ++ox) {
-            for (oc = 0; oc < g->cout; ++oc) {
-                const int32_t grp = oc / cout_g;
-                const float d = tt_pooled_at(dy, (oy * g->ow + ox) * g->cout + oc, oc);
-                for (ky = 0; ky < g->kh; ++ky) {
-                    const int32_t iy = oy * g->sh - g->pt + ky * g->dh;
-                    if (iy < 0 || iy >= g->h) {
-                        continue;
-                    }
-                    for (kx = 0; kx < g->kw; ++kx) {
-                        const int32_t ix = ox * g->sw - g->pl + kx * g->dw;
-                        const float *xp;
-                        float *dwp;
-                        if (ix < 0 || ix >= g->w) {
-                            continue;
-                        }
-                        xp = x + (iy * g->w + ix) * g->cin + grp * cin_g;
-                        dwp = dw + ((oc * g->kh + ky) * g->kw + kx) * cin_g;
-                        for (ic = 0; ic < cin_g; ++ic) {
-                            dwp[ic] += d * xp[ic];
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-void tt_conv2d_backward_weight_sgd_pooled_f32(float *w, float *m, const tt_pooled *dy,
-                                              const float *x, const tt_conv_geom *g,
-                                              int32_t w_cin, const int32_t *idx, float lr,
-                                              float momentum, float wd)
-{
-    const int32_t cin_g = g->cin / g->groups;
-    const int32_t cout_g = g->cout / g->groups;
-    int32_t oc, ky, kx, ic, oy, ox;
-
-    for (oc = 0; oc < g->cout; ++oc) {
-        const int32_t grp = oc / cout_g;
-        for (ky = 0; ky < g->kh; ++ky) {
-            for (kx = 0; kx < g->kw; ++kx) {
-                for (ic = 0; ic < cin_g; ++ic) {
-                    const int32_t gi = ((oc * g->kh + ky) * g->kw + kx) * cin_g + ic;
-                    float *wp = &w[((oc * g->kh + ky) * g->kw + kx) * w_cin + channel(idx, ic)];
-                    float acc = 0.0f;
-                    for (oy = 0; oy < g->oh; ++oy) {
-                        const int32_t iy = oy * g->sh - g->pt + ky * g->dh;
-                        if (iy < 0 || iy >= g->h) {
-                            continue;
-                        }
-                        for (ox = 0; ox < g->ow; ++ox) {
-                            const int32_t ix = ox * g->sw - g->pl + kx * g->dw;
-                            if (ix < 0 || ix >= g->w) {
-                                continue;
-                            }
-                            acc += tt_pooled_at(dy, (oy * g->ow + ox) * g->cout + oc, oc) *
-                                   x[(iy * g->w + ix) * g->cin + grp * cin_g + ic];
-                        }
-                    }
-                    *wp = tt_sgd_elem(*wp, acc, m != NULL ? &m[gi] : NULL, lr, momentum, wd);
-                }
-            }
-        }
-    }
-}
+#define TT_DY_T tt_pooled
+#define TT_DY(dy, i, oc) tt_pooled_at(dy, i, oc)
+#define TT_CONV_GRAD(base) base##_pooled_f32
+#include "tt_conv2d_grad_f32_body.h" /* tt_conv2d_backward_{input,weight,weight_sgd}_pooled_f32 */
 
 static float pooled_channel_sum(const tt_pooled *dy, int32_t rows, int32_t c, int32_t ch)
 {
@@ -293,7 +180,7 @@ void tt_conv2d_weight_sgd_pooled_s8(int8_t *w, uint8_t *shadow, const tt_pooled 
                 for (ic = 0; ic < cin_g; ++ic) {
                     const int32_t si = ((oc * g->kh + ky) * g->kw + kx) * cin_g + ic;
                     const int32_t wi =
-                        ((oc * g->kh + ky) * g->kw + kx) * w_cin + channel(idx, ic);
+                        ((oc * g->kh + ky) * g->kw + kx) * w_cin + tt_channel(idx, ic);
                     const int32_t at = u->packed ? si : wi;
                     const float gr = pooled_dw_elem_s8(dy, x, x_scale, x_zp, g, oc, ky, kx,
                                                        (oc / cout_g) * cin_g + ic);

@@ -35,11 +35,6 @@
 
 #define CS_OB 64    /* weight column chunk of the 1x1 source (floats on the stack) */
 
-static int32_t channel(const int32_t *idx, int32_t j)
-{
-    return idx != NULL ? idx[j] : j;
-}
-
 /* acc + a * b, rounded twice (VMLA on the FPU) */
 CS_INLINE float cs_mla(float acc, float a, float b)
 {
@@ -344,7 +339,7 @@ CS_INLINE void pw_sink(float *dx, const float *dy, const float *wf, const int8_t
         }
     }
     for (; j < k; ++j) {
-        const int32_t i = channel(idx, j);
+        const int32_t i = tt_channel(idx, j);
         const float w = wq != NULL ? (float)wq[j] : wf[j];
         for (p = 0; p < n; ++p) {
             float *o = &dx[p * dx_c + i];
@@ -435,7 +430,7 @@ static void pw_update_s8(int8_t *w, uint8_t *shadow, const float *acc, float x_s
             return;
         }
         for (j = 0; j < nb; ++j) {
-            const int32_t ci = channel(idx, j0 + j);
+            const int32_t ci = tt_channel(idx, j0 + j);
             int8_t *const p = &w[u->packed ? c * k + j0 + j : c * w_cin + ci];
             *p = tt_sr_s8(*p, acc[j] * x_scale * s, key, (uint32_t)(c * w_cin + ci));
         }
@@ -443,7 +438,7 @@ static void pw_update_s8(int8_t *w, uint8_t *shadow, const float *acc, float x_s
     }
     for (j = 0; j < nb; ++j) {
         const int32_t si = c * k + j0 + j;
-        const int32_t wi = c * w_cin + channel(idx, j0 + j);
+        const int32_t wi = c * w_cin + tt_channel(idx, j0 + j);
         const int32_t at = u->packed ? si : wi;
         w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL, acc[j] * x_scale * s,
                               u, (uint32_t)wi);
@@ -538,7 +533,7 @@ void tt_cs_pw_weight_sgd_f32_opt(float *w, float *m, const float *dy, const floa
         const int32_t nb = k - j0 < CS_JB ? k - j0 : CS_JB;
         pw_wgrad_f32(acc, dy, &x[j0], n, k, nb);
         for (j = 0; j < nb; ++j) {
-            float *wp = &w[c * w_cin + channel(idx, j0 + j)];
+            float *wp = &w[c * w_cin + tt_channel(idx, j0 + j)];
             *wp = tt_sgd_elem(*wp, acc[j], m != NULL ? &m[c * k + j0 + j] : NULL, lr, momentum,
                               wd);
         }
