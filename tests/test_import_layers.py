@@ -27,7 +27,8 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("tinytrain.device",),  # 6. toolchain, build driver, twins, link, flashing, training
     ("tinytrain.export",),  # 7. ONNX, TFLite and the C library
     ("tinytrain.autoplan",),  # 8. --update auto: builds and trains candidate plans
-    ("tinytrain.cli", "tinytrain.__main__", "tinytrain"),  # 9. the command line, the API
+    ("tinytrain.fleet",),  # 9. federated rounds over many devices (Flower drives them)
+    ("tinytrain.cli", "tinytrain.__main__", "tinytrain"),  # 10. the command line, the API
 )
 
 

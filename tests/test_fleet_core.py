@@ -1,0 +1,188 @@
+"""The fleet's core without Flower: what a build trains element by element, the server's
+per-element average against a NumPy reference, the dataset splits, and one device's round
+over the link on real host builds (training state kept across rounds)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from tinytrain.device.build import build
+from tinytrain.device.runner import open_program
+from tinytrain.device.train import train
+from tinytrain.errors import DataError, OptionError
+from tinytrain.fleet.aggregate import Master, Reply, quantise
+from tinytrain.fleet.local import Node, describe, train_round
+from tinytrain.fleet.partition import split
+from tinytrain.fleet.tensors import Trained, trained_tensors
+from tinytrain.passes.optimizer import SGDConfig
+from tinytrain.passes.pipeline import Options
+
+DIGITS = ROOT / "examples" / "digits" / "digits_cnn.onnx"
+AVG_TOL = 1e-12  # float64 sums of a few int8-sized products: exact up to rounding of the divide
+
+
+def _weight(name="w", shape=(4, 3, 3, 6), channels=None, axis=-1, dtype="s8"):
+    return Trained(name, shape, dtype, (0.02,) * shape[0], channels, axis)
+
+
+def test_take_put_and_mask_agree() -> None:
+    t = _weight(channels=(1, 4))
+    whole = np.arange(np.prod(t.shape)).reshape(t.shape) % 100 - 50
+    part = t.take(whole)
+    assert part.shape == t.part_shape() == (4, 3, 3, 2)
+    assert np.array_equal(part, whole[..., [1, 4]])
+    m = t.mask()
+    assert m.sum() == part.size and m[..., [1, 4]].all() and not m[..., [0, 2, 3, 5]].any()
+    back = t.put(np.zeros(t.shape), part)
+    assert np.array_equal(back[m], whole[m]) and not back[~m].any()
+    rows = _weight(channels=(0, 2), axis=0)  # a depthwise weight's partial rows
+    assert rows.take(whole).shape == (2, 3, 3, 6) and rows.mask()[[0, 2]].all()
+
+
+def test_average_is_per_element_over_the_devices_that_trained_it() -> None:
+    rng = np.random.default_rng(0)
+    w, b = _weight(), Trained("b", (4,), "s32", (1e-4,) * 4)
+    start = {"w": rng.integers(-100, 100, w.shape).astype(np.int8),
+             "b": rng.integers(-1000, 1000, 4).astype(np.int32)}
+    plans = [[_weight(channels=(0, 1, 2)), b], [_weight(channels=(0, 5))], [b],
+             [_weight(channels=(5,))]]  # no device trains w's channels 3 and 4
+    samples = [30, 10, 7, 3]
+    replies, full = [], []
+    for plan, n in zip(plans, samples, strict=True):
+        parts, view = {}, {}
+        for t in plan:
+            moved = start[t.name].astype(np.int64) + rng.integers(-9, 10, t.shape)
+            lo, hi = (-128, 127) if t.dtype == "s8" else (-(2**31), 2**31 - 1)
+            moved = np.clip(moved, lo, hi)
+            parts[t.name] = t.take(moved)
+            view[t.name] = (moved, t.mask())
+        replies.append(Reply(parts, plan, n))
+        full.append(view)
+    master = Master(start, {"w": w, "b": b})
+    sent = master.update(replies)
+    for name in ("w", "b"):  # the reference: sum n_i * x_i / sum n_i where device i trains
+        num = np.zeros(start[name].shape)
+        den = np.zeros(start[name].shape)
+        for view, n in zip(full, samples, strict=True):
+            if name in view:
+                moved, m = view[name]
+                num[m] += n * moved[m]
+                den[m] += n
+        ref = np.where(den > 0, num / np.maximum(den, 1), start[name])
+        assert np.allclose(master.values[name], ref, rtol=0, atol=AVG_TOL)
+        assert np.array_equal(sent[name], quantise(ref, {"w": "s8", "b": "s32"}[name]))
+        untouched = den == 0
+        assert untouched.any() == (name == "w")
+        assert np.array_equal(sent[name][untouched], start[name][untouched])
+        assert sent[name].dtype == start[name].dtype
+
+
+def test_sub_code_averages_are_kept_until_they_add_up() -> None:
+    t = Trained("w", (1,), "s8", (0.1,))
+    master = Master({"w": np.array([5], np.int8)}, {"w": t})
+    seen = []
+    for _ in range(3):  # three equal devices move the weight by 0, 0 and +1 each round
+        sent = master.sent()["w"]
+        replies = [Reply({"w": sent + d}, [t], 1) for d in (0, 0, 1)]
+        seen.append(int(master.update(replies)["w"][0]))
+    assert seen == [5, 6, 6]  # 5.33, 5.67 (sent as 6), 6.0: rounding every round would stay 5
+    assert master.values["w"][0] == pytest.approx(6.0)
+
+
+def test_codes_from_another_scale_are_rescaled_and_dtypes_must_agree() -> None:
+    server = Trained("b", (2,), "s32", (0.5, 0.25))
+    device = Trained("b", (2,), "s32", (1.0, 1.0))
+    master = Master({"b": np.array([10, 10], np.int32)}, {"b": server})
+    sent = master.update([Reply({"b": np.array([6, 7], np.int32)}, [device], 5)])
+    assert sent["b"].tolist() == [12, 28]  # real 6.0 and 7.0 in the server's scales
+    with pytest.raises(DataError, match="one --quantize"):
+        master.update([Reply({"b": np.zeros(2, np.float32)},
+                             [Trained("b", (2,), "f32")], 1)])
+
+
+def test_splits_cover_every_sample_once_and_skew_labels() -> None:
+    y = np.repeat(np.arange(10), 30)
+    for scheme in ("iid", "labels:2", "dirichlet:0.3"):
+        parts = split(y, 12, scheme, seed=1)
+        assert len(parts) == 12
+        assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(len(y)))
+    for p in split(y, 12, "labels:2", seed=1):
+        assert len(np.unique(y[p])) <= 2
+    assert split(y, 12, "labels:2", seed=1)[3].tolist() == \
+        split(y, 12, "labels:2", seed=1)[3].tolist()
+    for bad in ("labels:0", "dirichlet:-1", "labels:x", "zipf"):
+        with pytest.raises(OptionError):
+            split(y, 12, bad)
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fleet")
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = (digits.images / 16.0).astype(np.float32)[:, None]
+    np.savez(d / "train.npz", x=x[:240], y=digits.target[:240])
+    np.savez(d / "test.npz", x=x[1500:], y=digits.target[1500:])
+    out = {}
+    for name, upd in (("bias", "bias"), ("last2", "last:2")):
+        out[name] = d / name
+        build(DIGITS, out[name], Options(update=upd, sgd=SGDConfig(lr=0.05, momentum=0.9)))
+    out["data"] = d / "train.npz"
+    out["test"] = d / "test.npz"
+    return out
+
+
+def test_describe_reads_the_plan_from_program_json(builds) -> None:
+    plan, params = describe(Node(builds["bias"], builds["data"]))
+    info = json.loads((builds["bias"] / "program.json").read_text())
+    assert [t.name for t in plan] == [p["name"] for p in info["trainable"]]
+    assert plan == trained_tensors(info)
+    assert all(params[t.name].shape == t.shape for t in plan)
+
+
+def test_rounds_carry_the_training_state(builds) -> None:
+    """One device, two federated rounds (params and momentum handed back in between) trains
+    exactly as the same device training the two rounds' sample orders without a break."""
+    node = Node(builds["last2"], builds["data"], part=1, parts=4, seed=3)
+    plan, start = describe(node)
+    r1 = train_round(node, start, None, 1)
+    assert r1.state and any(np.any(v != 0) for v in r1.state.values())  # momentum is live
+    mid = {t.name: t.put(start[t.name], r1.parts[t.name]) for t in plan}
+    r2 = train_round(node, mid, r1.state, 2)
+    x, y = node.samples()
+    with open_program(node.build) as dev:
+        for server_round in (1, 2):
+            train(dev, x, y, epochs=1, shuffle=True,
+                  seed=node.seed * 1_000_003 + node.part * 1009 + server_round)
+        direct = dev.get_params()
+    for t in plan:
+        assert np.array_equal(r2.parts[t.name], t.take(direct[t.name])), t.name
+    r2_fresh = train_round(node, mid, None, 2)  # without the momentum: another run
+    assert any(not np.array_equal(r2_fresh.parts[t.name], r2.parts[t.name]) for t in plan)
+
+
+def test_mixed_plans_aggregate_and_leave_the_rest_alone(builds) -> None:
+    nodes = [Node(builds["bias" if k % 2 else "last2"], builds["data"], part=k, parts=4,
+                  partition="labels:3") for k in range(4)]
+    kinds, start = {}, {}
+    for n in nodes:
+        plan, params = describe(n)
+        for t in plan:
+            kinds[t.name] = Trained(t.name, t.shape, t.dtype, t.scale)
+            start.setdefault(t.name, params[t.name])
+    master = Master(start, kinds)
+    results = [train_round(n, master.sent(), None, 1) for n in nodes]
+    sent = master.update(Reply(r.parts, r.plan, r.samples) for r in results)
+    bias_only = {t.name for t in results[1].plan} - {t.name for t in results[0].plan}
+    last2_only = {t.name for t in results[0].plan} - {t.name for t in results[1].plan}
+    assert bias_only and last2_only
+    for name in kinds:
+        trainers = [r for r in results if any(t.name == name for t in r.plan)]
+        ref = sum(r.samples * r.parts[name].astype(np.float64) for r in trainers) / \
+            sum(r.samples for r in trainers)
+        assert np.allclose(sent[name], ref.astype(np.float32), rtol=0, atol=1e-6), name

@@ -1,0 +1,7 @@
+"""9. A fleet: devices that train their sparse updates locally and an aggregator that averages
+each element over the devices that trained it (Flower drives the rounds).
+
+Modules: tensors (what a build trains, element by element), aggregate (the server's float
+master and the per-element average), partition (IID and label-skewed splits for
+simulations), local (one device's round over the link, without Flower).
+"""

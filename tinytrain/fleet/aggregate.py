@@ -1,0 +1,101 @@
+"""Averaging sparse updates over a fleet: each element over the devices that trained it.
+
+Devices of one fleet may train different parts of the model (bias-only on the smallest,
+last layers on larger ones, some channels of a weight): a reply speaks only for the elements
+its plan trains. The server keeps a float master copy of every tensor the fleet trains, in
+the tensor's own units (int8 / int32 codes for an int8 model, values for fp32). A round moves
+each element by the sample-weighted average of the changes of the devices that trained it,
+
+    master[e] += sum_i n_i * (reply_i[e] - sent[e]) / sum_i n_i        (i trains e)
+
+so an average finer than one code (three devices moving a weight by 0, 0 and +1) is kept in
+the master and reaches the devices once it adds up to a code, instead of being rounded away
+every round. What the devices receive is the master requantised to each tensor's own scale
+and range (round half to even, as numpy's rint). An element no device trains never moves:
+it goes out exactly as it came in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinytrain.errors import DataError
+from tinytrain.fleet.tensors import INT_RANGES, NP_DTYPES, Trained
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One device's round: the trained elements of each tensor it trains (`Trained.take`
+    of its parameters), what it trains, and how many samples it learned from."""
+
+    parts: Mapping[str, np.ndarray]
+    plan: list[Trained]
+    samples: int
+
+
+class Master:
+    """The server's float copy of the fleet's tensors (see the module docstring)."""
+
+    def __init__(self, start: Mapping[str, np.ndarray], kinds: Mapping[str, Trained]) -> None:
+        self.kinds = dict(kinds)
+        self.values = {n: np.asarray(a).astype(np.float64) for n, a in start.items()}
+        for n, a in self.values.items():
+            if n not in self.kinds or a.shape != self.kinds[n].shape:
+                raise DataError(f"tensor '{n}': no description or a shape other than "
+                                f"{a.shape}")
+
+    def sent(self) -> dict[str, np.ndarray]:
+        """The master requantised: what the devices receive (and train from)."""
+        return {n: quantise(v, self.kinds[n].dtype) for n, v in self.values.items()}
+
+    def update(self, replies: Iterable[Reply]) -> dict[str, np.ndarray]:
+        """Apply one round's replies; returns the new `sent()`."""
+        sent = self.sent()
+        num = {n: np.zeros_like(v) for n, v in self.values.items()}
+        den = {n: np.zeros_like(v) for n, v in self.values.items()}
+        for r in replies:
+            if r.samples <= 0:
+                continue
+            for t in r.plan:
+                if t.name not in self.values:
+                    raise DataError(f"a device trains '{t.name}', which the fleet's model "
+                                    "does not hold")
+                mine = self.kinds[t.name]
+                part = np.asarray(r.parts[t.name], np.float64).reshape(t.part_shape())
+                part = rescale(part, t, mine)
+                full = t.put(sent[t.name], part)
+                m = t.mask()
+                num[t.name][m] += r.samples * (full[m] - sent[t.name][m])
+                den[t.name][m] += r.samples
+        for n, v in self.values.items():
+            hit = den[n] > 0
+            v[hit] += num[n][hit] / den[n][hit]
+        return self.sent()
+
+
+def quantise(v: np.ndarray, dtype: str) -> np.ndarray:
+    """Float master values to the tensor's dtype: int codes rounded and clamped to range."""
+    if dtype in INT_RANGES:
+        lo, hi = INT_RANGES[dtype]
+        return np.clip(np.rint(v), lo, hi).astype(NP_DTYPES[dtype])
+    return v.astype(NP_DTYPES[dtype])
+
+
+def rescale(part: np.ndarray, src: Trained, dst: Trained) -> np.ndarray:
+    """A device's codes in the server's scale for that tensor: the same real values (two
+    builds of one model may have quantised it with different scales)."""
+    if src.dtype != dst.dtype:
+        raise DataError(f"tensor '{src.name}' is {src.dtype} on a device and {dst.dtype} in "
+                        "the fleet's model; federate builds of one model with one --quantize")
+    if src.scale is None or dst.scale is None or src.scale == dst.scale:
+        return part
+    s_src, s_dst = np.asarray(src.scale), np.asarray(dst.scale)
+    if src.channels is not None and src.axis in (0, -len(src.shape)) and s_src.size > 1:
+        s_src, s_dst = s_src[list(src.channels)], s_dst[list(src.channels)]
+    shape = [1] * part.ndim
+    if s_src.size > 1:  # per output channel: axis 0 of weights, the only axis of biases
+        shape[0] = -1
+    return part * (s_src / s_dst).reshape(shape)

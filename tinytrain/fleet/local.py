@@ -1,0 +1,111 @@
+"""One device's part of a federated round, without Flower: open the device, resume its
+training state, load the fleet's tensors, train on its own samples over the link, read back
+what it trained. The Flower ClientApp (client_app.py) is a thin adapter around this, and the
+tests drive it directly too."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tinytrain.device.data import load_npz
+from tinytrain.device.link.device import state_mismatch
+from tinytrain.device.online import check_state
+from tinytrain.device.runner import load_program_info, open_program
+from tinytrain.device.train import evaluate, train
+from tinytrain.errors import DataError
+from tinytrain.fleet.partition import split
+from tinytrain.fleet.tensors import Trained, trained_tensors
+
+
+@dataclass(frozen=True)
+class Node:
+    """A device of the fleet: its build, its samples and how to reach it.
+
+    data: an .npz with x and y (`tinytrain run`'s format); in a simulation every node names
+    the same pooled file and `part`/`parts`/`partition` say which share of it is this node's.
+    qemu / port: the firmware build's twin or the board (neither: the host build)."""
+
+    build: Path
+    data: Path
+    part: int = 0
+    parts: int = 1
+    partition: str = "iid"
+    seed: int = 0
+    epochs: int = 1
+    qemu: bool = False
+    port: str | None = None
+    timeout: float | None = None
+
+    def info(self) -> dict:
+        return load_program_info(self.build)
+
+    def samples(self) -> tuple[np.ndarray, np.ndarray]:
+        x, y = load_npz(self.data, self.info())
+        if self.parts > 1:
+            idx = split(y, self.parts, self.partition, self.seed)[self.part]
+            x, y = x[idx], y[idx]
+        return x, y
+
+    def open(self):
+        return open_program(self.build, port=self.port, qemu=self.qemu, timeout=self.timeout)
+
+
+@dataclass
+class RoundResult:
+    """What a device did in one round: the trained elements of each tensor it trains, its
+    plan, the samples it learned from, their mean loss and its training state afterwards."""
+
+    parts: dict[str, np.ndarray]
+    plan: list[Trained]
+    samples: int
+    loss: float
+    state: dict[str, np.ndarray] | None = field(default=None, repr=False)
+
+
+def describe(node: Node) -> tuple[list[Trained], dict[str, np.ndarray]]:
+    """The node's plan and its starting tensors (whole), read from the device itself."""
+    with node.open() as dev:
+        return trained_tensors(dev.info), dev.get_params()
+
+
+def train_round(node: Node, tensors: Mapping[str, np.ndarray],
+                state: Mapping[str, np.ndarray] | None, server_round: int) -> RoundResult:
+    """Load `tensors` (the fleet's, whole; the ones this build does not train are ignored)
+    and `state` (this device's training state from its last round), train `node.epochs`
+    epochs on the node's samples, and return what changed."""
+    x, y = node.samples()
+    with node.open() as dev:
+        plan = trained_tensors(dev.info)
+        if state is not None and state_mismatch(dev.info, dict(state)) is None:
+            dev.set_state(dict(state))
+        current = dev.get_params()
+        missing = [t.name for t in plan if t.name not in tensors]
+        if len(missing) == len(plan):
+            raise DataError(f"the fleet's model holds none of the tensors {node.build} "
+                            "trains: is every device a build of the same model?")
+        dev.set_params(check_state({t.name: tensors.get(t.name, current[t.name])
+                                    for t in plan}, dev.info))
+        stats = train(dev, x, y, epochs=node.epochs, shuffle=True,
+                      seed=node.seed * 1_000_003 + node.part * 1009 + server_round)
+        after = dev.get_params()
+        parts = {t.name: t.take(after[t.name]) for t in plan}
+        return RoundResult(parts, plan, int(len(y)) * node.epochs,
+                           float(np.mean([s.mean_loss for s in stats])) if stats else float("nan"),
+                           dev.get_state())
+
+
+def accuracy(build: Path, tensors: Mapping[str, np.ndarray], data: Path) -> float:
+    """Held-out accuracy of the host build `build` with the fleet's `tensors` loaded (those
+    it trains; the rest of it is as built)."""
+    with open_program(Path(build)) as dev:
+        x, y = load_npz(Path(data), dev.info)
+        current = dev.get_params()
+        dev.set_params(check_state({t.name: tensors.get(t.name, current[t.name])
+                                    for t in trained_tensors(dev.info)}, dev.info))
+        acc = evaluate(dev, x, y)
+    assert acc is not None
+    return acc

@@ -1,0 +1,99 @@
+"""What a build trains, element by element: the tensors a device sends to the fleet.
+
+A build's program.json lists its trainable tensors (whole shapes, as the link's params()
+returns them) and, for a partial update, the channels it trains (`partial_channels`, along
+`partial_axis` or the last, input-channel axis). A device sends only those elements: a
+weight trained on 8 of its 96 input channels costs 8/96 of the weight on the wire, and the
+server knows which elements each reply speaks for.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tinytrain.errors import DataError
+
+INT_RANGES = {"s8": (-128, 127), "s32": (-(2**31), 2**31 - 1)}
+NP_DTYPES = {"f32": np.float32, "s8": np.int8, "s32": np.int32}
+
+
+@dataclass(frozen=True)
+class Trained:
+    """One trainable tensor of a build: whole shape, dtype, per-channel scale (int tensors)
+    and the channels a partial update trains (None: every element)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    scale: tuple[float, ...] | None = None
+    channels: tuple[int, ...] | None = None
+    axis: int = -1
+
+    def take(self, whole: np.ndarray) -> np.ndarray:
+        """The trained elements of the whole tensor (a copy, in the tensor's dtype)."""
+        a = np.asarray(whole, NP_DTYPES[self.dtype]).reshape(self.shape)
+        return a.copy() if self.channels is None else np.take(a, self.channels, self.axis)
+
+    def put(self, whole: np.ndarray, part: np.ndarray) -> np.ndarray:
+        """`whole` (float64) with the trained elements replaced by `part`."""
+        out = np.array(whole, np.float64).reshape(self.shape)
+        if self.channels is None:
+            out[...] = part
+        else:
+            idx = [slice(None)] * len(self.shape)
+            idx[self.axis] = list(self.channels)
+            out[tuple(idx)] = part
+        return out
+
+    def mask(self) -> np.ndarray:
+        """True where this build trains the element."""
+        return self.put(np.zeros(self.shape), 1.0).astype(bool)
+
+    def part_shape(self) -> tuple[int, ...]:
+        if self.channels is None:
+            return self.shape
+        s = list(self.shape)
+        s[self.axis] = len(self.channels)
+        return tuple(s)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
+                "scale": None if self.scale is None else list(self.scale),
+                "channels": None if self.channels is None else list(self.channels),
+                "axis": self.axis}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Trained:
+        return Trained(d["name"], tuple(d["shape"]), d["dtype"],
+                       None if d.get("scale") is None else tuple(d["scale"]),
+                       None if d.get("channels") is None else tuple(d["channels"]),
+                       int(d.get("axis", -1)))
+
+
+def trained_tensors(info: dict[str, Any]) -> list[Trained]:
+    """The trainable tensors of the build described by `info` (its program.json)."""
+    partial = info.get("partial_channels") or {}
+    axes = info.get("partial_axis") or {}
+    out = []
+    for p in info["trainable"]:
+        ch = partial.get(p["name"])
+        out.append(Trained(p["name"], tuple(p["shape"]), p.get("dtype", "f32"),
+                           None if p.get("scale") is None else tuple(p["scale"]),
+                           None if ch is None else tuple(int(c) for c in ch),
+                           int(axes.get(p["name"], -1))))
+    return out
+
+
+def dumps(plan: list[Trained]) -> str:
+    return json.dumps([t.to_json() for t in plan], separators=(",", ":"))
+
+
+def loads(text: str) -> list[Trained]:
+    try:
+        return [Trained.from_json(d) for d in json.loads(text)]
+    except (ValueError, KeyError, TypeError) as e:
+        raise DataError(f"a device's description of what it trains is malformed ({e})") from e
