@@ -1,0 +1,44 @@
+"""tinytrain's rounds as Flower records: the tensors in an ArrayRecord (names and dtypes
+kept: int8 stays int8), what a device trains and its sample count beside them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+from tinytrain.fleet import tensors as tt
+from tinytrain.fleet.aggregate import Reply
+
+ARRAYS, CONFIG, METRICS, PLAN = "arrays", "config", "metrics", "plan"
+SAMPLES = "num-examples"  # Flower's key for the weight of a reply
+STATE = "tinytrain-state"  # context.state: the device's training state between rounds
+
+
+def to_arrays(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:
+    rec = ArrayRecord()
+    for name, a in arrays.items():
+        rec[name] = Array.from_numpy_ndarray(np.ascontiguousarray(a))
+    return rec
+
+
+def from_arrays(rec: ArrayRecord) -> dict[str, np.ndarray]:
+    return {name: arr.numpy() for name, arr in rec.items()}
+
+
+def reply_content(parts: Mapping[str, np.ndarray], plan: list[tt.Trained], samples: int,
+                  loss: float) -> RecordDict:
+    return RecordDict({ARRAYS: to_arrays(parts), PLAN: ConfigRecord({PLAN: tt.dumps(plan)}),
+                       METRICS: MetricRecord({SAMPLES: samples, "train-loss": loss})})
+
+
+def read_reply(content: RecordDict) -> Reply:
+    plan = tt.loads(str(content[PLAN][PLAN]))
+    samples = int(content[METRICS][SAMPLES])
+    return Reply(from_arrays(content[ARRAYS]), plan, samples)
+
+
+def payload_bytes(arrays: Mapping[str, np.ndarray]) -> int:
+    """Bytes of tensor data (what a device's radio carries, before Flower's framing)."""
+    return int(sum(np.asarray(a).nbytes for a in arrays.values()))

@@ -1,0 +1,97 @@
+"""The Flower ServerApp: ask every device what it trains, then run SparseFedAvg.
+
+Run config: `num-rounds`, `fraction-train` (share of nodes per round), `min-nodes` (wait for
+this many devices; the default 2), `out` (a directory: the final tensors `fleet_final.npz`
+and the per-round log `fleet_rounds.json`, written atomically).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.serverapp import Grid, ServerApp
+
+from tinytrain.errors import DataError
+from tinytrain.fleet import records as rec
+from tinytrain.fleet.aggregate import Master
+from tinytrain.fleet.strategy import SparseFedAvg
+from tinytrain.fleet.tensors import Trained, loads
+
+app = ServerApp()
+QUERY_TIMEOUT = 600.0  # s: a twin boots and answers in seconds; a board over a slow link more
+WAIT_STEP = 1.0  # s between looks for connected nodes
+
+
+def wait_for_nodes(grid: Grid, n: int, timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = list(grid.get_node_ids())
+        if len(nodes) >= n or time.monotonic() > deadline:
+            return nodes
+        time.sleep(WAIT_STEP)
+
+
+def survey(grid: Grid, nodes: list[int]) -> tuple[Master, dict[int, list[Trained]]]:
+    """The fleet's starting tensors (the union of what the devices train) and each node's
+    plan, from a query to every node."""
+    msgs = [Message(content=RecordDict(), message_type=MessageType.QUERY, dst_node_id=n)
+            for n in nodes]
+    start: dict[str, np.ndarray] = {}
+    kinds: dict[str, Trained] = {}
+    plans: dict[int, list[Trained]] = {}
+    for reply in grid.send_and_receive(msgs, timeout=QUERY_TIMEOUT):
+        if reply.has_error():
+            continue
+        plan = loads(str(reply.content[rec.PLAN][rec.PLAN]))
+        arrays = rec.from_arrays(reply.content[rec.ARRAYS])
+        plans[reply.metadata.src_node_id] = plan
+        for t in plan:
+            whole = Trained(t.name, t.shape, t.dtype, t.scale)
+            if t.name in kinds and (kinds[t.name].shape != t.shape
+                                    or kinds[t.name].dtype != t.dtype):
+                raise DataError(f"two devices disagree on tensor '{t.name}' "
+                                f"({kinds[t.name].shape} {kinds[t.name].dtype} and {t.shape} "
+                                f"{t.dtype}): federate builds of one model")
+            kinds.setdefault(t.name, whole)
+            start.setdefault(t.name, arrays[t.name])
+    if not plans:
+        raise DataError("no device answered the fleet's first query; check that the "
+                        "SuperNodes run and can reach their devices")
+    return Master(start, kinds), plans
+
+
+def write_results(out: Path, sent: dict[str, np.ndarray], strategy: SparseFedAvg,
+                  plans: dict[int, list[Trained]]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out, suffix=".npz")
+    os.close(fd)
+    np.savez(tmp, **sent)
+    os.replace(tmp, out / "fleet_final.npz")
+    log = {"rounds": [asdict(r) for r in strategy.rounds],
+           "plans": {str(n): [t.to_json() for t in p] for n, p in plans.items()}}
+    fd, tmp = tempfile.mkstemp(dir=out, suffix=".json")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(log, fh, indent=1)
+    os.replace(tmp, out / "fleet_rounds.json")
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    cfg = context.run_config
+    min_nodes = int(cfg.get("min-nodes", 2))
+    nodes = wait_for_nodes(grid, min_nodes, QUERY_TIMEOUT)
+    master, plans = survey(grid, nodes)
+    strategy = SparseFedAvg(master, plans, fraction_train=float(cfg.get("fraction-train", 1.0)),
+                            min_train_nodes=min(min_nodes, len(plans)),
+                            min_available_nodes=min_nodes)
+    strategy.start(grid, rec.to_arrays(master.sent()), num_rounds=int(cfg.get("num-rounds", 3)),
+                   train_config=ConfigRecord())
+    if cfg.get("out"):
+        write_results(Path(str(cfg["out"])), master.sent(), strategy, plans)

@@ -1,0 +1,92 @@
+"""SparseFedAvg: Flower's FedAvg for devices that train different parts of one model.
+
+Built-in FedAvg averages whole arrays and refuses replies whose keys differ; a fleet of
+tinytrain devices replies with the trained elements of the tensors each device's plan trains
+(a bias-only device, a last-layers device, a device training 8 channels of a weight). This
+strategy sends each device the tensors it trains, averages every element over the devices
+that trained it (aggregate.Master: a float master copy, requantised to each tensor's scale),
+and records per round the bytes that crossed the network and which nodes failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from logging import INFO
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.common.logger import log
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg
+
+from tinytrain.fleet import records as rec
+from tinytrain.fleet.aggregate import Master
+from tinytrain.fleet.tensors import Trained
+
+
+@dataclass
+class RoundLog:
+    """One round as the server saw it."""
+
+    round: int
+    devices: int = 0
+    failed: list[int] = field(default_factory=list)
+    samples: int = 0
+    loss: float = float("nan")
+    downlink: dict[int, int] = field(default_factory=dict)  # node -> tensor bytes sent
+    uplink: dict[int, int] = field(default_factory=dict)  # node -> tensor bytes received
+
+
+class SparseFedAvg(FedAvg):
+    """FedAvg over sparse, heterogeneous updates (see the module docstring). `plans` maps a
+    node to what it trains (from the query before round 1); a node not in it gets every
+    tensor."""
+
+    def __init__(self, master: Master, plans: dict[int, list[Trained]], **kw) -> None:
+        kw.setdefault("fraction_evaluate", 0.0)
+        super().__init__(**kw)
+        self.master, self.plans = master, plans
+        self.rounds: list[RoundLog] = []
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> Iterable[Message]:
+        messages = list(super().configure_train(server_round, arrays, config, grid))
+        sent = rec.from_arrays(arrays)
+        log_ = RoundLog(server_round)
+        out = []
+        for m in messages:
+            node = m.metadata.dst_node_id
+            names = [t.name for t in self.plans.get(node, [])] or list(sent)
+            mine = {n: sent[n] for n in names if n in sent}
+            log_.downlink[node] = rec.payload_bytes(mine)
+            content = RecordDict({rec.ARRAYS: rec.to_arrays(mine),
+                                  rec.CONFIG: m.content[rec.CONFIG]})
+            out.append(Message(content=content, message_type=MessageType.TRAIN,
+                               dst_node_id=node))
+        self.rounds.append(log_)
+        return out
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]
+                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        valid, errors = self._check_and_log_replies(replies, is_train=True, validate=False)
+        log_ = self.rounds[-1] if self.rounds and self.rounds[-1].round == server_round \
+            else RoundLog(server_round)
+        got = []
+        for m in valid:
+            r = rec.read_reply(m.content)
+            self.plans[m.metadata.src_node_id] = r.plan
+            log_.uplink[m.metadata.src_node_id] = rec.payload_bytes(r.parts)
+            got.append((r, float(m.content[rec.METRICS].get("train-loss", np.nan))))
+        log_.failed = sorted(m.metadata.src_node_id for m in errors)
+        log_.devices = len(got)
+        log_.samples = sum(r.samples for r, _ in got)
+        if log_.samples:
+            log_.loss = sum(r.samples * loss for r, loss in got) / log_.samples
+        sent = self.master.update(r for r, _ in got)
+        log(INFO, "tinytrain round %d: %d devices (%d failed), %d samples, loss %.4f, "
+            "uplink %d B, downlink %d B", server_round, log_.devices, len(log_.failed),
+            log_.samples, log_.loss, sum(log_.uplink.values()), sum(log_.downlink.values()))
+        metrics = MetricRecord({"devices": log_.devices, "failed": len(log_.failed),
+                                rec.SAMPLES: log_.samples, "train-loss": log_.loss})
+        return rec.to_arrays(sent), metrics
