@@ -1,19 +1,13 @@
-"""A fleet through Flower itself: `flwr run` on the Flower app in examples/fleet, with Flower's
-simulation engine starting a local SuperLink, simulated SuperNodes running our ClientApp on
-host builds, and our ServerApp + SparseFedAvg aggregating. The run is checked from what the
-ServerApp wrote (`flwr run --stream` exits 0 even when the run fails), and the SuperLink the
-run started is stopped by its PID."""
+"""A fleet through Flower itself: `tinytrain fleet simulate` runs `flwr run` on tinytrain's
+Flower app, Flower's simulation engine starts a local SuperLink and simulated SuperNodes that
+run our ClientApp on host builds, and our ServerApp + SparseFedAvg aggregate. The run is
+judged from what the ServerApp wrote (`flwr run --stream` exits 0 even when the run fails),
+in its own FLWR_HOME and ports, and the SuperLink it started is stopped by PID."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,30 +20,13 @@ from tinytrain.device.runner import open_program  # noqa: E402
 from tinytrain.device.train import train  # noqa: E402
 from tinytrain.export.to_onnx import export_onnx  # noqa: E402
 from tinytrain.fleet.local import accuracy  # noqa: E402
+from tinytrain.fleet.simulate import simulate, write_app  # noqa: E402
 from tinytrain.fleet.tensors import trained_tensors  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
 from tinytrain.passes.pipeline import Options  # noqa: E402
 
-APP = ROOT / "examples" / "fleet"
 DIGITS = ROOT / "examples" / "digits" / "digits_cnn.onnx"
 LEARNED = 0.1  # held-out accuracy gained on the turned digits (measured: 0.11 -> 0.35, 0.40)
-RUN_TIMEOUT = 900  # s: Ray's start and 4 devices x 2 rounds take ~30 s on 2 cores
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop_superlinks(home: Path) -> None:
-    """Stop the local SuperLink (and what it started) that runs with this FLWR_HOME."""
-    out = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True).stdout
-    for pid in (int(p) for p in out.split()):
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.fixture(scope="module")
@@ -76,53 +53,55 @@ def fleet(tmp_path_factory):
     return d
 
 
-def _flwr_run(d: Path, builds: str, nodes: int, rounds: int, epochs: int = 1) -> dict:
-    home = d / f"flwr-home-{builds.count(',')}"
-    home.mkdir()
-    bindir = Path(sys.executable).parent
-    env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
-           "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-           "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(_free_port()),
-           "FLWR_LOCAL_CONTROL_API_PORT": str(_free_port()),
-           "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "RAY_DEDUP_LOGS": "0"}
-    out = d / f"run-{builds.count(',')}"
-    cfg = (f"builds='{builds}' data='{d / 'train.npz'}' out='{out}' num-rounds={rounds} "
-           f"min-nodes={nodes} partition='iid' local-epochs={epochs}")
-    app = d / "app"
-    shutil.copytree(APP, app, dirs_exist_ok=True)
-    try:
-        p = subprocess.run([str(bindir / "flwr"), "run", str(app), "--run-config", cfg,
-                            "--federation-config", f"num-supernodes={nodes}", "--stream"],
-                           env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
-    finally:
-        _stop_superlinks(home)
-    log = out / "fleet_rounds.json"
-    assert log.exists(), p.stdout[-3000:] + p.stderr[-3000:]
-    return json.loads(log.read_text()) | {"final": dict(np.load(out / "fleet_final.npz"))}
-
-
-def test_flwr_run_federates_mixed_plans(fleet) -> None:
-    builds = f"{fleet / 'bias'},{fleet / 'last2'}"
-    res = _flwr_run(fleet, builds, nodes=4, rounds=3, epochs=2)
+def test_fleet_simulate_federates_mixed_plans(fleet, cli) -> None:
+    out = fleet / "run"
+    shown = cli("fleet", "simulate", "--build", fleet / "bias", "--build", fleet / "last2",
+                "--data", fleet / "train.npz", "--out", out, "--nodes", "4", "--rounds", "3",
+                "--local-epochs", "2", "--eval", fleet / "test.npz").stdout
+    res = json.loads((out / "fleet_rounds.json").read_text())
+    final = dict(np.load(out / "fleet_final.npz"))
     assert [r["round"] for r in res["rounds"]] == [1, 2, 3]
     for r in res["rounds"]:
         assert r["devices"] == 4 and not r["failed"] and r["samples"] == 800
         sizes = sorted(r["uplink"].values())
         assert sizes[0] == sizes[1] < sizes[2] == sizes[3]  # bias-only devices send less
-    plans = {json.dumps(p) for p in res["plans"].values()}
-    assert len(plans) == 2
-    # every tensor any device trains is in the result, in its dtype, and the fleet learned
+        assert r["downlink"] == r["uplink"]  # each device gets exactly what it trains
+    assert len({json.dumps(p) for p in res["plans"].values()}) == 2
     info = json.loads((fleet / "last2" / "program.json").read_text())
-    for t in trained_tensors(info):
-        assert res["final"][t.name].shape == t.shape
-    for cls in ("bias", "last2"):  # each class's model with the fleet's tensors
+    for t in trained_tensors(info):  # every tensor any device trains, in its shape
+        assert final[t.name].shape == t.shape
+    for cls in ("bias", "last2"):  # each class's model with the fleet's tensors learned
         start = accuracy(fleet / cls, {}, fleet / "test.npz")
-        assert accuracy(fleet / cls, res["final"], fleet / "test.npz") > start + LEARNED
+        after = accuracy(fleet / cls, final, fleet / "test.npz")
+        assert after > start + LEARNED
+        assert f"{100 * start:.1f} % -> {100 * after:.1f} %" in shown
 
 
 def test_a_failing_device_is_its_own_failure(fleet) -> None:
-    builds = f"{fleet / 'bias'},{fleet / 'last2'},{fleet / 'broken'}"
-    res = _flwr_run(fleet, builds, nodes=3, rounds=2)
-    assert [r["round"] for r in res["rounds"]] == [1, 2]
-    for r in res["rounds"]:  # the broken node fails each round; the others train on
+    builds = [fleet / "bias", fleet / "last2", fleet / "broken"]
+    run = simulate(builds, fleet / "train.npz", fleet / "run-broken", nodes=3, rounds=2)
+    assert [r["round"] for r in run.rounds] == [1, 2]
+    for r in run.rounds:  # the broken node fails each round; the others train on
         assert r["devices"] == 2 and len(r["failed"]) == 1
+
+
+def test_bad_fleet_options_are_clean_errors(fleet, cli) -> None:
+    r = cli("fleet", "simulate", "--build", fleet / "bias", "--data", fleet / "train.npz",
+            "--out", fleet / "x", "--partition", "zipf", check=False)
+    assert r.returncode == 2 and "unknown partition 'zipf'" in r.stderr
+    assert "Traceback" not in r.stderr and not (fleet / "x").exists()
+    r = cli("fleet", "simulate", "--build", fleet / "nothing", "--data", fleet / "train.npz",
+            "--out", fleet / "x", check=False)
+    assert r.returncode == 2 and "not a tinytrain build directory" in r.stderr
+
+
+def test_fleet_app_writes_a_flower_app(tmp_path, cli) -> None:
+    cli("fleet", "app", tmp_path / "app")
+    text = (tmp_path / "app" / "pyproject.toml").read_text()
+    assert 'clientapp = "tinytrain.fleet.client_app:app"' in text
+    assert 'serverapp = "tinytrain.fleet.server_app:app"' in text
+    assert write_app(tmp_path / "again").joinpath("pyproject.toml").read_text() == text
+    from flwr.cli.config_utils import load_and_validate
+
+    config, _ = load_and_validate(tmp_path / "app" / "pyproject.toml", check_module=True)
+    assert config["tool"]["flwr"]["app"]["components"]["clientapp"].startswith("tinytrain.")

@@ -12,16 +12,17 @@ from typing import TYPE_CHECKING, Optional, TextIO
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from tinytrain.boards import available as available_boards
+from tinytrain.cli.console import console, err, user_errors
+from tinytrain.cli.fleet import fleet_app
 from tinytrain.cli.help import GroupedCommand
 from tinytrain.device import state_file
 from tinytrain.device.link.device import state_mismatch
 from tinytrain.device.qemu import TWIN_FLASH
-from tinytrain.errors import DataError, OptionError, TinyTrainError
+from tinytrain.errors import DataError, OptionError
 from tinytrain.passes.add_loss import LOSSES
 from tinytrain.passes.pipeline import KERNELS, Options, pipeline
 from tinytrain.quant.update import MODES as ROUNDINGS
@@ -36,17 +37,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="tinytrain compiles a trained ONNX or TFLite model into a static C program that "
          "trains on a microcontroller (or on this machine), and runs, evaluates and exports it.")
-console = Console()
-err = Console(stderr=True)
-
-
-@contextmanager
-def user_errors() -> Iterator[None]:
-    try:
-        yield
-    except TinyTrainError as e:
-        err.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+app.add_typer(fleet_app, name="fleet")
 
 
 class Bars:

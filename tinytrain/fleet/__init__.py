@@ -6,5 +6,6 @@ master and the per-element average), partition (IID and label-skewed splits for
 simulations), local (one device's round over the link, without Flower). With Flower
 installed (`pip install tinytrain-mcu[fleet]`): records (rounds as Flower records),
 client_app (the ClientApp around one device), strategy (SparseFedAvg), server_app (the
-ServerApp); examples/fleet is the Flower app that names them.
+ServerApp); simulate (the Flower app that names them, and `flwr run` of a simulated fleet
+isolated in its own FLWR_HOME; `tinytrain fleet simulate` / `fleet app`).
 """

@@ -1,0 +1,86 @@
+"""`tinytrain fleet`: federated training of many devices with Flower (tinytrain.fleet)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from tinytrain.cli.console import console, user_errors
+
+fleet_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                        help="Federated training of many devices with Flower "
+                             "(pip install 'tinytrain-mcu[fleet]').")
+SIMULATE_EXAMPLES = """\
+Examples:
+  tinytrain build pretrained.onnx --update bias --out out/fleet/bias --lr 0.02
+  tinytrain build pretrained.onnx --update last:2 --out out/fleet/last2 --lr 0.02
+  tinytrain fleet simulate --build out/fleet/bias --build out/fleet/last2 \\
+      --data pool.npz --nodes 100 --rounds 20 --partition labels:2 --eval test.npz \\
+      --out out/fleet/run
+"""
+
+
+@fleet_app.command("app")
+def write_app_cmd(
+    out: Path = typer.Argument(..., help="The directory to write the Flower app into."),
+) -> None:
+    """Write the Flower app (a pyproject.toml naming tinytrain's ClientApp and ServerApp), for
+    `flwr run DIR` against your own SuperLink and SuperNodes (each SuperNode's node config
+    names its device: build='DIR' data='FILE.npz' and port='/dev/ttyACM0' or qemu=true)."""
+    from tinytrain.fleet.simulate import write_app
+
+    with user_errors():
+        console.print(f"wrote {write_app(out) / 'pyproject.toml'}")
+
+
+@fleet_app.command(epilog=SIMULATE_EXAMPLES)
+def simulate(
+    builds: list[Path] = typer.Option(..., "--build", help="A host build directory (a device "
+                                      "class); repeat for several: node k uses class k mod n."),
+    data: Path = typer.Option(..., help="The pooled samples (.npz with x and y), split over "
+                              "the devices by --partition."),
+    out: Path = typer.Option(..., help="Where the fleet's tensors (fleet_final.npz) and the "
+                             "per-round log (fleet_rounds.json) go."),
+    nodes: int = typer.Option(10, min=1, help="Simulated devices."),
+    rounds: int = typer.Option(3, min=1, help="Federated rounds."),
+    local_epochs: int = typer.Option(1, min=1, help="Epochs each device trains per round."),
+    partition: str = typer.Option("iid", help="iid, labels:K (each device holds K classes) "
+                                  "or dirichlet:ALPHA."),
+    seed: int = typer.Option(0, help="Seed of the split and of the devices' sample orders."),
+    eval_data: Path | None = typer.Option(None, "--eval", help="Held-out samples: print each "
+                                          "class's accuracy before and after."),
+) -> None:
+    """Federate NODES simulated devices (host builds driven over the link) with Flower's
+    simulation engine: `flwr run` on tinytrain's Flower app, isolated in its own FLWR_HOME."""
+    from tinytrain.device.runner import load_program_info
+    from tinytrain.errors import OptionError
+    from tinytrain.fleet.local import accuracy
+    from tinytrain.fleet.partition import split
+    from tinytrain.fleet.simulate import simulate as run_fleet
+
+    with user_errors():
+        for b in builds:
+            if load_program_info(b).get("board", "host") != "host":
+                raise OptionError(f"{b} is firmware; a simulated fleet runs host builds "
+                                  "(tinytrain build ... without --board)")
+        before = [accuracy(b, {}, eval_data) for b in builds] if eval_data else []
+        from tinytrain.device.data import load_npz
+
+        _, y = load_npz(data, load_program_info(builds[0]))
+        split(y, nodes, partition, seed)  # a bad split is an error before Flower starts
+        run = run_fleet(builds, data, out, nodes, rounds, local_epochs=local_epochs,
+                        partition=partition, seed=seed)
+        t = Table("round", "devices", "failed", "samples", "loss", "uplink B", "downlink B")
+        for r in run.rounds:
+            t.add_row(str(r["round"]), str(r["devices"]), str(len(r["failed"])),
+                      str(r["samples"]), f"{r['loss']:.4f}", f"{sum(r['uplink'].values()):,}",
+                      f"{sum(r['downlink'].values()):,}")
+        console.print(t)
+        for k, b in enumerate(builds if eval_data else []):
+            after = accuracy(b, run.final, eval_data)
+            console.print(f"{b}: held-out accuracy {100 * before[k]:.1f} % -> "
+                          f"{100 * after:.1f} %", markup=False, highlight=False)
+        console.print(f"wrote {out / 'fleet_final.npz'} and {out / 'fleet_rounds.json'} "
+                      f"({run.seconds:.0f} s)", markup=False, highlight=False)

@@ -1,0 +1,149 @@
+"""Run a simulated fleet with Flower's own `flwr run` and its simulation engine, isolated.
+
+`flwr run` starts a local SuperLink that outlives it, keeps its first environment and reads
+its connections from $FLWR_HOME; its `--stream` exit code is 0 even when the run fails. So
+each simulation here gets a fresh FLWR_HOME and free ports, turns off Flower's telemetry and
+its runtime dependency installation (the app's dependencies are this environment's), and is
+judged by the files the ServerApp writes; the SuperLink it started is stopped by PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tinytrain.errors import TinyTrainError
+
+APP_TOML = '''# A Flower app: tinytrain's ClientApp (one device each) and ServerApp (SparseFedAvg).
+# Keys: builds (device classes; simulated node k uses class k mod n), data (the pooled .npz,
+# split over the nodes by `partition`: iid, labels:K, dirichlet:ALPHA), local-epochs, seed,
+# num-rounds, fraction-train, min-nodes, out (fleet_final.npz and fleet_rounds.json). Paths
+# absolute: Flower runs the apps from its own folders.
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "tinytrain-fleet"
+version = "1.0.0"
+description = "Federated on-device training of tinytrain builds with Flower"
+license = "Apache-2.0"
+dependencies = ["tinytrain-mcu[fleet]"]
+
+[tool.hatch.build.targets.wheel]
+packages = ["."]
+
+[tool.flwr.app]
+publisher = "tinytrain"
+
+[tool.flwr.app.components]
+serverapp = "tinytrain.fleet.server_app:app"
+clientapp = "tinytrain.fleet.client_app:app"
+
+[tool.flwr.app.config]
+num-rounds = 3
+fraction-train = 1.0
+min-nodes = 2
+local-epochs = 1
+seed = 0
+builds = ""
+data = ""
+partition = "iid"
+out = ""
+'''
+RESULTS = ("fleet_final.npz", "fleet_rounds.json")
+
+
+@dataclass
+class FleetRun:
+    """A finished run: per-round log, each node's plan, the fleet's tensors, the wall time."""
+
+    rounds: list[dict]
+    plans: dict[str, list[dict]]
+    final: dict[str, np.ndarray]
+    seconds: float
+    log: str
+
+
+def write_app(directory: Path) -> Path:
+    """Write the Flower app (a pyproject.toml naming tinytrain's apps) into `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "pyproject.toml").write_text(APP_TOML)
+    return directory
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _toml(v: object) -> str:
+    return json.dumps(v) if isinstance(v, str) else str(v).lower() if isinstance(v, bool) \
+        else str(v)
+
+
+def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int, *,
+             local_epochs: int = 1, partition: str = "iid", seed: int = 0,
+             fraction: float = 1.0, timeout: float = 3600.0) -> FleetRun:
+    """Federate `nodes` simulated devices (node k: build k mod len(builds), its share of
+    `data`) for `rounds` rounds; the results go to `out`."""
+    flwr = Path(sys.executable).with_name("flwr")
+    if not flwr.exists() and shutil.which("flwr") is None:
+        raise TinyTrainError("Flower is not installed: pip install 'tinytrain-mcu[fleet]'")
+    flwr_cmd = str(flwr) if flwr.exists() else "flwr"
+    cfg = {"builds": ",".join(str(Path(b).resolve()) for b in builds),
+           "data": str(Path(data).resolve()), "out": str(Path(out).resolve()),
+           "num-rounds": rounds, "min-nodes": nodes, "local-epochs": local_epochs,
+           "partition": partition, "seed": seed, "fraction-train": fraction}
+    with tempfile.TemporaryDirectory(prefix="tt-flwr-") as tmp:
+        home, app = Path(tmp) / "home", write_app(Path(tmp) / "app")
+        home.mkdir()
+        env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
+               "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+               "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(_free_port()),
+               "FLWR_LOCAL_CONTROL_API_PORT": str(_free_port()),
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        for f in RESULTS:
+            (Path(out) / f).unlink(missing_ok=True)
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run(
+                [flwr_cmd, "run", str(app), "--stream", "--run-config",
+                 " ".join(f"{k}={_toml(v)}" for k, v in cfg.items()),
+                 "--federation-config", f"num-supernodes={nodes}"],
+                env=env, capture_output=True, text=True, timeout=timeout)
+            log = p.stdout + p.stderr
+        except subprocess.TimeoutExpired as e:
+            log = f"flwr run did not finish in {timeout:.0f} s\n{e.stdout or ''}"
+        finally:
+            _stop(home)
+        seconds = time.monotonic() - t0
+    if not all((Path(out) / f).exists() for f in RESULTS):
+        tail = "\n".join(log.strip().splitlines()[-25:])
+        raise TinyTrainError(f"the simulated fleet did not finish; Flower's last lines:\n{tail}")
+    info = json.loads((Path(out) / RESULTS[1]).read_text())
+    with np.load(Path(out) / RESULTS[0]) as f:
+        final = {k: f[k] for k in f.files}
+    return FleetRun(info["rounds"], info["plans"], final, seconds, log)
+
+
+def _stop(home: Path) -> None:
+    """Stop the processes the run left behind (they name this FLWR_HOME in their command)."""
+    out = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True).stdout
+    for pid in (int(p) for p in out.split()):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
