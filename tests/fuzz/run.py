@@ -83,7 +83,8 @@ def _init_worker() -> None:
 
 def check(path: Path, work: Path) -> tuple[str, str]:
     """(outcome, detail) of one model file through the build's compile and codegen."""
-    from tinytrain.codegen.render import RUNTIME, render
+    from tinytrain.assets import runtime_dirs
+    from tinytrain.codegen.render import render
     from tinytrain.errors import TinyTrainError
     from tinytrain.passes.pipeline import Options, compile_model
 
@@ -105,7 +106,7 @@ def check(path: Path, work: Path) -> tuple[str, str]:
     work.mkdir(parents=True, exist_ok=True)
     for rel in ("model.c", "model.h"):
         (work / rel).write_text(files[rel])
-    p = subprocess.run(["gcc", *CFLAGS, f"-I{work}", f"-I{RUNTIME}", "-o",
+    p = subprocess.run(["gcc", *CFLAGS, f"-I{work}", *(f"-I{d}" for d in runtime_dirs()), "-o",
                         str(work / "model.o"), str(work / "model.c")],
                        capture_output=True, text=True, timeout=HANG_SECONDS)
     if p.returncode != 0:

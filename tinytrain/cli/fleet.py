@@ -81,6 +81,6 @@ def simulate(
         for k, b in enumerate(builds if eval_data else []):
             after = accuracy(b, run.final, eval_data)
             console.print(f"{b}: held-out accuracy {100 * before[k]:.1f} % -> "
-                          f"{100 * after:.1f} %", markup=False, highlight=False)
+                          f"{100 * after:.1f} %", markup=False, highlight=False, soft_wrap=True)
         console.print(f"wrote {out / 'fleet_final.npz'} and {out / 'fleet_rounds.json'} "
-                      f"({run.seconds:.0f} s)", markup=False, highlight=False)
+                      f"({run.seconds:.0f} s)", markup=False, highlight=False, soft_wrap=True)
