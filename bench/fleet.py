@@ -23,34 +23,22 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import numpy_helper
-from sklearn.datasets import load_digits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.fleet_task import pretrained, turned_digits  # noqa: E402
 from tinytrain.device.build import build  # noqa: E402
 from tinytrain.device.runner import open_program  # noqa: E402
 from tinytrain.device.train import evaluate, train  # noqa: E402
-from tinytrain.export.to_onnx import export_onnx  # noqa: E402
 from tinytrain.fleet.local import accuracy  # noqa: E402
 from tinytrain.fleet.partition import split  # noqa: E402
 from tinytrain.fleet.simulate import simulate  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
 from tinytrain.passes.pipeline import Options  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-DIGITS = ROOT / "examples" / "digits" / "digits_cnn.onnx"
-PRETRAIN = 600  # upright samples the model was trained on elsewhere
 POOL = slice(600, 1500)  # the fleet's samples (turned)
 TEST = slice(1500, None)  # held out (turned)
 LR, MOMENTUM = 0.02, 0.9
-
-
-def pretrained(tmp: Path, x: np.ndarray, y: np.ndarray) -> Path:
-    build(DIGITS, tmp / "pre", Options(sgd=SGDConfig(lr=0.05, momentum=0.9, batch=16)))
-    with open_program(tmp / "pre") as dev:
-        train(dev, x[:PRETRAIN], y[:PRETRAIN], epochs=12, shuffle=True, seed=1)
-        export_onnx(tmp / "pre", dev.get_params(), tmp / "pretrained.onnx")
-    return tmp / "pretrained.onnx"
 
 
 def model_bytes(path: Path) -> int:
@@ -69,12 +57,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    d = load_digits()
-    x, y = (d.images / 16.0).astype(np.float32)[:, None], d.target
-    turned = np.rot90(x, 1, axes=(2, 3)).copy()
+    _, y, turned = turned_digits()
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        pre = pretrained(tmp, x, y)
+        pre = pretrained(tmp)
         np.savez(tmp / "pool.npz", x=turned[POOL], y=y[POOL])
         np.savez(tmp / "test.npz", x=turned[TEST], y=y[TEST])
         plans = args.plan.split(",")

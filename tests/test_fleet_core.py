@@ -157,8 +157,7 @@ def test_rounds_carry_the_training_state(builds) -> None:
     x, y = node.samples()
     with open_program(node.build) as dev:
         for server_round in (1, 2):
-            train(dev, x, y, epochs=1, shuffle=True,
-                  seed=node.seed * 1_000_003 + node.part * 1009 + server_round)
+            train(dev, x, y, epochs=1, shuffle=True, seed=node.round_seed(server_round))
         direct = dev.get_params()
     for t in plan:
         assert np.array_equal(r2.parts[t.name], t.take(direct[t.name])), t.name

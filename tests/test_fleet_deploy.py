@@ -24,7 +24,7 @@ from conftest import ROOT
 pytest.importorskip("flwr")
 
 from tinytrain.device.build import build  # noqa: E402
-from tinytrain.fleet.simulate import write_app  # noqa: E402
+from tinytrain.fleet.simulate import free_port, write_app  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
 from tinytrain.passes.pipeline import Options  # noqa: E402
 
@@ -36,12 +36,6 @@ DIGITS = ROOT / "examples" / "digits" / "digits_cnn.onnx"
 RUN_TIMEOUT = 900  # s: two twins booting three times and 2 x 300 samples under QEMU
 KILL_AFTER = 1.0  # s into the victim's round-1 training (it takes several seconds)
 START_WAIT = 30.0  # s for the SuperLink / SuperNodes to come up
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_port(port: int, proc: subprocess.Popen) -> None:
@@ -90,7 +84,7 @@ def test_superlink_supernodes_and_a_twin_killed_mid_round(tmp_path) -> None:
         devices.append(b)
     home = tmp_path / "flwr-home"
     home.mkdir()
-    link = _port()
+    link = free_port()
     (home / "config.toml").write_text(
         f'[superlink]\ndefault = "deploy"\n\n[superlink.deploy]\n'
         f'address = "127.0.0.1:{link}"\ninsecure = true\n')
@@ -108,7 +102,7 @@ def test_superlink_supernodes_and_a_twin_killed_mid_round(tmp_path) -> None:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         _wait_port(link, procs[0])
         for k, b in enumerate(devices):
-            port = _port()
+            port = free_port()
             procs.append(subprocess.Popen(
                 [str(bindir / "flower-supernode"), "--insecure", "--superlink",
                  f"127.0.0.1:{link}", "--port", str(port), "--node-config",

@@ -11,43 +11,29 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import ROOT
 
 flwr = pytest.importorskip("flwr")
 
+from tests.fleet_task import pretrained, turned_digits  # noqa: E402
 from tinytrain.device.build import build  # noqa: E402
-from tinytrain.device.runner import open_program  # noqa: E402
-from tinytrain.device.train import train  # noqa: E402
-from tinytrain.export.to_onnx import export_onnx  # noqa: E402
 from tinytrain.fleet.local import accuracy  # noqa: E402
 from tinytrain.fleet.simulate import simulate, write_app  # noqa: E402
 from tinytrain.fleet.tensors import trained_tensors  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
 from tinytrain.passes.pipeline import Options  # noqa: E402
 
-DIGITS = ROOT / "examples" / "digits" / "digits_cnn.onnx"
 LEARNED = 0.1  # held-out accuracy gained on the turned digits (measured: 0.11 -> 0.35, 0.40)
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     d = tmp_path_factory.mktemp("fleet")
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    x, y = (digits.images / 16.0).astype(np.float32)[:, None], digits.target
-    # the devices adapt a model trained elsewhere (upright digits, 12 epochs: ~90 % held
-    # out) to what their sensors see: the digits turned by 90 degrees (~11 % before)
-    build(DIGITS, d / "pre", Options(sgd=SGDConfig(lr=0.05, momentum=0.9, batch=16)))
-    with open_program(d / "pre") as dev:
-        train(dev, x[:600], y[:600], epochs=12, shuffle=True, seed=1)
-        export_onnx(d / "pre", dev.get_params(), d / "pretrained.onnx")
-    turned = np.rot90(x, 1, axes=(2, 3)).copy()
+    pre = pretrained(d)
+    _, y, turned = turned_digits()
     np.savez(d / "train.npz", x=turned[600:1000], y=y[600:1000])
     np.savez(d / "test.npz", x=turned[1500:], y=y[1500:])
     for name, upd in (("bias", "bias"), ("last2", "last:2")):
-        build(d / "pretrained.onnx", d / name,
-              Options(update=upd, sgd=SGDConfig(lr=0.02, momentum=0.9)))
+        build(pre, d / name, Options(update=upd, sgd=SGDConfig(lr=0.02, momentum=0.9)))
     (d / "broken").mkdir()  # a device class whose build is missing: its nodes fail
     shutil.copy(d / "bias" / "program.json", d / "broken" / "program.json")
     return d

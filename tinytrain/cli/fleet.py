@@ -54,6 +54,7 @@ def simulate(
 ) -> None:
     """Federate NODES simulated devices (host builds driven over the link) with Flower's
     simulation engine: `flwr run` on tinytrain's Flower app, isolated in its own FLWR_HOME."""
+    from tinytrain.device.data import load_npz
     from tinytrain.device.runner import load_program_info
     from tinytrain.errors import OptionError
     from tinytrain.fleet.local import accuracy
@@ -61,14 +62,13 @@ def simulate(
     from tinytrain.fleet.simulate import simulate as run_fleet
 
     with user_errors():
-        for b in builds:
-            if load_program_info(b).get("board", "host") != "host":
+        infos = [load_program_info(b) for b in builds]
+        for b, info in zip(builds, infos, strict=True):
+            if info.get("board", "host") != "host":
                 raise OptionError(f"{b} is firmware; a simulated fleet runs host builds "
                                   "(tinytrain build ... without --board)")
         before = [accuracy(b, {}, eval_data) for b in builds] if eval_data else []
-        from tinytrain.device.data import load_npz
-
-        _, y = load_npz(data, load_program_info(builds[0]))
+        _, y = load_npz(data, infos[0])
         split(y, nodes, partition, seed)  # a bad split is an error before Flower starts
         run = run_fleet(builds, data, out, nodes, rounds, local_epochs=local_epochs,
                         partition=partition, seed=seed)

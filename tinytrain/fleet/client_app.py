@@ -19,13 +19,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flwr.app import Context, Message, RecordDict
+from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from tinytrain.errors import OptionError
 from tinytrain.fleet import records as rec
 from tinytrain.fleet.local import Node, describe, train_round
-from tinytrain.fleet.tensors import dumps
 
 app = ClientApp()
 
@@ -53,8 +52,7 @@ def node_of(context: Context) -> Node:
 def query(msg: Message, context: Context) -> Message:
     """What this device trains and its starting tensors (before the first round)."""
     plan, params = describe(node_of(context))
-    content = RecordDict({rec.ARRAYS: rec.to_arrays({t.name: params[t.name] for t in plan}),
-                          rec.PLAN: rec.ConfigRecord({rec.PLAN: dumps(plan)})})
+    content = rec.plan_content({t.name: params[t.name] for t in plan}, plan)
     return Message(content=content, reply_to=msg)
 
 

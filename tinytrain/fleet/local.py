@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from tinytrain.device.data import load_npz
-from tinytrain.device.link.device import state_mismatch
+from tinytrain.device.link.device import Device, state_mismatch
 from tinytrain.device.online import check_state
 from tinytrain.device.runner import load_program_info, open_program
 from tinytrain.device.train import evaluate, train
@@ -53,6 +53,11 @@ class Node:
     def open(self):
         return open_program(self.build, port=self.port, qemu=self.qemu, timeout=self.timeout)
 
+    def round_seed(self, server_round: int) -> int:
+        """The seed of this node's sample order in `server_round` (distinct per node and
+        round, the same on every rerun)."""
+        return self.seed * 1_000_003 + self.part * 1009 + server_round
+
 
 @dataclass
 class RoundResult:
@@ -82,15 +87,12 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
         plan = trained_tensors(dev.info)
         if state is not None and state_mismatch(dev.info, dict(state)) is None:
             dev.set_state(dict(state))
-        current = dev.get_params()
-        missing = [t.name for t in plan if t.name not in tensors]
-        if len(missing) == len(plan):
+        if not any(t.name in tensors for t in plan):
             raise DataError(f"the fleet's model holds none of the tensors {node.build} "
                             "trains: is every device a build of the same model?")
-        dev.set_params(check_state({t.name: tensors.get(t.name, current[t.name])
-                                    for t in plan}, dev.info))
+        load_tensors(dev, plan, tensors)
         stats = train(dev, x, y, epochs=node.epochs, shuffle=True,
-                      seed=node.seed * 1_000_003 + node.part * 1009 + server_round)
+                      seed=node.round_seed(server_round))
         after = dev.get_params()
         parts = {t.name: t.take(after[t.name]) for t in plan}
         return RoundResult(parts, plan, int(len(y)) * node.epochs,
@@ -98,14 +100,20 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
                            dev.get_state())
 
 
+def load_tensors(dev: Device, plan: list[Trained], tensors: Mapping[str, np.ndarray]) -> None:
+    """Write the fleet's `tensors` that the device trains into it; a trained tensor the fleet
+    does not hold keeps the device's value."""
+    current = dev.get_params()
+    dev.set_params(check_state({t.name: tensors.get(t.name, current[t.name]) for t in plan},
+                               dev.info))
+
+
 def accuracy(build: Path, tensors: Mapping[str, np.ndarray], data: Path) -> float:
     """Held-out accuracy of the host build `build` with the fleet's `tensors` loaded (those
     it trains; the rest of it is as built)."""
     with open_program(Path(build)) as dev:
         x, y = load_npz(Path(data), dev.info)
-        current = dev.get_params()
-        dev.set_params(check_state({t.name: tensors.get(t.name, current[t.name])
-                                    for t in trained_tensors(dev.info)}, dev.info))
+        load_tensors(dev, trained_tensors(dev.info), tensors)
         acc = evaluate(dev, x, y)
     assert acc is not None
     return acc

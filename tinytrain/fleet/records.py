@@ -27,16 +27,25 @@ def from_arrays(rec: ArrayRecord) -> dict[str, np.ndarray]:
     return {name: arr.numpy() for name, arr in rec.items()}
 
 
+def plan_content(arrays: Mapping[str, np.ndarray], plan: list[tt.Trained]) -> RecordDict:
+    """Tensors and what the device trains: a query's answer, the start of a round's reply."""
+    return RecordDict({ARRAYS: to_arrays(arrays), PLAN: ConfigRecord({PLAN: tt.dumps(plan)})})
+
+
+def read_plan(content: RecordDict) -> tuple[dict[str, np.ndarray], list[tt.Trained]]:
+    return from_arrays(content[ARRAYS]), tt.loads(str(content[PLAN][PLAN]))
+
+
 def reply_content(parts: Mapping[str, np.ndarray], plan: list[tt.Trained], samples: int,
                   loss: float) -> RecordDict:
-    return RecordDict({ARRAYS: to_arrays(parts), PLAN: ConfigRecord({PLAN: tt.dumps(plan)}),
-                       METRICS: MetricRecord({SAMPLES: samples, "train-loss": loss})})
+    content = plan_content(parts, plan)
+    content[METRICS] = MetricRecord({SAMPLES: samples, "train-loss": loss})
+    return content
 
 
 def read_reply(content: RecordDict) -> Reply:
-    plan = tt.loads(str(content[PLAN][PLAN]))
-    samples = int(content[METRICS][SAMPLES])
-    return Reply(from_arrays(content[ARRAYS]), plan, samples)
+    parts, plan = read_plan(content)
+    return Reply(parts, plan, int(content[METRICS][SAMPLES]))
 
 
 def payload_bytes(arrays: Mapping[str, np.ndarray]) -> int:

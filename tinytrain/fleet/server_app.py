@@ -22,7 +22,7 @@ from tinytrain.errors import DataError
 from tinytrain.fleet import records as rec
 from tinytrain.fleet.aggregate import Master
 from tinytrain.fleet.strategy import SparseFedAvg
-from tinytrain.fleet.tensors import Trained, loads
+from tinytrain.fleet.tensors import Trained
 
 app = ServerApp()
 QUERY_TIMEOUT = 600.0  # s: a twin boots and answers in seconds; a board over a slow link more
@@ -49,8 +49,7 @@ def survey(grid: Grid, nodes: list[int]) -> tuple[Master, dict[int, list[Trained
     for reply in grid.send_and_receive(msgs, timeout=QUERY_TIMEOUT):
         if reply.has_error():
             continue
-        plan = loads(str(reply.content[rec.PLAN][rec.PLAN]))
-        arrays = rec.from_arrays(reply.content[rec.ARRAYS])
+        arrays, plan = rec.read_plan(reply.content)
         plans[reply.metadata.src_node_id] = plan
         for t in plan:
             whole = Trained(t.name, t.shape, t.dtype, t.scale)

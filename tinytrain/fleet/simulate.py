@@ -83,7 +83,8 @@ def write_app(directory: Path) -> Path:
     return directory
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on the loopback that nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -112,8 +113,8 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
         home.mkdir()
         env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
                "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-               "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(_free_port()),
-               "FLWR_LOCAL_CONTROL_API_PORT": str(_free_port()),
+               "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(free_port()),
+               "FLWR_LOCAL_CONTROL_API_PORT": str(free_port()),
                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         for f in RESULTS:
             (Path(out) / f).unlink(missing_ok=True)
