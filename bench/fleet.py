@@ -4,11 +4,15 @@ by 90 degrees, each device holding a few samples of a few classes (non-IID).
 
     python bench/fleet.py                                   # 100 devices, 20 rounds, bias
     python bench/fleet.py --nodes 20 --rounds 5 --plan bias,last:2 --json out.json
+    python bench/fleet.py --max-sram 9,12.9,40       # 3 classes chosen by --update auto
+    python bench/fleet.py --quantize int8 --lr 0.2 --momentum 0
 
 Every device is a host build driven over the link by Flower's simulation engine (`flwr run`,
 tinytrain.fleet.simulate); "centralised" trains the same plan on the pooled samples for as
 many passes as a device makes (rounds x local epochs); "alone" trains each device's own
-samples that long. Accuracy is on 297 held-out turned digits.
+samples that long. Accuracy is on 297 held-out turned digits. With --max-sram each device
+class is what `tinytrain build --update auto --max-sram KB` chooses, analysed on the first
+AUTO_SAMPLES of the fleet's samples (what a fleet's owner would hold back to plan with).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,18 +32,20 @@ from onnx import numpy_helper
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.fleet_task import pretrained, turned_digits  # noqa: E402
+from tinytrain.autoplan.choose import AutoOptions, build_auto  # noqa: E402
 from tinytrain.device.build import build  # noqa: E402
-from tinytrain.device.runner import open_program  # noqa: E402
+from tinytrain.device.runner import load_program_info, open_program  # noqa: E402
 from tinytrain.device.train import evaluate, train  # noqa: E402
 from tinytrain.fleet.local import accuracy  # noqa: E402
 from tinytrain.fleet.partition import split  # noqa: E402
 from tinytrain.fleet.simulate import simulate  # noqa: E402
+from tinytrain.fleet.tensors import trained_tensors  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
 from tinytrain.passes.pipeline import Options  # noqa: E402
 
 POOL = slice(600, 1500)  # the fleet's samples (turned)
 TEST = slice(1500, None)  # held out (turned)
-LR, MOMENTUM = 0.02, 0.9
+AUTO_SAMPLES = 150  # the --update auto analysis set (the auto tests' scale: ~20 s a class)
 
 
 def model_bytes(path: Path) -> int:
@@ -54,6 +61,11 @@ def main() -> None:
     ap.add_argument("--partition", default="labels:2")
     ap.add_argument("--plan", default="bias", help="update plans of the device classes, "
                     "comma-separated (node k builds class k mod n)")
+    ap.add_argument("--max-sram", help="device classes by SRAM budget in KB, comma-separated: "
+                    "each builds --update auto (replaces --plan)")
+    ap.add_argument("--lr", type=float, default=0.02)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--quantize", choices=["int8"], help="int8 builds (plain SGD: --momentum 0)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -63,11 +75,21 @@ def main() -> None:
         pre = pretrained(tmp)
         np.savez(tmp / "pool.npz", x=turned[POOL], y=y[POOL])
         np.savez(tmp / "test.npz", x=turned[TEST], y=y[TEST])
-        plans = args.plan.split(",")
-        builds = []
-        for k, plan in enumerate(plans):
+        np.savez(tmp / "auto.npz", x=turned[POOL][:AUTO_SAMPLES], y=y[POOL][:AUTO_SAMPLES])
+        opts = Options(sgd=SGDConfig(lr=args.lr, momentum=args.momentum),
+                       quantize=args.quantize, calib=tmp / "auto.npz")
+        classes = args.max_sram.split(",") if args.max_sram else args.plan.split(",")
+        builds, plans = [], []
+        for k, c in enumerate(classes):
             builds.append(tmp / f"class{k}")
-            build(pre, builds[-1], Options(update=plan, sgd=SGDConfig(lr=LR, momentum=MOMENTUM)))
+            if args.max_sram:
+                report = build_auto(pre, builds[-1], replace(opts, update="auto"),
+                                    AutoOptions(data=tmp / "auto.npz"),
+                                    max_sram=int(float(c) * 1024))
+                plans.append(f"{c} KB: {report['auto_plan']['plan']}")
+            else:
+                build(pre, builds[-1], replace(opts, update=c))
+                plans.append(c)
         start = [accuracy(b, {}, tmp / "test.npz") for b in builds]
         run = simulate(builds, tmp / "pool.npz", tmp / "run", args.nodes, args.rounds,
                        local_epochs=args.local_epochs, partition=args.partition,
@@ -81,34 +103,48 @@ def main() -> None:
                 central.append(evaluate(dev, turned[TEST], y[TEST]))
         parts = split(y[POOL], args.nodes, args.partition, args.seed)
         t0 = time.monotonic()
+        alone: list[list[float]] = [[] for _ in builds]  # per class: node k is class k mod n
         for k, idx in enumerate(parts):
             with open_program(builds[k % len(builds)]) as dev:
                 train(dev, turned[POOL][idx], y[POOL][idx], epochs=passes, shuffle=True,
                       seed=args.seed)
-                alone.append(evaluate(dev, turned[TEST], y[TEST]))
+                alone[k % len(builds)].append(evaluate(dev, turned[TEST], y[TEST]))
         alone_s = time.monotonic() - t0
         whole = model_bytes(pre)
-    up = [sum(r["uplink"].values()) / max(len(r["uplink"]), 1) for r in run.rounds]
-    down = [sum(r["downlink"].values()) / max(len(r["downlink"]), 1) for r in run.rounds]
+        # a node's class: the build whose plan it reported in the survey
+        plan_of = {json.dumps([t.to_json() for t in trained_tensors(load_program_info(b))]): k
+                   for k, b in enumerate(builds)}
+    cls = {int(n): plan_of[json.dumps(p)] for n, p in run.plans.items()}
+    up: list[list[int]] = [[] for _ in builds]
+    down: list[list[int]] = [[] for _ in builds]
+    for r in run.rounds:
+        for n, b in r["uplink"].items():
+            up[cls[int(n)]].append(b)
+        for n, b in r["downlink"].items():
+            down[cls[int(n)]].append(b)
     row = {"nodes": args.nodes, "rounds": args.rounds, "local_epochs": args.local_epochs,
-           "partition": args.partition, "plans": plans, "start": start, "fleet": fleet,
-           "centralised": central, "alone_mean": float(np.mean(alone)),
-           "alone_std": float(np.std(alone)), "uplink_per_device": float(np.mean(up)),
-           "downlink_per_device": float(np.mean(down)), "whole_model_bytes": whole,
-           "fleet_seconds": run.seconds, "alone_seconds": alone_s,
+           "partition": args.partition, "lr": args.lr, "momentum": args.momentum,
+           "quantize": args.quantize, "plans": plans, "start": start, "fleet": fleet,
+           "centralised": central, "alone_mean": [float(np.mean(a)) for a in alone],
+           "alone_std": [float(np.std(a)) for a in alone],
+           "uplink_per_device": [float(np.mean(u)) if u else 0.0 for u in up],
+           "downlink_per_device": [float(np.mean(d)) if d else 0.0 for d in down],
+           "whole_model_bytes": whole, "fleet_seconds": run.seconds, "alone_seconds": alone_s,
            "failed": sum(len(r["failed"]) for r in run.rounds),
            "loss": [r["loss"] for r in run.rounds]}
-    print("| plan | start | fleet | centralised | fleet − centralised | each device alone |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| plan | start | fleet | centralised | fleet − centralised | each device alone | "
+          "uplink / downlink B per device and round |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for k, plan in enumerate(plans):
         print(f"| `{plan}` | {100 * start[k]:.1f} % | {100 * fleet[k]:.1f} % | "
               f"{100 * central[k]:.1f} % | {100 * (fleet[k] - central[k]):+.1f} | "
-              f"{100 * row['alone_mean']:.1f} ± {100 * row['alone_std']:.1f} % |")
+              f"{100 * row['alone_mean'][k]:.1f} ± {100 * row['alone_std'][k]:.1f} % | "
+              f"{row['uplink_per_device'][k]:,.0f} / {row['downlink_per_device'][k]:,.0f} |")
     print(f"\n{args.nodes} devices, {args.rounds} rounds x {args.local_epochs} local epochs, "
-          f"split {args.partition}; per device and round: uplink "
-          f"{row['uplink_per_device']:,.0f} B, downlink {row['downlink_per_device']:,.0f} B "
-          f"(whole model {whole:,} B); failed replies {row['failed']}; wall time "
-          f"{run.seconds:.0f} s (the fleet), {alone_s:.0f} s (devices alone)")
+          f"split {args.partition}, lr {args.lr}, momentum {args.momentum}"
+          f"{', ' + args.quantize if args.quantize else ''}; whole model {whole:,} B; failed "
+          f"replies {row['failed']}; wall time {run.seconds:.0f} s (the fleet), "
+          f"{alone_s:.0f} s (devices alone)")
     if args.json:
         args.json.write_text(json.dumps(row, indent=1) + "\n")
 
