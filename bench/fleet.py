@@ -48,9 +48,12 @@ TEST = slice(1500, None)  # held out (turned)
 AUTO_SAMPLES = 150  # the --update auto analysis set (the auto tests' scale: ~20 s a class)
 
 
-def model_bytes(path: Path) -> int:
-    return sum(numpy_helper.to_array(t).nbytes for t in onnx.load(str(path)).graph.initializer
-               if len(t.dims))
+def model_bytes(path: Path, int8: bool) -> int:
+    """The model's parameter bytes: fp32, or int8 weights with int32 biases once quantised."""
+    arrays = [numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer]
+    if not int8:
+        return sum(a.nbytes for a in arrays if a.ndim)
+    return sum(a.size * (1 if a.ndim > 1 else 4) for a in arrays if a.ndim)
 
 
 def main() -> None:
@@ -65,6 +68,8 @@ def main() -> None:
                     "each builds --update auto (replaces --plan)")
     ap.add_argument("--lr", type=float, default=0.02)
     ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--server-lr", type=float, default=1.0, help="FedAvgM's server step")
+    ap.add_argument("--server-momentum", type=float, default=0.0)
     ap.add_argument("--quantize", choices=["int8"], help="int8 builds (plain SGD: --momentum 0)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
@@ -93,7 +98,8 @@ def main() -> None:
         start = [accuracy(b, {}, tmp / "test.npz") for b in builds]
         run = simulate(builds, tmp / "pool.npz", tmp / "run", args.nodes, args.rounds,
                        local_epochs=args.local_epochs, partition=args.partition,
-                       seed=args.seed)
+                       seed=args.seed, server_lr=args.server_lr,
+                       server_momentum=args.server_momentum)
         fleet = [accuracy(b, run.final, tmp / "test.npz") for b in builds]
         passes = args.rounds * args.local_epochs
         central, alone = [], []
@@ -110,7 +116,7 @@ def main() -> None:
                       seed=args.seed)
                 alone[k % len(builds)].append(evaluate(dev, turned[TEST], y[TEST]))
         alone_s = time.monotonic() - t0
-        whole = model_bytes(pre)
+        whole = model_bytes(pre, args.quantize == "int8")
         # a node's class: the build whose plan it reported in the survey
         plan_of = {json.dumps([t.to_json() for t in trained_tensors(load_program_info(b))]): k
                    for k, b in enumerate(builds)}
@@ -124,7 +130,8 @@ def main() -> None:
             down[cls[int(n)]].append(b)
     row = {"nodes": args.nodes, "rounds": args.rounds, "local_epochs": args.local_epochs,
            "partition": args.partition, "lr": args.lr, "momentum": args.momentum,
-           "quantize": args.quantize, "plans": plans, "start": start, "fleet": fleet,
+           "quantize": args.quantize, "server_lr": args.server_lr,
+           "server_momentum": args.server_momentum, "plans": plans, "start": start, "fleet": fleet,
            "centralised": central, "alone_mean": [float(np.mean(a)) for a in alone],
            "alone_std": [float(np.std(a)) for a in alone],
            "uplink_per_device": [float(np.mean(u)) if u else 0.0 for u in up],
@@ -141,7 +148,8 @@ def main() -> None:
               f"{100 * row['alone_mean'][k]:.1f} ± {100 * row['alone_std'][k]:.1f} % | "
               f"{row['uplink_per_device'][k]:,.0f} / {row['downlink_per_device'][k]:,.0f} |")
     print(f"\n{args.nodes} devices, {args.rounds} rounds x {args.local_epochs} local epochs, "
-          f"split {args.partition}, lr {args.lr}, momentum {args.momentum}"
+          f"split {args.partition}, lr {args.lr}, momentum {args.momentum}, server lr "
+          f"{args.server_lr} and momentum {args.server_momentum}"
           f"{', ' + args.quantize if args.quantize else ''}; whole model {whole:,} B; failed "
           f"replies {row['failed']}; wall time {run.seconds:.0f} s (the fleet), "
           f"{alone_s:.0f} s (devices alone)")

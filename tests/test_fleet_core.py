@@ -93,6 +93,35 @@ def test_sub_code_averages_are_kept_until_they_add_up() -> None:
     assert master.values["w"][0] == pytest.approx(6.0)
 
 
+def test_server_momentum_steps_like_fedavgm() -> None:
+    """FedAvgM's server step on sparse replies against its textbook form: v = beta v + d,
+    x += lr v, where d is the round's per-element average change (0 where nobody trained);
+    an element trained in round 1 only moves on with its velocity, one never trained stays
+    bit-identical."""
+    w = Trained("w", (3,), "f32")
+    two, one = Trained("w", (3,), "f32", None, (0, 1), 0), Trained("w", (3,), "f32", None,
+                                                                    (0,), 0)
+    start = np.array([0.5, -0.25, 2.0], np.float32)
+    lr, beta = 1.5, 0.8
+    master = Master({"w": start}, {"w": w}, lr=lr, momentum=beta)
+    x, v, after = start.astype(np.float64), np.zeros(3), []
+    for plan, move in ((two, [0.1, -0.2]), (one, [0.05]), (one, [0.3])):
+        sent = master.sent()["w"]
+        part = plan.take(sent) + np.array(move, np.float32)
+        got = master.update([Reply({"w": part}, [plan], 4)])["w"]
+        d = np.zeros(3)  # the reference: the reply's change where its plan trains
+        d[list(plan.channels)] = part.astype(np.float64) - sent[list(plan.channels)]
+        v = beta * v + d
+        x = x + lr * v
+        assert np.allclose(master.values["w"], x, rtol=0, atol=AVG_TOL)
+        assert np.array_equal(got, x.astype(np.float32))
+        after.append(got.copy())
+    assert after[2][1] != after[0][1]  # trained in round 1 only, moved on in rounds 2 and 3
+    assert after[2][2] == start[2]  # never trained: bit-identical
+    with pytest.raises(DataError, match="server lr"):
+        Master({"w": start}, {"w": w}, momentum=1.0)
+
+
 def test_codes_from_another_scale_are_rescaled_and_dtypes_must_agree() -> None:
     server = Trained("b", (2,), "s32", (0.5, 0.25))
     device = Trained("b", (2,), "s32", (1.0, 1.0))

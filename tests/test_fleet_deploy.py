@@ -1,8 +1,9 @@
 """A fleet deployed as Flower deploys it: a real SuperLink and one SuperNode per device on the
 loopback, each SuperNode's node config naming its device (a firmware build run on its QEMU
-twin), and `flwr run APP deploy` submitting tinytrain's app. One twin is killed in the middle
-of round 1: that round is that node's failure, the other node's update is aggregated, and in
-round 2 both train again."""
+twin; int8 builds, one training the classifier and one the biases, so int8 and int32 codes
+cross the network), and `flwr run APP deploy` submitting tinytrain's app. One twin is killed
+in the middle of round 1: that round is that node's failure, the other node's update is
+aggregated, and in round 2 both train again."""
 
 from __future__ import annotations
 
@@ -76,9 +77,11 @@ def test_superlink_supernodes_and_a_twin_killed_mid_round(tmp_path) -> None:
     digits = load_digits()
     x = (digits.images / 16.0).astype(np.float32)[:, None]
     devices = []
-    for k in range(2):  # two devices: each its own build directory (a twin's flash file)
-        b = tmp_path / f"dev{k}"
-        build(DIGITS, b, Options(board="stm32f746", update="bias", sgd=SGDConfig(lr=0.05)))
+    np.savez(tmp_path / "calib.npz", x=x[:200])
+    for k, update in enumerate(("last:1", "bias")):  # each its own build directory (a
+        b = tmp_path / f"dev{k}"  # twin's flash file); int8 codes cross the network
+        build(DIGITS, b, Options(board="stm32f746", update=update, sgd=SGDConfig(lr=0.05),
+                                 quantize="int8", calib=tmp_path / "calib.npz"))
         np.savez(tmp_path / f"data{k}.npz", x=x[300 * k:300 * (k + 1)],
                  y=digits.target[300 * k:300 * (k + 1)])
         devices.append(b)
@@ -138,3 +141,5 @@ def test_superlink_supernodes_and_a_twin_killed_mid_round(tmp_path) -> None:
     assert rounds[1]["devices"] == 2 and not rounds[1]["failed"]  # the twin boots again
     final = dict(np.load(out / "fleet_final.npz"))
     assert {"fc_weight", "fc_bias", "conv2_bias"} <= set(final)
+    assert final["fc_weight"].dtype == np.int8  # codes in the tensors' own dtypes
+    assert final["fc_bias"].dtype == final["conv2_bias"].dtype == np.int32

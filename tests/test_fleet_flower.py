@@ -16,6 +16,7 @@ flwr = pytest.importorskip("flwr")
 
 from tests.fleet_task import pretrained, turned_digits  # noqa: E402
 from tinytrain.device.build import build  # noqa: E402
+from tinytrain.device.runner import open_program  # noqa: E402
 from tinytrain.fleet.local import accuracy  # noqa: E402
 from tinytrain.fleet.simulate import simulate, write_app  # noqa: E402
 from tinytrain.fleet.tensors import trained_tensors  # noqa: E402
@@ -23,6 +24,10 @@ from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
 from tinytrain.passes.pipeline import Options  # noqa: E402
 
 LEARNED = 0.1  # held-out accuracy gained on the turned digits (measured: 0.11 -> 0.35, 0.40)
+BUDGETS_KB = ("9", "12.9", "40")  # auto's plans for the pretrained digits CNN (measured):
+# the classifier alone (8.6 KB), + the pw conv's weight on 2 of 8 input channels (12.9 KB),
+# + 4 of 8 and two more biases (13.7 KB): three plans, and pw channels no device trains
+AUTO_SAMPLES = 150  # what `--update auto` analyses (the auto tests' scale: ~20 s a class)
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +68,45 @@ def test_fleet_simulate_federates_mixed_plans(fleet, cli) -> None:
         assert f"{100 * start:.1f} % -> {100 * after:.1f} %" in shown
 
 
+def test_three_budgets_chosen_by_update_auto_converge_and_leave_the_rest_alone(fleet, cli):
+    """Three device classes, each `build --update auto --max-sram KB`, federated: every class
+    learns, and the elements of the fleet's tensors that no class trains end bit-identical."""
+    with np.load(fleet / "train.npz") as f:
+        np.savez(fleet / "auto.npz", x=f["x"][:AUTO_SAMPLES], y=f["y"][:AUTO_SAMPLES])
+    builds = []
+    for kb in BUDGETS_KB:
+        builds.append(fleet / f"auto{kb}")
+        cli("build", fleet / "pretrained.onnx", "--update", "auto", "--max-sram", kb,
+            "--data", fleet / "auto.npz", "--lr", "0.02", "--momentum", "0.9",
+            "--out", builds[-1])
+        rep = json.loads((builds[-1] / "report.json").read_text())
+        assert rep["sram_bytes"]["total"] <= float(kb) * 1024
+    plans = [trained_tensors(json.loads((b / "program.json").read_text())) for b in builds]
+    assert len({tuple(p) for p in plans}) == 3
+    out = fleet / "run-auto"
+    args = [a for b in builds for a in ("--build", b)]
+    cli("fleet", "simulate", *args, "--data", fleet / "train.npz", "--out", out, "--nodes", "6",
+        "--rounds", "3", "--local-epochs", "2", "--partition", "labels:3")
+    rounds = json.loads((out / "fleet_rounds.json").read_text())["rounds"]
+    assert all(r["devices"] == 6 and not r["failed"] for r in rounds)
+    assert rounds[-1]["loss"] < rounds[0]["loss"]
+    final = dict(np.load(out / "fleet_final.npz"))
+    for b in builds:  # each class's model with the fleet's tensors learned
+        assert accuracy(b, final, fleet / "test.npz") > \
+            accuracy(b, {}, fleet / "test.npz") + LEARNED, b.name
+    untouched = 0
+    for name, got in final.items():
+        trained = np.logical_or.reduce([t.mask() for p in plans for t in p if t.name == name])
+        owner = next(b for b, p in zip(builds, plans, strict=True)
+                     if any(t.name == name for t in p))
+        with open_program(owner) as dev:  # the start: every class built from one model
+            start = dev.get_params()[name]
+        assert np.array_equal(got[~trained], start[~trained]), name
+        assert not np.array_equal(got[trained], start[trained]), name
+        untouched += int((~trained).sum())
+    assert untouched > 0  # the budgets above leave pw channels that no class trains
+
+
 def test_a_failing_device_is_its_own_failure(fleet) -> None:
     builds = [fleet / "bias", fleet / "last2", fleet / "broken"]
     run = simulate(builds, fleet / "train.npz", fleet / "run-broken", nodes=3, rounds=2)
@@ -79,6 +123,10 @@ def test_bad_fleet_options_are_clean_errors(fleet, cli) -> None:
     r = cli("fleet", "simulate", "--build", fleet / "nothing", "--data", fleet / "train.npz",
             "--out", fleet / "x", check=False)
     assert r.returncode == 2 and "not a tinytrain build directory" in r.stderr
+    r = cli("fleet", "simulate", "--build", fleet / "bias", "--data", fleet / "train.npz",
+            "--out", fleet / "x", "--server-momentum", "1", check=False)
+    assert r.returncode == 2 and "--server-momentum in [0, 1)" in r.stderr
+    assert "Traceback" not in r.stderr and not (fleet / "x").exists()
 
 
 def test_fleet_app_writes_a_flower_app(tmp_path, cli) -> None:

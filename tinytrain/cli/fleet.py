@@ -49,6 +49,10 @@ def simulate(
     partition: str = typer.Option("iid", help="iid, labels:K (each device holds K classes) "
                                   "or dirichlet:ALPHA."),
     seed: int = typer.Option(0, help="Seed of the split and of the devices' sample orders."),
+    server_lr: float = typer.Option(1.0, help="The server's step on the round's average "
+                                    "change (FedAvgM; 1: FedAvg)."),
+    server_momentum: float = typer.Option(0.0, help="The server's momentum over rounds "
+                                          "(FedAvgM; 0: FedAvg), in [0, 1)."),
     eval_data: Path | None = typer.Option(None, "--eval", help="Held-out samples: print each "
                                           "class's accuracy before and after."),
 ) -> None:
@@ -62,6 +66,9 @@ def simulate(
     from tinytrain.fleet.simulate import simulate as run_fleet
 
     with user_errors():
+        if not (server_lr > 0 and 0 <= server_momentum < 1):
+            raise OptionError(f"--server-lr must be > 0 and --server-momentum in [0, 1), "
+                              f"not {server_lr} and {server_momentum}")
         infos = [load_program_info(b) for b in builds]
         for b, info in zip(builds, infos, strict=True):
             if info.get("board", "host") != "host":
@@ -71,7 +78,8 @@ def simulate(
         _, y = load_npz(data, infos[0])
         split(y, nodes, partition, seed)  # a bad split is an error before Flower starts
         run = run_fleet(builds, data, out, nodes, rounds, local_epochs=local_epochs,
-                        partition=partition, seed=seed)
+                        partition=partition, seed=seed, server_lr=server_lr,
+                        server_momentum=server_momentum)
         t = Table("round", "devices", "failed", "samples", "loss", "uplink B", "downlink B")
         for r in run.rounds:
             t.add_row(str(r["round"]), str(r["devices"]), str(len(r["failed"])),

@@ -13,6 +13,10 @@ the master and reaches the devices once it adds up to a code, instead of being r
 every round. What the devices receive is the master requantised to each tensor's own scale
 and range (round half to even, as numpy's rint). An element no device trains never moves:
 it goes out exactly as it came in.
+
+Optionally the server steps like FedAvgM (Hsu et al., 2019): the round's average change d
+feeds a server velocity v = momentum * v + d and the master moves by lr * v (lr 1 and
+momentum 0, the default, is plain FedAvg). Elements no device ever trained keep v = 0.
 """
 
 from __future__ import annotations
@@ -39,9 +43,14 @@ class Reply:
 class Master:
     """The server's float copy of the fleet's tensors (see the module docstring)."""
 
-    def __init__(self, start: Mapping[str, np.ndarray], kinds: Mapping[str, Trained]) -> None:
-        self.kinds = dict(kinds)
+    def __init__(self, start: Mapping[str, np.ndarray], kinds: Mapping[str, Trained],
+                 lr: float = 1.0, momentum: float = 0.0) -> None:
+        if not (lr > 0 and 0 <= momentum < 1):
+            raise DataError(f"server lr must be > 0 and momentum in [0, 1), not {lr} and "
+                            f"{momentum}")
+        self.kinds, self.lr, self.momentum = dict(kinds), lr, momentum
         self.values = {n: np.asarray(a).astype(np.float64) for n, a in start.items()}
+        self.velocity = {n: np.zeros_like(v) for n, v in self.values.items()}
         for n, a in self.values.items():
             if n not in self.kinds or a.shape != self.kinds[n].shape:
                 raise DataError(f"tensor '{n}': no description or a shape other than "
@@ -72,7 +81,10 @@ class Master:
                 den[t.name][m] += r.samples
         for n, v in self.values.items():
             hit = den[n] > 0
-            v[hit] += num[n][hit] / den[n][hit]
+            d = np.zeros_like(v)
+            d[hit] = num[n][hit] / den[n][hit]
+            self.velocity[n] = self.momentum * self.velocity[n] + d
+            v += self.lr * self.velocity[n]
         return self.sent()
 
 

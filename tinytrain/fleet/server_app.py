@@ -1,8 +1,9 @@
 """The Flower ServerApp: ask every device what it trains, then run SparseFedAvg.
 
 Run config: `num-rounds`, `fraction-train` (share of nodes per round), `min-nodes` (wait for
-this many devices; the default 2), `out` (a directory: the final tensors `fleet_final.npz`
-and the per-round log `fleet_rounds.json`, written atomically).
+this many devices; the default 2), `server-lr` and `server-momentum` (FedAvgM's server step;
+1 and 0: FedAvg), `out` (a directory: the final tensors `fleet_final.npz` and the per-round
+log `fleet_rounds.json`, written atomically).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def wait_for_nodes(grid: Grid, n: int, timeout: float) -> list[int]:
         time.sleep(WAIT_STEP)
 
 
-def survey(grid: Grid, nodes: list[int]) -> tuple[Master, dict[int, list[Trained]]]:
+def survey(grid: Grid, nodes: list[int], lr: float = 1.0, momentum: float = 0.0
+           ) -> tuple[Master, dict[int, list[Trained]]]:
     """The fleet's starting tensors (the union of what the devices train) and each node's
     plan, from a query to every node."""
     msgs = [Message(content=RecordDict(), message_type=MessageType.QUERY, dst_node_id=n)
@@ -63,7 +65,7 @@ def survey(grid: Grid, nodes: list[int]) -> tuple[Master, dict[int, list[Trained
     if not plans:
         raise DataError("no device answered the fleet's first query; check that the "
                         "SuperNodes run and can reach their devices")
-    return Master(start, kinds), plans
+    return Master(start, kinds, lr, momentum), plans
 
 
 def write_results(out: Path, sent: dict[str, np.ndarray], strategy: SparseFedAvg,
@@ -86,7 +88,8 @@ def main(grid: Grid, context: Context) -> None:
     cfg = context.run_config
     min_nodes = int(cfg.get("min-nodes", 2))
     nodes = wait_for_nodes(grid, min_nodes, QUERY_TIMEOUT)
-    master, plans = survey(grid, nodes)
+    master, plans = survey(grid, nodes, float(cfg.get("server-lr", 1.0)),
+                           float(cfg.get("server-momentum", 0.0)))
     strategy = SparseFedAvg(master, plans, fraction_train=float(cfg.get("fraction-train", 1.0)),
                             min_train_nodes=min(min_nodes, len(plans)),
                             min_available_nodes=min_nodes)

@@ -28,8 +28,9 @@ from tinytrain.errors import TinyTrainError
 APP_TOML = '''# A Flower app: tinytrain's ClientApp (one device each) and ServerApp (SparseFedAvg).
 # Keys: builds (device classes; simulated node k uses class k mod n), data (the pooled .npz,
 # split over the nodes by `partition`: iid, labels:K, dirichlet:ALPHA), local-epochs, seed,
-# num-rounds, fraction-train, min-nodes, out (fleet_final.npz and fleet_rounds.json). Paths
-# absolute: Flower runs the apps from its own folders.
+# num-rounds, fraction-train, min-nodes, server-lr and server-momentum (FedAvgM; 1 and 0 are
+# FedAvg), out (fleet_final.npz and fleet_rounds.json). Paths absolute: Flower runs the apps
+# from its own folders.
 [build-system]
 requires = ["hatchling"]
 build-backend = "hatchling.build"
@@ -56,6 +57,8 @@ num-rounds = 3
 fraction-train = 1.0
 min-nodes = 2
 local-epochs = 1
+server-lr = 1.0
+server-momentum = 0.0
 seed = 0
 builds = ""
 data = ""
@@ -97,7 +100,8 @@ def _toml(v: object) -> str:
 
 def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int, *,
              local_epochs: int = 1, partition: str = "iid", seed: int = 0,
-             fraction: float = 1.0, timeout: float = 3600.0) -> FleetRun:
+             fraction: float = 1.0, server_lr: float = 1.0, server_momentum: float = 0.0,
+             timeout: float = 3600.0) -> FleetRun:
     """Federate `nodes` simulated devices (node k: build k mod len(builds), its share of
     `data`) for `rounds` rounds; the results go to `out`."""
     flwr = Path(sys.executable).with_name("flwr")
@@ -107,7 +111,8 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
     cfg = {"builds": ",".join(str(Path(b).resolve()) for b in builds),
            "data": str(Path(data).resolve()), "out": str(Path(out).resolve()),
            "num-rounds": rounds, "min-nodes": nodes, "local-epochs": local_epochs,
-           "partition": partition, "seed": seed, "fraction-train": fraction}
+           "partition": partition, "seed": seed, "fraction-train": fraction,
+           "server-lr": float(server_lr), "server-momentum": float(server_momentum)}
     with tempfile.TemporaryDirectory(prefix="tt-flwr-") as tmp:
         home, app = Path(tmp) / "home", write_app(Path(tmp) / "app")
         home.mkdir()
