@@ -120,9 +120,11 @@ def conv_model(*, act_dtype: str = "int8", w_zero_point: object = 0, w_scales: i
     return mb.build([x], [y])
 
 
-def svdf_model(nameless: bool = False) -> bytes:
+def svdf_model(nameless: bool = False, unsigned_state: bool = False) -> bytes:
     """int8 FULLY_CONNECTED then SVDF (operator 1), as in keyword-spotting models; nameless:
-    no tensor has a name, as in TFLite Micro's keyword_scrambled_8bit.tflite."""
+    no tensor has a name, as in TFLite Micro's keyword_scrambled_8bit.tflite; unsigned_state:
+    the int16 state scaled 1/65536 around zero point -32768, as in TFLite Micro's keyword
+    model (LiteRT loads it)."""
     rng = np.random.default_rng(1)
     mb = ModelBuilder(nameless=nameless)
     x = mb.tensor((1, 16), "int8", scale=0.05, zero_point=-3, name="x")
@@ -136,7 +138,9 @@ def svdf_model(nameless: bool = False) -> bytes:
                    data=rng.integers(-1000, 1000, (units * rank, memory)),
                    name="svdf_weights_time")
     bias = mb.tensor((units,), "int32", data=np.zeros(units), name="svdf_bias")
-    state = mb.tensor((1, units * rank * memory), "int16", scale=0.001, name="svdf_state")
+    state = mb.tensor((1, units * rank * memory), "int16",
+                      scale=1 / 65536 if unsigned_state else 0.001,
+                      zero_point=-32768 if unsigned_state else 0, name="svdf_state")
     y = mb.tensor((1, units), "int8", scale=0.05, zero_point=-3, name="svdf_out")
     mb.op("SVDF", [h, wf, wt, bias, state], [y], Options("SVDFOptions", rank=rank,
                                                           fused_activation_function="RELU"))
@@ -201,6 +205,7 @@ def models(work: Path) -> dict[str, Path]:
         "onnx": onnx_model(),
         "svdf": svdf_model(),
         "svdf_nameless": svdf_model(nameless=True),
+        "svdf_int16_zero_point": svdf_model(unsigned_state=True),
         "lstm": lstm_model(),
         "int16": conv_model(act_dtype="int16"),
         "int16_quantize": conv_model(act_dtype="int16", float_input=True),
@@ -248,6 +253,8 @@ BUILD_CASES: dict[str, tuple[str, tuple[str, ...]]] = {
                                    r"rename it to .*\.onnx")),
     "svdf": ("svdf", (r"operator 1 \('svdf_out', SVDF\)", r"the operator SVDF is not supported",
                       SUPPORTED)),
+    "svdf_int16_zero_point": ("svdf_int16_zero_point", (
+        r"operator 1 \('svdf_out', SVDF\)", r"the operator SVDF is not supported", SUPPORTED)),
     "svdf_nameless": ("svdf_nameless", (r"operator 1 \('tensor7', SVDF\)",
                                         r"the operator SVDF is not supported", SUPPORTED)),
     "lstm": ("lstm", (r"operator 0 \('lstm_out', UNIDIRECTIONAL_SEQUENCE_LSTM\)",

@@ -59,9 +59,11 @@ def _vec(v: Any) -> np.ndarray:
     return np.zeros(0, np.int64) if isinstance(v, int) else np.asarray(v, np.int64)
 
 
-# zero points each tensor type can hold (the others must be 0, as TFLite writes them)
-ZERO_POINT_RANGE = {"s8": (-128, 127), "u8": (0, 255), "s16": (0, 0), "s32": (-128, 127),
-                    "s64": (0, 0), "f32": (-128, 127)}
+# zero points a file may give each tensor type, as LiteRT loads them: the type's own range
+# for 8- and 16-bit codes (an int16 logistic output in an SVDF or LSTM model is scaled
+# 1/65536 around -32768); the ops tinytrain supports check their own operands' zero points
+ZERO_POINT_RANGE = {"s8": (-128, 127), "u8": (0, 255), "s16": (-32768, 32767),
+                    "s32": (-128, 127), "s64": (0, 0), "f32": (-128, 127)}
 
 
 def read_tflite(path: Path) -> tuple[bytes, Any]:
@@ -141,6 +143,8 @@ class TFLiteImporter:
         self.sg = model.Subgraphs(0)
         self.b = GraphBuilder()
         self.env: dict[int, str] = {}  # TFLite tensor index -> IR tensor
+        self._check_indices()
+        self._check_ops()  # an unsupported op is the user's problem: named before any tensor's
         self.tensors = [self._tensor(i) for i in range(self.sg.TensorsLength())]
         self.infer_output: str | None = None
         self.folded_output: int | None = None
@@ -240,6 +244,23 @@ class TFLiteImporter:
                                          f"{', or -1 for none' if low < 0 else ''}); the file is "
                                          "damaged")
 
+    def _check_ops(self) -> None:
+        """Every operator has a handler; else name the first (and a few more) and the list."""
+        from tinytrain.frontend.tflite_ops import HANDLERS, SUPPORTED
+
+        unsupported = [k for k in range(self.sg.OperatorsLength())
+                       if opcode(self.model, self.sg.Operators(k)) not in HANDLERS]
+        if unsupported:
+            k = unsupported[0]
+            code = opcode(self.model, self.sg.Operators(k))
+            also = ""
+            if len(unsupported) > 1:
+                also = " (also: " + ", ".join(
+                    f"{OP_NAMES.get(opcode(self.model, self.sg.Operators(j)), '?')} at "
+                    f"operator {j}" for j in unsupported[1:6]) + ")"
+            raise self.fail(k, f"the operator {OP_NAMES.get(code, code)} is not supported"
+                               f"{also}. Supported TFLite operators: {', '.join(SUPPORTED)}")
+
     # ---- errors -------------------------------------------------------------------------
     def fail(self, k: int, msg: str) -> ModelError:
         op = self.sg.Operators(k)
@@ -250,9 +271,10 @@ class TFLiteImporter:
     def op_label(self, k: int) -> str:
         """Operators have no names in TFLite; use the name of the first output tensor."""
         outs = self.sg.Operators(k).OutputsAsNumpy()
-        if isinstance(outs, int) or not len(outs) or not 0 <= int(outs[0]) < len(self.tensors):
+        if isinstance(outs, int) or not len(outs) or \
+                not 0 <= int(outs[0]) < self.sg.TensorsLength():
             return f"op{k}"
-        return self.tensors[int(outs[0])].name
+        return self._name(self.sg.Tensors(int(outs[0])), int(outs[0]))
 
     # ---- helpers for handlers -------------------------------------------------------------
     def act(self, k: int, i: int) -> str:
@@ -274,9 +296,8 @@ class TFLiteImporter:
         return t.shape[1:]
 
     def run(self) -> Graph:
-        from tinytrain.frontend.tflite_ops import HANDLERS, SUPPORTED
+        from tinytrain.frontend.tflite_ops import HANDLERS
 
-        self._check_indices()
         ins, outs = self.sg.InputsAsNumpy(), self.sg.OutputsAsNumpy()
         ins, outs = _vec(ins), _vec(outs)
         if len(ins) != 1 or len(outs) != 1:
@@ -295,21 +316,6 @@ class TFLiteImporter:
         self.env[t_in.index] = in_name
         self.input_index, self.input_perm = t_in.index, None  # set by a leading TRANSPOSE
         n_ops = self.sg.OperatorsLength()
-        unsupported = []
-        for k in range(n_ops):
-            code = opcode(self.model, self.sg.Operators(k))
-            if code not in HANDLERS:
-                unsupported.append(k)
-        if unsupported:
-            k = unsupported[0]
-            code = opcode(self.model, self.sg.Operators(k))
-            also = ""
-            if len(unsupported) > 1:
-                also = " (also: " + ", ".join(
-                    f"{OP_NAMES.get(opcode(self.model, self.sg.Operators(j)), '?')} at "
-                    f"operator {j}" for j in unsupported[1:6]) + ")"
-            raise self.fail(k, f"the operator {OP_NAMES.get(code, code)} is not supported"
-                               f"{also}. Supported TFLite operators: {', '.join(SUPPORTED)}")
         for k in range(n_ops):
             op = self.sg.Operators(k)
             handler: Callable = HANDLERS[opcode(self.model, op)]
