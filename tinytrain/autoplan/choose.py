@@ -45,7 +45,9 @@ from .space import Scheme, Space, plan_space
 AUTO = "auto"
 CACHE_FILE = "autoplan.json"
 PLAN_FILE = "update_plan.toml"
-DEFAULT_SEARCH_TIME = 120.0  # seconds of planner-driven search per budget set
+# plans and partial plans the search may visit per budget: MobileNetV2 at 128x128 needs
+# ~1,100 at 32 KB and more at larger budgets; a visit costs 0.01-0.2 s of planning
+DEFAULT_SEARCH_VISITS = 3000
 # the most recompute `--remat auto` lets a candidate spend, as a share of the step's MACs: a
 # deeper plan is worth about a sixth more time per step (last:24 on MobileNetV2 at 128x128
 # needs 4 %, a plan with every block recomputed 5-23 %)
@@ -61,7 +63,7 @@ def recompute_allowance(remat: str) -> float | None:
 @dataclass(frozen=True)
 class AutoOptions:
     data: Path | None = None  # TRAIN.npz: the samples the plan is chosen on
-    search_time: float = DEFAULT_SEARCH_TIME
+    search_visits: int = DEFAULT_SEARCH_VISITS
     config: AnalysisConfig = field(default_factory=AnalysisConfig)
     log: Callable[[str], None] | None = None  # progress lines
 
@@ -90,6 +92,7 @@ class AutoPlan:
     frontier: list[tuple[int, Found | None]] = field(default_factory=list)
     metric: str = "accuracy"  # what the scores are: held-out accuracy, or "-mse"
     orders: int = 1  # sample orders each candidate's measured score is the mean of
+    search_visits: int = DEFAULT_SEARCH_VISITS  # the search's bound
     workdir: Any = None  # build --update auto: the TemporaryDirectory holding the plan file
 
     def files(self) -> dict[str, str]:
@@ -105,7 +108,8 @@ class AutoPlan:
                 "measured": c.measured, "orders": self.orders,
                 "before": self.contributions.before,
                 "searched": {"visited": self.tried.visited, "pruned": self.tried.pruned,
-                             "sized": self.tried.sized, "timed_out": self.tried.timed_out},
+                             "sized": self.tried.sized, "stopped": self.tried.stopped,
+                             "bound": self.search_visits},
                 "recompute": c.recompute,
                 "candidates": [{"name": k.name, "plan": k.scheme.spec, "sram": k.sram,
                                 "predicted": k.predicted, "measured": k.measured,
@@ -225,11 +229,11 @@ class Session:
             c.runs.update(self._engines.measure_all(todo))
 
     # ---- 3. search ----
-    def _search(self, budget: int, want: int, deadline: float, tried: Tried,
+    def _search(self, budget: int, want: int, tried: Tried,
                 max_flash: int | None) -> list[Found]:
         c = self.contributions()
         return search(self.space, lambda k: c.bias[k], c.gain, self.oracle, budget, want,
-                      deadline, max_flash, tried, self.recompute)
+                      self.auto.search_visits, max_flash, tried, self.recompute)
 
     def size(self, spec: str, budget: int) -> Footprint:
         """The plan's footprint within `budget`: as it is, or with the least recompute that
@@ -261,13 +265,15 @@ class Session:
         c = self.contributions()
         t0 = time.perf_counter()
         tried = Tried()
-        found = self._search(budget, max(1, self.cfg.validate), time.monotonic()
-                             + self.auto.search_time, tried, max_flash)
+        found = self._search(budget, max(1, self.cfg.validate), tried, max_flash)
         self.seconds["search"] = time.perf_counter() - t0
         self.log(f"search: {tried.visited} plans and partial plans visited, {tried.sized} "
                  f"sized by the planner ({self.oracle.calls} planner runs), {tried.pruned} "
-                 f"subtrees cut" + (" (stopped by --search-time)" if tried.timed_out else "")
-                 + f"; {len(found)} best within {budget / 1024:.1f} KB")
+                 f"subtrees cut"
+                 + (f" (stopped at --search-visits {self.auto.search_visits})"
+                    if tried.stopped else "")
+                 + f"; {len(found)} best within {budget / 1024:.1f} KB in "
+                 f"{self.seconds['search']:.1f} s")
         t0 = time.perf_counter()
         pool = [(f"search #{k + 1}", f.scheme) for k, f in enumerate(found)]
         pool += self.baselines(budget, max_flash)
@@ -291,13 +297,13 @@ class Session:
         return AutoPlan(budget, budget_text, chosen, cands, c, tried,
                         self.toml(chosen, budget, budget_text), dict(self.seconds), self.cache(),
                         metric="accuracy" if self.opts.loss == "ce" else "-mse",
-                        orders=len(self.orders()))
+                        orders=len(self.orders()), search_visits=self.auto.search_visits)
 
     def frontier(self, budgets: list[int], max_flash: int | None = None,
                  tried: Tried | None = None) -> list[tuple[int, Found | None]]:
         c = self.contributions()
         return frontier(self.space, lambda k: c.bias[k], c.gain, self.oracle, budgets,
-                        time.monotonic() + self.auto.search_time, max_flash, tried,
+                        self.auto.search_visits, max_flash, tried,
                         self.recompute)
 
     def toml(self, chosen: Candidate, budget: int, budget_text: str) -> str:

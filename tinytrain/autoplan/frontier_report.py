@@ -47,7 +47,8 @@ def format_choice(r: dict[str, Any], out: Path | None = None) -> str:
         f"{score_text(r['predicted'], m)}; {r['name']})",
         f"  search: {s['visited']} plans and partial plans visited, {s['sized']} sized by "
         f"the planner, {s['pruned']} subtrees cut"
-        + (" (stopped by --search-time)" if s.get("timed_out") else "") + "; "
+        + (f" (stopped at --search-visits {s.get('bound')})" if s.get("stopped") else "")
+        + "; "
         + ", ".join(f"{k} {v:.1f} s" for k, v in sec.items()),
         "  measured candidates:",
         f"    {'candidate':<26} {'SRAM':>9} {'recompute':>9} {'predicted':>10} "

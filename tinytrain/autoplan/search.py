@@ -22,11 +22,14 @@ step's), a plan over the budget is pruned only when its floor (every block recom
 it too; a complete plan that fits only with recompute is sized by the least recompute that
 meets the budget, and counts when that stays within the allowance. The predicted score is
 unchanged: recomputing is bit-exact, so a plan learns the same with or without it.
+
+The search is bounded by a number of visits, not by seconds: the same contributions and
+bound give the same plans on any machine, however busy (a time bound made the plan depend
+on the load), and a planner cache makes it faster, never different.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,7 +43,7 @@ class Tried:
     visited: int = 0  # partial and complete plans reached
     pruned: int = 0  # ... whose subtree was cut (over the budget, or cannot win)
     sized: int = 0  # ... sized by the planner (or its cache)
-    timed_out: bool = False
+    stopped: bool = False  # the visit bound ran out before the search was exhaustive
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class Found:
     recompute: float = 0.0  # extra MACs per training step, a share of the step's
 
 
-class _Deadline(Exception):
+class _Bound(Exception):
     pass
 
 
@@ -69,11 +72,11 @@ def _dimensions(space: Space, value: Callable[[int, float], float],
 
 def search(space: Space, predict_bias: Callable[[int], float],
            gain: Callable[[int, float], float], oracle: MemoryOracle, budget: int,
-           want: int = 1, deadline: float | None = None, max_flash: int | None = None,
+           want: int = 1, max_visits: int | None = None, max_flash: int | None = None,
            tried: Tried | None = None, recompute: float | None = None) -> list[Found]:
     """The `want` best plans within `budget` bytes of SRAM (and `max_flash`), best predicted
-    first; with rematerialisation when `recompute` is not None (see the module's text). At
-    `deadline` (time.monotonic()) it stops with what it has found."""
+    first; with rematerialisation when `recompute` is not None (see the module's text). When
+    `tried.visited` reaches `max_visits` it stops with what it has found."""
     tried = tried if tried is not None else Tried()
     dims = _dimensions(space, gain, predict_bias)
     rest = [0.0] * (len(dims) + 1)  # the best the choices from d on can still add
@@ -86,8 +89,8 @@ def search(space: Space, predict_bias: Callable[[int], float],
             (max_flash is None or (fp.flash is not None and fp.flash <= max_flash))
 
     def visit(d: int, score: float, k: int, weights: tuple[tuple[int, float], ...]) -> None:
-        if deadline is not None and time.monotonic() > deadline:
-            raise _Deadline
+        if max_visits is not None and tried.visited >= max_visits:
+            raise _Bound
         tried.visited += 1
         if len(found) >= want and score + rest[d] <= found[-1].predicted:
             tried.pruned += 1  # cannot beat the plans found
@@ -116,20 +119,27 @@ def search(space: Space, predict_bias: Callable[[int], float],
     try:
         for v, k in dims[0]:
             visit(1, v, int(k), ())  # type: ignore[call-overload]
-    except _Deadline:
-        tried.timed_out = True
+    except _Bound:
+        tried.stopped = True
     return found
 
 
 def frontier(space: Space, predict_bias: Callable[[int], float],
              gain: Callable[[int, float], float], oracle: MemoryOracle, budgets: list[int],
-             deadline: float | None = None, max_flash: int | None = None,
+             max_visits: int | None = None, max_flash: int | None = None,
              tried: Tried | None = None,
              recompute: float | None = None) -> list[tuple[int, Found | None]]:
-    """The best plan at each budget (ascending): the accuracy/memory frontier."""
+    """The best plan at each budget (ascending): the accuracy/memory frontier, each budget's
+    search bounded by `max_visits`."""
     out = []
+    tried = tried if tried is not None else Tried()
     for b in sorted(budgets):
-        best = search(space, predict_bias, gain, oracle, b, 1, deadline, max_flash, tried,
+        one = Tried()
+        best = search(space, predict_bias, gain, oracle, b, 1, max_visits, max_flash, one,
                       recompute)
+        tried.visited += one.visited
+        tried.pruned += one.pruned
+        tried.sized += one.sized
+        tried.stopped |= one.stopped
         out.append((b, best[0] if best else None))
     return out

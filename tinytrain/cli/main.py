@@ -15,6 +15,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from tinytrain.autoplan.choose import DEFAULT_SEARCH_VISITS
 from tinytrain.boards import available as available_boards
 from tinytrain.cli.console import console, err, user_errors
 from tinytrain.cli.fleet import fleet_app
@@ -131,9 +132,11 @@ def build(
                                         help="With --update auto: labelled samples of the task "
                                         "(.npz with x and y, as for `run`) on which candidate "
                                         "plans are fine-tuned and scored."),
-    search_time: float = typer.Option(120.0, "--search-time", rich_help_panel=TRAINING,
-                                      help="With --update auto: seconds the plan search may "
-                                      "spend asking the memory planner."),
+    search_visits: int = typer.Option(DEFAULT_SEARCH_VISITS, "--search-visits",
+                                      rich_help_panel=TRAINING,
+                                      help="With --update auto: plans and partial plans the "
+                                      "search may visit (a count, not seconds: the same data "
+                                      "give the same plan on any machine)."),
     memory_passes: bool = typer.Option(True, "--memory-passes/--no-memory-passes",
                                        rich_help_panel=MEMORY,
                                        help="Fused updates (batch 1), 1-bit ReLU masks, "
@@ -210,7 +213,7 @@ def build(
         with err.status("compiling and building", spinner="dots") if err.is_terminal else _null():
             limits = {"max_sram": int(max_sram * 1024) if max_sram else None,
                       "max_flash": int(max_flash * 1024) if max_flash else None}
-            auto = _auto_options(update, data, search_time)
+            auto = _auto_options(update, data, search_visits)
             if update == "auto":  # choose the plan, then build it
                 from tinytrain.autoplan import build_auto
 
@@ -228,8 +231,8 @@ def build(
                       f"report in {out / 'report.json'}", markup=False, highlight=False)
 
 
-def _auto_options(update: str, data: Path | None, search_time: float):
-    """--data and --search-time belong to --update auto; alone they would be ignored."""
+def _auto_options(update: str, data: Path | None, search_visits: int):
+    """--data and --search-visits belong to --update auto; alone they would be ignored."""
     from tinytrain.autoplan import AutoOptions
 
     if update != "auto":
@@ -237,9 +240,9 @@ def _auto_options(update: str, data: Path | None, search_time: float):
             raise OptionError("--data on `build` is for --update auto (choosing the plan); "
                               "train with `tinytrain run DIR --data FILE`")
         return None
-    if not search_time > 0:
-        raise OptionError(f"--search-time must be positive seconds, got {search_time}")
-    return AutoOptions(data=data, search_time=search_time,
+    if search_visits < 1:
+        raise OptionError(f"--search-visits must be at least 1, got {search_visits}")
+    return AutoOptions(data=data, search_visits=search_visits,
                        log=lambda s: err.print(s, markup=False, highlight=False))
 
 
@@ -287,9 +290,10 @@ def plan_cmd(
                               "MACs per step; N% (e.g. 10%): up to N %; off: never."),
     budgets: int = typer.Option(8, help="Budgets (rows) in the frontier table, from the "
                                 "smallest plan's SRAM to the budget.", rich_help_panel=MEMORY),
-    search_time: float = typer.Option(120.0, "--search-time", help="Seconds the search may "
-                                      "spend asking the memory planner.",
-                                      rich_help_panel=MEMORY),
+    search_visits: int = typer.Option(DEFAULT_SEARCH_VISITS, "--search-visits",
+                                      help="Plans and partial plans the search may visit per "
+                                      "budget (a count, not seconds: the same data give the "
+                                      "same plan on any machine).", rich_help_panel=MEMORY),
     write: Optional[Path] = typer.Option(None, "--write", help="Write the chosen plan here "
                                          "(TOML for --update).", rich_help_panel=DATA),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Directory keeping the "
@@ -329,11 +333,11 @@ def plan_cmd(
                        quantize=quantize, calib=calib, new_head=new_head, remat=remat)
         opts.sgd.check()
         parse_remat(remat)
-        if budgets < 1 or not search_time > 0:
-            raise OptionError("--budgets must be at least 1 and --search-time positive")
+        if budgets < 1 or search_visits < 1:
+            raise OptionError("--budgets and --search-visits must be at least 1")
         budget, text = sram_budget(b, int(max_sram * 1024) if max_sram else None)
         log = lambda s: err.print(s, markup=False, highlight=False)  # noqa: E731
-        session = Session(model, opts, b, AutoOptions(data, search_time, log=log), cache)
+        session = Session(model, opts, b, AutoOptions(data, search_visits, log=log), cache)
         session.check_smallest(budget, text)
         chosen = session.choose(budget, text)
         low = int(session.oracle(session.space.last(1).spec).sram or 0)  # the smallest plan
