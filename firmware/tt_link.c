@@ -292,6 +292,7 @@ static uint8_t cmd_set(uint8_t *p, uint32_t n) {
     return table_bytes(tt_trainable, TT_TRAINABLE_BYTES, get_u32(p), p + 4, n - 4, 1);
 }
 
+#if TT_LINK_VERSION >= 5 /* version 4 had no training-state or SGD-scalar commands */
 /* Training state writes: entry 0, the pending-sample count, must stay in 0..BATCH-1 (the
  * step compares it with BATCH), so a write that would put it elsewhere changes nothing. The
  * other entries take any bytes, as parameters do. */
@@ -309,6 +310,8 @@ static uint8_t cmd_set_state(uint8_t *p, uint32_t n) {
     return table_bytes(tt_state, TT_STATE_BYTES, off, p + 4, cnt, 1);
 }
 
+#endif
+
 static uint8_t cmd_checkpoint(int save, uint32_t *len) {
     uint32_t seq = 0;
     int rc = save ? tt_checkpoint_save(&seq) : tt_checkpoint_load(&seq);
@@ -319,6 +322,7 @@ static uint8_t cmd_checkpoint(int save, uint32_t *len) {
     return TT_ST_OK;
 }
 
+#if TT_LINK_VERSION >= 5
 /* The SGD scalars: an empty request reads them; 3 x f32 (lr, momentum, weight decay) sets all
  * three or, if the model's setters refuse any, none (the earlier values are put back, which
  * the setters always accept). The reply is the values in force. */
@@ -345,6 +349,7 @@ static uint8_t cmd_optimizer(const uint8_t *p, uint32_t n, uint32_t *len) {
     *len = sizeof(now);
     return TT_ST_OK;
 }
+#endif
 
 static uint8_t cmd_stats(uint32_t *len) {
     uint32_t v[7] = {stats.steps, stats.skipped_nonfinite, stats.crc_errors, stats.bad_frames,
@@ -379,21 +384,23 @@ static uint8_t cmd_profile(const uint8_t *p, uint32_t n, uint32_t *len) {
 
 static uint8_t dispatch(uint8_t cmd, uint8_t *p, uint32_t n, uint32_t *len) {
     *len = 0;
-    switch (cmd) {
-    case 'H': return cmd_hello(len);
-    case 'T': /* a sample frame with a wrong version, or too short to hold its target */
-    case 'I': (void)p; (void)n; return TT_ST_BAD_LENGTH;
-    case 'U': tt_apply_update(); return TT_ST_OK;
+    switch (cmd) { /* the commands without a payload refuse one rather than ignore it */
+    case 'H': return n ? TT_ST_BAD_LENGTH : cmd_hello(len);
+    case 'T': /* a sample frame too short to hold its target */
+    case 'I': (void)p; return TT_ST_BAD_LENGTH;
+    case 'U': if (n) return TT_ST_BAD_LENGTH; tt_apply_update(); return TT_ST_OK;
     case 'G': return cmd_get(tt_trainable, TT_TRAINABLE_BYTES, p, n, len);
     case 'S': return cmd_set(p, n);
+    case 'C': return n ? TT_ST_BAD_LENGTH : cmd_checkpoint(1, len);
+    case 'L': return n ? TT_ST_BAD_LENGTH : cmd_checkpoint(0, len);
+    case 'R': if (n) return TT_ST_BAD_LENGTH; tt_init(); return TT_ST_OK;
+    case 'K': return n ? TT_ST_BAD_LENGTH : cmd_stats(len);
+    case 'P': return cmd_profile(p, n, len);
+#if TT_LINK_VERSION >= 5
     case 'g': return cmd_get(tt_state, TT_STATE_BYTES, p, n, len);
     case 's': return cmd_set_state(p, n);
-    case 'C': return cmd_checkpoint(1, len);
-    case 'L': return cmd_checkpoint(0, len);
-    case 'R': tt_init(); return TT_ST_OK;
-    case 'K': return cmd_stats(len);
-    case 'P': return cmd_profile(p, n, len);
     case 'O': return cmd_optimizer(p, n, len);
+#endif
     default: return TT_ST_UNKNOWN_CMD;
     }
 }
@@ -456,17 +463,18 @@ void tt_link_serve(void) {
             }
         }
         uint32_t room = sizeof(rx) - k;
-        uint32_t rest = drain(rx + k, room);
+        uint32_t rest = drain(rx + k, room); /* the CRC covers every byte, kept or not */
         if (fr.closed) return;
-        if (rest > room) { stats.bad_frames++; continue; } /* longer than any request */
-        if (!frame_ok()) { reject(); continue; }
+        if (!frame_ok()) { reject(); continue; } /* NAKed whatever its length */
         stats.frames_ok++;
         uint32_t body = k + rest - TT_CRC, len = 0;
         uint8_t st;
-        if (rx[0] != TT_LINK_VERSION) {
+        if (rx[0] != TT_LINK_VERSION) { /* another version's request, of any length */
             st = TT_ST_VERSION;
             reply[0] = TT_LINK_VERSION;
             len = 1;
+        } else if (rest > room) { /* longer than any request of this version */
+            st = TT_ST_BAD_LENGTH;
         } else {
             st = dispatch(cmd, rx + TT_HDR, body - TT_HDR, &len);
         }

@@ -15,7 +15,12 @@
 
 #include <stdint.h>
 
-#define TT_LINK_VERSION 4
+/* The link's version: raised whenever a command is added or changes. 5 added 'O' (SGD
+ * scalars) and 'g'/'s' (training state) to version 4. A build may be given an older version
+ * (-DTT_LINK_VERSION=4) to serve that version's commands only, as its firmware did. */
+#ifndef TT_LINK_VERSION
+#define TT_LINK_VERSION 5
+#endif
 #define TT_LINK_FLAG 0x7E
 #define TT_LINK_ESC 0x7D
 #define TT_LINK_NAK 0x15

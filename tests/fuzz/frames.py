@@ -77,7 +77,8 @@ def fuzz_frame(family: str, rng: np.random.Generator, seq: int, info: dict,
         f = _frame(seq, ord("T"), label_ok + sample)
         return f[:int(rng.integers(1, len(f) - 1))]
     if family == "version":
-        return _frame(seq, ord("K"), b"", version=int(rng.choice([0, 1, 3, 5, 255])))
+        other = [0, 1, VERSION - 1, VERSION + 1, 255]
+        return _frame(seq, ord("K"), b"", version=int(rng.choice(other)))
     if family == "unknown":
         return _frame(seq, int(rng.choice(SAFE_UNKNOWN)), rng.bytes(int(rng.integers(0, 40))))
     if family == "label":

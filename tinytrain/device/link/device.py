@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain.device.link.frames import NAK, VERSION, FrameReader, encode
+from tinytrain.device.link.frames import NAK, OLDEST, SINCE, VERSION, FrameReader, encode
 from tinytrain.device.link.transport import LinkError, Transport
 from tinytrain.quant.fixedpoint import quantize
 
@@ -96,6 +96,19 @@ class TrainResult:
     ticks: int
 
 
+class VersionMismatch(LinkError):
+    """The device answered status 6: it speaks link version `theirs`."""
+
+    def __init__(self, theirs: int | None) -> None:
+        self.theirs = theirs
+        newer = theirs is not None and theirs > VERSION
+        super().__init__(
+            f"the device speaks link version {'?' if theirs is None else theirs}, this "
+            f"tinytrain speaks {OLDEST} to {VERSION}; "
+            + ("upgrade tinytrain, or rebuild the program with this one and flash it" if newer
+               else "rebuild the program with this tinytrain and flash it"))
+
+
 @dataclass
 class Device:
     transport: Transport
@@ -110,6 +123,7 @@ class Device:
         self._clean_chunks = 0
         self.last_attempts = 0  # sends the last request took
         self._seq = random.randrange(1 << 16)
+        self.version = VERSION  # the link version of this session: the device's, if older
         self.device = self.hello()
         want = self.info.get("model_id")
         if want is not None and self.device.model_id != want:
@@ -123,8 +137,14 @@ class Device:
         """Send one request until its reply arrives; returns the reply payload after the
         status byte. Retransmissions reuse the sequence number, so the device answers a
         repeat from its copy instead of executing it again."""
+        need, what = SINCE.get(cmd, (OLDEST, ""))
+        if need > self.version:
+            raise LinkError(f"the device's firmware speaks link version {self.version}, which "
+                            f"has no '{cmd}' command ({what}): that needs link version {need}. "
+                            "Rebuild the program with this tinytrain and flash it "
+                            "(`tinytrain flash DIR --port PORT`)")
         self._seq = (self._seq + 1) & 0xFFFF
-        frame = encode(self._seq, ord(cmd), payload)
+        frame = encode(self._seq, ord(cmd), payload, self.version)
         wait = self._wait(cmd, len(frame)) if timeout is None else timeout
         self.stats.requests += 1
         self.last_attempts = 0
@@ -184,8 +204,7 @@ class Device:
         if status == OK:
             return data
         if status == BAD_VERSION:
-            raise LinkError(f"the device speaks link version {data[0] if data else '?'}, this "
-                            f"tinytrain speaks {VERSION}; rebuild and flash the program")
+            raise VersionMismatch(data[0] if data else None)
         if status == CKPT_ERROR:
             (code,) = struct.unpack("<i", data[:4])
             raise LinkError(f"checkpoint failed: {CKPT_ERRORS.get(code, f'error {code}')}")
@@ -197,7 +216,15 @@ class Device:
 
     # ---- commands ----
     def hello(self) -> DeviceInfo:
-        data = self.request("H")
+        """Start a session; firmware of an older link version (OLDEST or later) is spoken to
+        in its own version, and a command it lacks is refused by name (request)."""
+        try:
+            data = self.request("H")
+        except VersionMismatch as e:
+            if e.theirs is None or not OLDEST <= e.theirs < self.version:
+                raise
+            self.version = e.theirs
+            data = self.request("H")
         v = struct.unpack_from("<10I", data)
         board = data[40:56].split(b"\0", 1)[0].decode("ascii", "replace")
         return DeviceInfo(*v, board=board)
