@@ -117,17 +117,19 @@ def main() -> None:
                 alone[k % len(builds)].append(evaluate(dev, turned[TEST], y[TEST]))
         alone_s = time.monotonic() - t0
         whole = model_bytes(pre, args.quantize == "int8")
-        # a node's class: the build whose plan it reported in the survey
-        plan_of = {json.dumps([t.to_json() for t in trained_tensors(load_program_info(b))]): k
-                   for k, b in enumerate(builds)}
-    cls = {int(n): plan_of[json.dumps(p)] for n, p in run.plans.items()}
-    up: list[list[int]] = [[] for _ in builds]
-    down: list[list[int]] = [[] for _ in builds]
+        # bytes by the plan each node reported in the survey (two budgets may choose one plan)
+        key = [json.dumps([t.to_json() for t in trained_tensors(load_program_info(b))])
+               for b in builds]
+    plan_of = {int(n): json.dumps(p) for n, p in run.plans.items()}
+    up_by: dict[str, list[int]] = {}
+    down_by: dict[str, list[int]] = {}
     for r in run.rounds:
         for n, b in r["uplink"].items():
-            up[cls[int(n)]].append(b)
+            up_by.setdefault(plan_of[int(n)], []).append(b)
         for n, b in r["downlink"].items():
-            down[cls[int(n)]].append(b)
+            down_by.setdefault(plan_of[int(n)], []).append(b)
+    up = [up_by.get(k, []) for k in key]
+    down = [down_by.get(k, []) for k in key]
     row = {"nodes": args.nodes, "rounds": args.rounds, "local_epochs": args.local_epochs,
            "partition": args.partition, "lr": args.lr, "momentum": args.momentum,
            "quantize": args.quantize, "server_lr": args.server_lr,

@@ -374,7 +374,8 @@ Examples:
 
 Ctrl-C finishes the current step, saves --save and --checkpoint and exits
 with code 130 (a second Ctrl-C aborts at once). --state then starts from the
-saved parameters (not from momentum buffers or the position in the data).
+saved parameters and training state; with --resume it goes on where the run
+stopped, mid-batch included, and ends as an uninterrupted run would.
 """
 
 
@@ -451,8 +452,10 @@ def run(
             _set_sgd(prog, lr=lr, momentum=momentum, weight_decay=weight_decay)
             fh = open(metrics, "a" if resume else "w", buffering=1) if metrics else None
             try:  # (line-buffered: tail -f; a resumed run appends to its metrics)
+                # with --save a Ctrl-C mid-batch keeps that batch's accumulators, saved with
+                # the training state, so --resume ends as an uninterrupted run would
                 stats = _train_and_report(prog, x, y, ev, epochs, shuffle, seed, fh, stop,
-                                          start)
+                                          start, keep_pending=save is not None)
             finally:
                 if fh:
                     fh.close()
@@ -557,7 +560,8 @@ def _live(adv: Callable[..., None], epochs: int) -> Callable[..., None]:
 def _train_and_report(prog: Device, x: np.ndarray, y: np.ndarray,
                       ev: tuple[np.ndarray, np.ndarray] | None, epochs: int, shuffle: bool,
                       seed: int, fh: TextIO | None, stop: StopRequest,
-                      start: tuple[int, int] = (0, 0)) -> list[EpochStats]:
+                      start: tuple[int, int] = (0, 0),
+                      keep_pending: bool = False) -> list[EpochStats]:
     """Evaluate (with --eval), then train with a line per epoch as it ends and an evaluation
     after each epoch; stops early once `stop()` turns true. Returns the epochs' figures."""
     from tinytrain.device.train import evaluate, train
@@ -599,7 +603,7 @@ def _train_and_report(prog: Device, x: np.ndarray, y: np.ndarray,
 
         with b.task("train", total) as adv:
             stats = train(prog, x, y, epochs, shuffle, seed, fh, _live(adv, epochs), on_epoch,
-                          stop, start)
+                          stop, start, keep_pending)
         if ev is not None and not stop():
             after = last_eval if stats else run_eval()
             if after is not None:

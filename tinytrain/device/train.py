@@ -70,11 +70,14 @@ def sample_order(n: int, epoch: int, shuffle: bool, seed: int) -> np.ndarray:
 def train(prog: HostProgram, x: np.ndarray, y: np.ndarray, epochs: int = 1, shuffle: bool = False,
           seed: int = 0, metrics: TextIO | None = None, progress: Progress | None = None,
           on_epoch: Callable[[EpochStats], None] | None = None,
-          stop: Stop | None = None, start: tuple[int, int] = (0, 0)) -> list[EpochStats]:
+          stop: Stop | None = None, start: tuple[int, int] = (0, 0),
+          keep_pending: bool = False) -> list[EpochStats]:
     """Train sample by sample. `on_epoch` is called as each epoch ends (after its partial
     batch is applied); when `stop()` turns true the current sample is finished, the pending
-    partial batch applied, and the last (interrupted) epoch reported. `start` (epoch, sample):
-    where a resumed run goes on, in the same sample orders."""
+    partial batch applied (kept in the device's accumulators with `keep_pending`, for a
+    caller that saves the training state: a resumed run then completes that batch as an
+    uninterrupted one would), and the last (interrupted) epoch reported. `start` (epoch,
+    sample): where a resumed run goes on, in the same sample orders."""
     ce = prog.info["loss"] == "ce"
     stats, step = [], start[0] * len(x) + start[1]
     for epoch in range(start[0], epochs):
@@ -99,7 +102,8 @@ def train(prog: HostProgram, x: np.ndarray, y: np.ndarray, epochs: int = 1, shuf
             if stop and stop() and k + 1 < len(order):
                 interrupted = True
                 break
-        prog.apply_update()  # a partial last batch is applied, as PyTorch's DataLoader does
+        if not (interrupted and keep_pending):
+            prog.apply_update()  # a partial last batch is applied, as PyTorch's DataLoader does
         if not losses:  # resumed at the very end of an epoch
             continue
         s = EpochStats(epoch, float(np.mean(losses)), correct / len(losses) if ce else None,
