@@ -39,9 +39,11 @@
 /* Room for the checkpoint header (32 bytes, rounded up to the write unit). */
 #define TT_HOST_FLASH_HEADER_ROOM 64
 #ifndef TT_HOST_FLASH_SLOT_SIZE
-/* The parameters, each padded to the write unit, plus the header, in whole sectors. */
+/* The parameters and the training state, each entry padded to the write unit, plus the
+ * header, in whole sectors. */
 #define TT_HOST_FLASH_SLOT_SIZE                                                              \
     ((TT_TRAINABLE_BYTES + TT_NUM_TRAINABLE * (TT_HOST_FLASH_WRITE_UNIT - 1) +               \
+      TT_STATE_BYTES + TT_NUM_STATE * (TT_HOST_FLASH_WRITE_UNIT - 1) +                      \
       TT_HOST_FLASH_HEADER_ROOM + TT_HOST_FLASH_SECTOR - 1) /                                \
      TT_HOST_FLASH_SECTOR * TT_HOST_FLASH_SECTOR)
 #endif

@@ -1,4 +1,4 @@
-/* Checkpoints of the trainable parameters in two flash slots; the layout and the reasoning
+/* Checkpoints of the trainable parameters and the training state in two flash slots; the layout and the reasoning
  * about power cuts are in tt_checkpoint.h. */
 #include "tt_checkpoint.h"
 
@@ -20,6 +20,9 @@
 /* The CRC covers the header fields in front of it, then the payload. */
 #define CKPT_CRC_COVERED_HEADER TT_CKPT_OFF_CRC
 
+#if TT_NUM_TRAINABLE > 0xFFFF || TT_NUM_STATE > 0xFFFF
+#error "a checkpoint header counts parameters and state entries in 16 bits"
+#endif
 #if TT_CKPT_MAX_WRITE_UNIT > TT_CKPT_STAGE_BYTES || TT_CKPT_HEADER_BYTES > TT_CKPT_STAGE_BYTES
 #error "the stage buffer must hold one write unit and the header"
 #endif
@@ -29,7 +32,8 @@ typedef struct {
     uint32_t slot_size;
     uint32_t unit;          /* flash write unit */
     uint32_t header_span;   /* TT_CKPT_HEADER_BYTES rounded up to the unit: payload offset */
-    uint32_t payload_bytes; /* parameters, each padded to the unit */
+    uint32_t payload_bytes; /* the entries, each padded to the unit */
+    uint32_t num_state;     /* TT_NUM_STATE when the state fits the slot too, else 0 */
 } ckpt_geom;
 
 static uint32_t round_up(uint32_t n, uint32_t unit) {
@@ -48,9 +52,24 @@ static void put_u32(uint8_t *p, uint32_t v) {
     p[3] = (uint8_t)(v >> 24);
 }
 
+/* The checkpoint's entries: the trainable parameters, then (when the slot has room for them)
+ * the training state: pending-sample count, accumulators, momentum, int8 shadows, counters. */
+static const tt_param_info *entry(int32_t i) {
+    return i < TT_NUM_TRAINABLE ? tt_trainable(i) : tt_state(i - TT_NUM_TRAINABLE);
+}
+
 static uint32_t param_bytes(int32_t i) {
-    const int32_t bytes = tt_trainable(i)->bytes;
+    const int32_t bytes = entry(i)->bytes;
     return bytes > 0 ? (uint32_t)bytes : 0u;
+}
+
+/* The parameters alone, each padded to the unit (they fit: checked first by geom_get). */
+static uint32_t total_params(uint32_t unit) {
+    uint32_t total = 0u;
+    for (int32_t i = 0; i < TT_NUM_TRAINABLE; i++) {
+        total += round_up(param_bytes(i), unit);
+    }
+    return total;
 }
 
 /* Checks that do not touch flash; every entry point starts here so a board or model that can
@@ -68,21 +87,26 @@ static int geom_get(ckpt_geom *g) {
     if (g->header_span > g->slot_size) {
         return TT_CKPT_ETOOBIG;
     }
-    /* Summed against the room left so a huge table cannot wrap the 32-bit total. */
+    /* Summed against the room left so a huge table cannot wrap the 32-bit total. The
+     * parameters must fit; the state goes in only if all of it fits after them (a build sizes
+     * the slots for both, unless the board's flash cannot hold that). */
     const uint32_t room = g->slot_size - g->header_span;
     uint32_t total = 0u;
-    for (int32_t i = 0; i < TT_NUM_TRAINABLE; i++) {
+    g->num_state = 0u;
+    for (int32_t i = 0; i < TT_NUM_TRAINABLE + TT_NUM_STATE; i++) {
         const uint32_t bytes = param_bytes(i);
-        if (bytes > room) {
-            return TT_CKPT_ETOOBIG;
-        }
         const uint32_t padded = round_up(bytes, g->unit);
-        if (padded > room - total) {
-            return TT_CKPT_ETOOBIG;
+        if (bytes > room || padded > room - total) {
+            if (i < TT_NUM_TRAINABLE) {
+                return TT_CKPT_ETOOBIG;
+            }
+            g->payload_bytes = total_params(g->unit);
+            return TT_CKPT_OK;
         }
         total += padded;
     }
     g->payload_bytes = total;
+    g->num_state = (uint32_t)TT_NUM_STATE;
     return TT_CKPT_OK;
 }
 
@@ -92,18 +116,19 @@ static void put_header_fields(uint8_t *h, const ckpt_geom *g, uint32_t seq) {
     put_u32(h + TT_CKPT_OFF_MODEL_ID, (uint32_t)TT_MODEL_ID);
     put_u32(h + TT_CKPT_OFF_SEQ, seq);
     put_u32(h + TT_CKPT_OFF_PAYLOAD_BYTES, g->payload_bytes);
-    put_u32(h + TT_CKPT_OFF_NUM_PARAMS, (uint32_t)TT_NUM_TRAINABLE);
+    put_u32(h + TT_CKPT_OFF_NUM_PARAMS, (uint32_t)TT_NUM_TRAINABLE | (g->num_state << 16));
     put_u32(h + TT_CKPT_OFF_WRITE_UNIT, g->unit);
 }
 
 /* 1 if the slot holds a complete checkpoint of this model (seq in *seq), else 0. */
 static int slot_valid(uint32_t slot, const ckpt_geom *g, uint32_t *seq) {
     const uint8_t *s = tt_port_flash_slot(slot);
+    const uint32_t counts = (uint32_t)TT_NUM_TRAINABLE | (g->num_state << 16);
     if (s == NULL || get_u32(s + TT_CKPT_OFF_MAGIC) != TT_CKPT_MAGIC ||
         get_u32(s + TT_CKPT_OFF_VERSION) != TT_CKPT_VERSION ||
         get_u32(s + TT_CKPT_OFF_MODEL_ID) != (uint32_t)TT_MODEL_ID ||
         get_u32(s + TT_CKPT_OFF_PAYLOAD_BYTES) != g->payload_bytes ||
-        get_u32(s + TT_CKPT_OFF_NUM_PARAMS) != (uint32_t)TT_NUM_TRAINABLE ||
+        get_u32(s + TT_CKPT_OFF_NUM_PARAMS) != counts ||
         get_u32(s + TT_CKPT_OFF_WRITE_UNIT) != g->unit) {
         return 0;
     }
@@ -182,8 +207,9 @@ int tt_checkpoint_save(uint32_t *seq_out) {
     put_header_fields(stage, &g, seq);
     uint32_t crc = tt_crc32(0u, stage, CKPT_CRC_COVERED_HEADER);
     uint32_t offset = g.header_span;
-    for (int32_t i = 0; i < TT_NUM_TRAINABLE; i++) {
-        const uint8_t *src = (const uint8_t *)tt_trainable(i)->data;
+    const int32_t entries = TT_NUM_TRAINABLE + (int32_t)g.num_state;
+    for (int32_t i = 0; i < entries; i++) {
+        const uint8_t *src = (const uint8_t *)entry(i)->data;
         uint32_t left = param_bytes(i);
         while (left > 0u) {
             const uint32_t n = left < chunk_max ? left : chunk_max;
@@ -260,10 +286,11 @@ int tt_checkpoint_load(uint32_t *seq_out) {
     }
     /* Validated above, CRC included, so the copy cannot stop half way. */
     const uint8_t *src = tt_port_flash_slot(slot) + g.header_span;
-    for (int32_t i = 0; i < TT_NUM_TRAINABLE; i++) {
+    const int32_t entries = TT_NUM_TRAINABLE + (int32_t)g.num_state;
+    for (int32_t i = 0; i < entries; i++) {
         const uint32_t bytes = param_bytes(i);
         if (bytes > 0u) {
-            memcpy(tt_trainable(i)->data, src, bytes);
+            memcpy(entry(i)->data, src, bytes);
         }
         src += round_up(bytes, g.unit);
     }

@@ -1,29 +1,36 @@
-/* Checkpoints: the trainable parameters saved to flash so that training survives a power cut.
+/* Checkpoints: the trainable parameters and the training state (model.h's state table: the
+ * pending-sample count, accumulators, momentum buffers, int8 shadows and the rounding's step
+ * counter) saved to flash together, so that training survives a power cut as it was.
  *
- * The board gives two flash slots (tt_port.h). A save writes the parameters to the slot that
+ * The board gives two flash slots (tt_port.h). A save writes them to the slot that
  * does not hold the newest valid checkpoint, so the newest one is never touched; at boot
  * tt_checkpoint_load() copies the newest valid one back. A power cut at any point of a save
  * (during the erase or at any byte of the program) leaves the old checkpoint as the newest
  * valid one, so the device boots with the old parameters or the new ones, never a mix.
  *
- * Slot layout. Fields are little-endian uint32, offsets in bytes from the start of the slot:
+ * Slot layout. Fields are little-endian uint32 (two uint16 at 16 and 18), offsets in bytes
+ * from the start of the slot:
  *
  *      0  version        TT_CKPT_VERSION, the version of this layout
  *      4  model_id       TT_MODEL_ID of the model that wrote it (identifies the model and its
  *                        trainable layout: another model's checkpoint is never loaded)
  *      8  seq            1 for the first save, newest + 1 after that; compared modulo 2^32
  *     12  payload_bytes  bytes of payload (the sum of the padded parameter sizes below)
- *     16  num_params     TT_NUM_TRAINABLE
+ *     16  num_params     u16: TT_NUM_TRAINABLE
+ *     18  num_state      u16: TT_NUM_STATE, or 0 when the slot cannot hold the state too (then
+ *                        only the parameters are kept, and a load leaves the state as it is)
  *     20  write_unit     the flash write unit the payload is padded to
  *     24  crc            CRC-32 (zlib.crc32) of bytes 0..23, then of the payload_bytes of payload
  *     28  magic          TT_CKPT_MAGIC, the bytes "TTCK": the commit mark, programmed last
  *     32  0xFF           up to the header span: TT_CKPT_HEADER_BYTES rounded up to the write unit
- *   span  payload        each parameter in tt_trainable() order: its bytes as they are in RAM,
- *                        then 0xFF up to a multiple of the write unit
+ *   span  payload        each parameter in tt_trainable() order, then each state entry in
+ *                        tt_state() order: its bytes as they are in RAM, then 0xFF up to a
+ *                        multiple of the write unit
  *          the rest of the slot stays erased (0xFF).
  *
- * A slot is valid when the magic, version, model id, parameter count, write unit and payload
- * size all match this build and the CRC matches. Of two valid slots the one with the larger seq
+ * A slot is valid when the magic, version, model id, parameter and state counts, write unit
+ * and payload size all match this build and the CRC matches. Version 1 (parameters only, a
+ * uint32 parameter count) is not loaded: a build of this version starts from its compiled-in values. Of two valid slots the one with the larger seq
  * (in serial-number arithmetic, so the count may wrap) is the newest.
  *
  * Write order of a save, and why every prefix of it is invalid:
@@ -49,13 +56,14 @@
 #include <stdint.h>
 
 #define TT_CKPT_MAGIC 0x4B435454u   /* "TTCK" in little-endian byte order */
-#define TT_CKPT_VERSION 1u
+#define TT_CKPT_VERSION 2u
 #define TT_CKPT_HEADER_BYTES 32u    /* the fields above; the payload starts at the next unit */
 #define TT_CKPT_OFF_VERSION 0u
 #define TT_CKPT_OFF_MODEL_ID 4u
 #define TT_CKPT_OFF_SEQ 8u
 #define TT_CKPT_OFF_PAYLOAD_BYTES 12u
-#define TT_CKPT_OFF_NUM_PARAMS 16u
+#define TT_CKPT_OFF_NUM_PARAMS 16u  /* u16 */
+#define TT_CKPT_OFF_NUM_STATE 18u   /* u16 */
 #define TT_CKPT_OFF_WRITE_UNIT 20u
 #define TT_CKPT_OFF_CRC 24u
 #define TT_CKPT_OFF_MAGIC 28u
@@ -72,13 +80,13 @@
 #define TT_CKPT_EPROGRAM (-5)   /* tt_port_flash_program() failed */
 #define TT_CKPT_EVERIFY (-6)    /* the read-back differs from what was written */
 
-/* Save the parameters to the slot not holding the newest valid checkpoint, with seq = newest + 1
+/* Save the parameters and the training state to the slot not holding the newest valid checkpoint, with seq = newest + 1
  * (1 if there is none). Returns 0 and sets *seq_out (if not NULL), or a negative TT_CKPT_E*
  * code; flash is only touched once the size checks pass. After a failure the newest
  * checkpoint is still the one from before. */
 int tt_checkpoint_save(uint32_t *seq_out);
 
-/* Copy the newest valid checkpoint into the parameters. Returns 0 and sets *seq_out (if not
+/* Copy the newest valid checkpoint into the parameters (and the training state). Returns 0 and sets *seq_out (if not
  * NULL); TT_CKPT_NONE if no slot holds a valid checkpoint of this model; a negative code if
  * this board cannot hold one (TT_CKPT_ENOFLASH, TT_CKPT_EUNIT, TT_CKPT_ETOOBIG). The
  * parameters are only written when 0 is returned. */

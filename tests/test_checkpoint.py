@@ -40,7 +40,8 @@ ARM_FLAGS = ["-mcpu=cortex-m7", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=har
 MODEL_ID = 0x5EED1234
 OTHER_MODEL_ID = 0x0BADF00D
 PARAM_BYTES = (24, 13, 12, 5)
-SLOT_SIZE = 4096  # the host default for 54 bytes of parameters: one 4 KB sector
+STATE_BYTES = (4, 20, 11)  # pending count, momentum, shadow bytes
+SLOT_SIZE = 4096  # the host default for 89 bytes of parameters and state: one 4 KB sector
 CUT_EXIT = 75
 
 
@@ -61,20 +62,25 @@ def round_up(n: int, unit: int) -> int:
     return (n + unit - 1) // unit * unit
 
 
-def pattern(variant: int) -> list[bytes]:
-    """The parameter bytes the harness's `fill variant` writes (same formula as the C)."""
+def pattern(variant: int, state: bool = True) -> list[bytes]:
+    """The parameter (and state) bytes the harness's `fill variant` writes (the C's formula)."""
+    sizes = PARAM_BYTES + (STATE_BYTES if state else ())
     return [bytes((variant * 53 + i * 17 + j * 29 + 7) & 0xFF for j in range(n))
-            for i, n in enumerate(PARAM_BYTES)]
+            for i, n in enumerate(sizes)]
 
 
 def encode_slot(variant: int, seq: int, unit: int = 4, *, model_id: int = MODEL_ID,
                 version: int | None = None, num_params: int = len(PARAM_BYTES),
-                write_unit: int | None = None, payload_bytes: int | None = None) -> bytes:
-    """A slot's used bytes as tt_checkpoint.h documents them, written independently of the C."""
-    payload = b"".join(p + b"\xff" * (round_up(len(p), unit) - len(p)) for p in pattern(variant))
+                write_unit: int | None = None, payload_bytes: int | None = None,
+                state: bool = True, num_state: int | None = None) -> bytes:
+    """A slot's used bytes as tt_checkpoint.h documents them, written independently of the C:
+    the parameters, then (`state`) the training state."""
+    payload = b"".join(p + b"\xff" * (round_up(len(p), unit) - len(p))
+                       for p in pattern(variant, state))
     fields = struct.pack(
-        "<6I", CK["TT_CKPT_VERSION"] if version is None else version, model_id, seq,
+        "<4I2HI", CK["TT_CKPT_VERSION"] if version is None else version, model_id, seq,
         len(payload) if payload_bytes is None else payload_bytes, num_params,
+        (len(STATE_BYTES) if state else 0) if num_state is None else num_state,
         unit if write_unit is None else write_unit)
     crc = zlib.crc32(fields + payload)
     header = fields + struct.pack("<2I", crc, CK["TT_CKPT_MAGIC"])
@@ -82,8 +88,9 @@ def encode_slot(variant: int, seq: int, unit: int = 4, *, model_id: int = MODEL_
     return header + b"\xff" * (round_up(HEADER, unit) - HEADER) + payload
 
 
-def used_bytes(unit: int) -> int:
-    return round_up(HEADER, unit) + sum(round_up(n, unit) for n in PARAM_BYTES)
+def used_bytes(unit: int, state: bool = True) -> int:
+    sizes = PARAM_BYTES + (STATE_BYTES if state else ())
+    return round_up(HEADER, unit) + sum(round_up(n, unit) for n in sizes)
 
 
 def flash_image(*slots: bytes | None, slot_size: int = SLOT_SIZE) -> bytes:
@@ -219,12 +226,12 @@ def test_other_model_checkpoint_is_ignored(build: Callable[..., Path], flash: Pa
 
 
 @pytest.mark.parametrize("field", [
-    {"model_id": OTHER_MODEL_ID}, {"version": 2}, {"num_params": 3}, {"write_unit": 8},
-    {"payload_bytes": used_bytes(4) - HEADER - 4}])
+    {"model_id": OTHER_MODEL_ID}, {"version": 1}, {"num_params": 3}, {"write_unit": 8},
+    {"payload_bytes": used_bytes(4) - HEADER - 4}, {"num_state": 2}])
 def test_newer_slot_with_foreign_fields_is_ignored(build: Callable[..., Path], flash: Path,
                                                    field: dict[str, int]) -> None:
-    """A newer slot with a correct CRC but another model id, format version, parameter count,
-    write unit or payload size loses to this model's older checkpoint."""
+    """A newer slot with a correct CRC but another model id, format version, parameter or
+    state count, write unit or payload size loses to this model's older checkpoint."""
     flash.write_bytes(flash_image(encode_slot(1, 1), encode_slot(2, 5, **field)))
     assert run(build(), flash, "load", "save", 3) == ["load 0 1 v1", "save 0 2"]
 
@@ -349,6 +356,18 @@ def test_slot_too_small_no_flash_and_bad_unit(build: Callable[..., Path], flash:
     wide = build("TT_HOST_FLASH_WRITE_UNIT=64")
     assert run(wide, flash, "save", 1, "load") == [f"save {EUNIT} 0", f"load {EUNIT} 0 v1"]
     assert flash.read_bytes() == b"\xff" * (2 * SLOT_SIZE)
+
+
+def test_a_slot_too_small_for_the_state_keeps_the_parameters(build: Callable[..., Path],
+                                                             flash: Path) -> None:
+    """A slot with room for the parameters but not the state: the checkpoint holds the
+    parameters alone (num_state 0), and a load restores them."""
+    room = used_bytes(4, state=False)
+    assert room < used_bytes(4)
+    exe = build(f"TT_HOST_FLASH_SLOT_SIZE={room}")
+    assert run(exe, flash, "save", 5) == ["save 0 1"]
+    assert slot_bytes(flash, 0, room, room) == encode_slot(5, 1, state=False)
+    assert run(exe, flash, "load")[0].startswith("load 0 1 ")
 
 
 def test_wrong_size_flash_file_starts_blank(build: Callable[..., Path], flash: Path) -> None:

@@ -4,7 +4,7 @@ flashing protocol; boards/<dir>/board.c is the only board-specific C (clock, UAR
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tinytrain.assets import asset_dir
 from tinytrain.errors import OptionError
@@ -20,8 +20,8 @@ class QemuTwin:
     flash_origin: int  # where the board's flash appears in the twin (its code memory)
 
 
-# firmware/tt_checkpoint.h: a slot holds a 32-byte header, then each parameter padded to the
-# flash write unit (4 bytes on both boards).
+# firmware/tt_checkpoint.h: a slot holds a 32-byte header, then each parameter and each entry
+# of the training state padded to the flash write unit (4 bytes on both boards).
 CKPT_HEADER_BYTES, CKPT_WRITE_UNIT = 32, 4
 
 
@@ -31,6 +31,7 @@ class FlashLayout:
     slots: tuple[int, int]  # slot addresses
     slot_bytes: int
     regions: tuple[tuple[int, int], ...]  # (origin, bytes) the program may use, in order
+    with_state: bool = True  # the slots hold the training state too, not only the parameters
 
     @property
     def program_bytes(self) -> int:
@@ -39,12 +40,12 @@ class FlashLayout:
     def shifted(self, delta: int) -> FlashLayout:
         """The same layout in a QEMU twin whose flash sits `delta` bytes from the board's."""
         return FlashLayout((self.slots[0] + delta, self.slots[1] + delta), self.slot_bytes,
-                           tuple((o + delta, n) for o, n in self.regions))
+                           tuple((o + delta, n) for o, n in self.regions), self.with_state)
 
 
-def checkpoint_bytes(param_bytes: list[int]) -> int:
-    """Bytes a checkpoint of these parameters occupies in its slot."""
-    return CKPT_HEADER_BYTES + sum(-(-n // CKPT_WRITE_UNIT) * CKPT_WRITE_UNIT for n in param_bytes)
+def checkpoint_bytes(entry_bytes: list[int]) -> int:
+    """Bytes a checkpoint of these entries (parameters, state) occupies in its slot."""
+    return CKPT_HEADER_BYTES + sum(-(-n // CKPT_WRITE_UNIT) * CKPT_WRITE_UNIT for n in entry_bytes)
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,14 @@ class Board:
     @property
     def is_mcu(self) -> bool:
         return self.runner == "mcu"
+
+    def checkpoint_layout(self, param_bytes: list[int], state_bytes: list[int]) -> FlashLayout:
+        """Slots for the parameters and the training state; where the flash cannot hold
+        that, for the parameters alone (the firmware then checkpoints only those)."""
+        try:
+            return self.flash_layout(checkpoint_bytes(param_bytes + state_bytes))
+        except OptionError:
+            return replace(self.flash_layout(checkpoint_bytes(param_bytes)), with_state=False)
 
     def flash_layout(self, ckpt_bytes: int) -> FlashLayout:
         """Two checkpoint slots of whole erase units big enough for `ckpt_bytes`, using as

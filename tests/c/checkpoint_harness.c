@@ -3,7 +3,7 @@
  *
  * Commands run in order, one output line each:
  *   info            "info <slot size> <write unit>"
- *   fill V          set every parameter byte to the pattern of variant V (no output)
+ *   fill V          set every parameter and state byte to the pattern of variant V (no output)
  *   save V          fill V, then tt_checkpoint_save: "save <rc> <seq>"
  *   load            tt_checkpoint_load: "load <rc> <seq> <class>"
  *   newest          tt_checkpoint_newest: "newest <rc> <seq>"
@@ -41,16 +41,24 @@
 #define NUM_VARIANTS 256u
 #define NUM_SLOTS 2u
 
-static uint8_t init_values[TT_TRAINABLE_BYTES];
+#define ENTRIES (TT_NUM_TRAINABLE + TT_NUM_STATE)
+#define ENTRY_BYTES (TT_TRAINABLE_BYTES + TT_STATE_BYTES)
+
+static uint8_t init_values[ENTRY_BYTES];
+
+/* What a checkpoint holds: the parameters, then the training state. */
+static const tt_param_info *entry(int32_t i) {
+    return i < TT_NUM_TRAINABLE ? tt_trainable(i) : tt_state(i - TT_NUM_TRAINABLE);
+}
 
 static uint8_t pattern(unsigned variant, int32_t param, int32_t byte) {
     return (uint8_t)(variant * 53u + (unsigned)param * 17u + (unsigned)byte * 29u + 7u);
 }
 
 static void fill(unsigned variant) {
-    for (int32_t i = 0; i < TT_NUM_TRAINABLE; i++) {
-        uint8_t *d = (uint8_t *)tt_trainable(i)->data;
-        for (int32_t j = 0; j < tt_trainable(i)->bytes; j++) {
+    for (int32_t i = 0; i < ENTRIES; i++) {
+        uint8_t *d = (uint8_t *)entry(i)->data;
+        for (int32_t j = 0; j < entry(i)->bytes; j++) {
             d[j] = pattern(variant, i, j);
         }
     }
@@ -59,21 +67,21 @@ static void fill(unsigned variant) {
 /* Copies the parameters to or from a flat buffer. */
 static void snapshot(uint8_t *flat, int to_params) {
     size_t off = 0;
-    for (int32_t i = 0; i < TT_NUM_TRAINABLE; i++) {
-        const size_t n = (size_t)tt_trainable(i)->bytes;
+    for (int32_t i = 0; i < ENTRIES; i++) {
+        const size_t n = (size_t)entry(i)->bytes;
         if (to_params) {
-            memcpy(tt_trainable(i)->data, flat + off, n);
+            memcpy(entry(i)->data, flat + off, n);
         } else {
-            memcpy(flat + off, tt_trainable(i)->data, n);
+            memcpy(flat + off, entry(i)->data, n);
         }
         off += n;
     }
 }
 
 static int matches(unsigned variant) {
-    for (int32_t i = 0; i < TT_NUM_TRAINABLE; i++) {
-        const uint8_t *d = (const uint8_t *)tt_trainable(i)->data;
-        for (int32_t j = 0; j < tt_trainable(i)->bytes; j++) {
+    for (int32_t i = 0; i < ENTRIES; i++) {
+        const uint8_t *d = (const uint8_t *)entry(i)->data;
+        for (int32_t j = 0; j < entry(i)->bytes; j++) {
             if (d[j] != pattern(variant, i, j)) {
                 return 0;
             }
@@ -83,7 +91,7 @@ static int matches(unsigned variant) {
 }
 
 static void classify(char *out, size_t size) {
-    uint8_t now[TT_TRAINABLE_BYTES];
+    uint8_t now[ENTRY_BYTES];
     snapshot(now, 0);
     if (memcmp(now, init_values, sizeof now) == 0) {
         snprintf(out, size, "init");

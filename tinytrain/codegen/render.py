@@ -16,7 +16,6 @@ from tinytrain.boards import (
     QEMU_SOURCE,
     Board,
     FlashLayout,
-    checkpoint_bytes,
     load_board,
 )
 from tinytrain.codegen.context import C_TYPES, DEFAULT_PREFIX, HYPER, CContext, check_prefix
@@ -250,16 +249,20 @@ def _library_context(g: Graph, prefix: str) -> dict[str, Any]:
 
 
 def flash_layout(g: Graph, board: Board) -> FlashLayout:
-    """The board's checkpoint slots sized for this program's trainable parameters."""
-    return board.flash_layout(checkpoint_bytes([t.nbytes for t in g.params(trainable=True)]))
+    """The board's checkpoint slots sized for this program's trainable parameters and its
+    training state (tt_checkpoint.h)."""
+    return board.checkpoint_layout([t.nbytes for t in g.params(trainable=True)],
+                                   [e.nbytes for e in state_table(g)])
 
 
 def flash_layout_of_project(project: Path, board: Board) -> FlashLayout:
     """The flash layout a generated project was built with (from its program.json)."""
     info = json.loads((project / "program.json").read_text())
-    return board.flash_layout(checkpoint_bytes(
-        [int(np.prod(p.get("packed", {}).get("stored_shape") or p["shape"]))
-         * {"f32": 4, "s32": 4, "s8": 1, "u8": 1}[p["dtype"]] for p in info["trainable"]]))
+    size = {"f32": 4, "s32": 4, "s8": 1, "u8": 1}
+    return board.checkpoint_layout(
+        [int(np.prod(p.get("packed", {}).get("stored_shape") or p["shape"])) * size[p["dtype"]]
+         for p in info["trainable"]],
+        [int(np.prod(e["shape"])) * size[e["dtype"]] for e in info.get("state", [])])
 
 
 def twin_layout(board: Board, layout: FlashLayout) -> FlashLayout:

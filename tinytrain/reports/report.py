@@ -21,12 +21,20 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
     # trainable parameters also keep their initial values in flash so tt_init() can reset them
     flash = {"frozen_params": frozen, "trainable_init": trainable}
     flash["total"] = sum(flash.values())
-    if board.is_mcu:  # checkpoint slots sized for the trainable parameters, the program the rest
+    checkpoint = None
+    if board.is_mcu:  # checkpoint slots sized for the trainable parameters and the training
+        from tinytrain.boards import checkpoint_bytes  # state, the program the rest
         from tinytrain.codegen.render import flash_layout  # the layout the build links with
+        from tinytrain.passes.memory_layout import state_table
 
         lay = flash_layout(g, board)
         flash["checkpoint_slot"] = lay.slot_bytes
         flash["program_region"] = lay.program_bytes
+        params = [t.nbytes for t in g.params(trainable=True)]
+        state = [e.nbytes for e in state_table(g)] if lay.with_state else []
+        checkpoint = {"bytes": checkpoint_bytes(params + state), "params": sum(params),
+                      "state": sum(state), "with_state": lay.with_state,
+                      "slot": lay.slot_bytes}
     return {
         "board": board.name,
         "sram_capacity": board.sram_bytes,  # None: not limited (the host)
@@ -37,6 +45,7 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
         "sgd": g.meta.get("sgd"),
         "sram_bytes": sram,
         "flash_bytes": flash,
+        "checkpoint": checkpoint,  # what one checkpoint holds (None: no checkpoint flash)
         "macs": macs(g),
         "remat": list(g.meta.get("remat", [])),  # saved activations recomputed (passes/remat)
         "params": {"trainable": sum(t.size for t in ts if t.kind == PARAM and t.trainable),
@@ -66,6 +75,12 @@ def summary(r: dict[str, Any]) -> str:
     if r.get("remat"):
         lines.append(f"  rematerialised: {len(r['remat'])} saved activations are recomputed in "
                      "the backward instead of kept (--remat off keeps them)")
+    if r.get("checkpoint"):
+        c = r["checkpoint"]
+        lines.append(f"  checkpoint {kb(c['bytes'])} in each of two {kb(c['slot'])} flash "
+                     f"slots: parameters {kb(c['params'])}"
+                     + (f" + training state {kb(c['state'])}" if c["with_state"] else
+                        " (no room for the training state: it is not kept)"))
     if fw:
         lines.append(f"  linked firmware.elf: flash {kb(fw['flash_used'])} (code "
                      f"{kb(fw['text'])}); stack reserve {kb(fw['stack_reserved'])}, deepest "

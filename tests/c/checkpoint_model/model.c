@@ -1,4 +1,5 @@
-/* The fake model's parameters, with compiled-in values a boot without a checkpoint keeps. */
+/* The fake model's parameters and training state, with compiled-in values a boot without a
+ * checkpoint keeps. */
 #include "model.h"
 
 static float w_fc[6] = {0.5f, -1.25f, 2.0f, 0.125f, -3.5f, 7.75f};
@@ -15,4 +16,18 @@ static const tt_param_info tt_params[TT_NUM_TRAINABLE] = {
 
 const tt_param_info *tt_trainable(int32_t i) {
     return &tt_params[i];
+}
+
+static int32_t pending = 0;
+static float momentum[5] = {0.0f, 0.25f, -0.5f, 1.0f, 0.0f};
+static int8_t shadow[11] = {0};
+
+static const tt_param_info tt_state_table[TT_NUM_STATE] = {
+    {"pending_samples", &pending, 1, (int32_t)sizeof pending},
+    {"fc.weight.momentum", momentum, 5, (int32_t)sizeof momentum},
+    {"q.weight.shadow", shadow, 11, (int32_t)sizeof shadow},
+};
+
+const tt_param_info *tt_state(int32_t i) {
+    return (i >= 0 && i < TT_NUM_STATE) ? &tt_state_table[i] : NULL;
 }

@@ -1,6 +1,7 @@
 /* A stand-in for a generated model.h, just what the checkpoint code uses: four trainable
  * parameters of different types and sizes, one of them (int8, 13 bytes) and another (int8,
- * 5 bytes) not a multiple of 4, so padding to the flash write unit is exercised. */
+ * 5 bytes) not a multiple of 4, so padding to the flash write unit is exercised; and a
+ * training state of three entries (the last, 11 bytes, padded too). */
 #ifndef TT_MODEL_H
 #define TT_MODEL_H
 
@@ -14,6 +15,8 @@
 #define TT_MODEL_ID ((uint32_t)FAKE_MODEL_ID)
 #define TT_NUM_TRAINABLE 4
 #define TT_TRAINABLE_BYTES 54 /* 6 floats + 13 int8 + 3 int32 + 5 int8 */
+#define TT_NUM_STATE 3
+#define TT_STATE_BYTES 35 /* pending count (int32) + 5 momentum floats + 11 shadow bytes */
 
 typedef struct {
     const char *name;
@@ -23,5 +26,6 @@ typedef struct {
 } tt_param_info;
 
 const tt_param_info *tt_trainable(int32_t i);
+const tt_param_info *tt_state(int32_t i); /* NULL past the last entry */
 
 #endif
