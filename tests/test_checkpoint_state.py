@@ -131,3 +131,34 @@ def test_a_power_cut_in_a_checkpoint_boots_old_or_new_state(data) -> None:
         if finished:
             assert _same(got, new)
     assert seen == {False, True}
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
+def test_slots_for_the_state_give_way_to_a_program_that_needs_the_flash(tmp_path) -> None:
+    """On the nRF52840 (892 KB of flash below the bootloader): 439 KB of frozen weights and
+    62 KB trained with momentum at batch 4 (124 KB of state). Slots that hold the state too
+    (2 x 188 KB) leave the program too little flash; the build links with slots for the
+    parameters alone, says so, and the twin's layout agrees."""
+    import torch
+
+    from tests.torch_models import export
+    from tinytrain.boards import load_board
+    from tinytrain.codegen.render import flash_layout_of_project
+
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 140), torch.nn.ReLU(),
+                              torch.nn.Linear(140, 110), torch.nn.ReLU(),
+                              torch.nn.Linear(110, 10))
+    net.input_shape = (1, 28, 28)
+    model = export(net, tmp_path / "wide.onnx")
+    sgd = SGDConfig(lr=0.01, momentum=0.9, batch=4)
+    small = build(DIGITS, tmp_path / "small", Options(board="nrf52840", sgd=sgd))
+    assert small["checkpoint"]["with_state"]  # where the flash has room, the state is kept
+    r = build(model, tmp_path / "wide", Options(board="nrf52840", update="last:2", sgd=sgd))
+    c = r["checkpoint"]
+    assert not c["with_state"] and c["state"] == 0 and c["bytes"] <= c["slot"]
+    assert c["slot"] < c["params"] + 2 * c["params"]  # too small for the state
+    assert r["flash_bytes"]["checkpoint_slot"] == c["slot"]
+    assert json.loads((tmp_path / "wide" / "program.json").read_text())["checkpoint_state"] \
+        is False
+    lay = flash_layout_of_project(tmp_path / "wide", load_board("nrf52840"))
+    assert lay.slot_bytes == c["slot"] and not lay.with_state

@@ -77,7 +77,8 @@ class Board:
         """Slots for the parameters and the training state; where the flash cannot hold
         that, for the parameters alone (the firmware then checkpoints only those)."""
         try:
-            return self.flash_layout(checkpoint_bytes(param_bytes + state_bytes))
+            return replace(self.flash_layout(checkpoint_bytes(param_bytes + state_bytes)),
+                           with_state=bool(state_bytes))
         except OptionError:
             return replace(self.flash_layout(checkpoint_bytes(param_bytes)), with_state=False)
 

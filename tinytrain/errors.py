@@ -21,5 +21,9 @@ class BuildError(TinyTrainError):
     """The C toolchain failed or the program does not fit the board."""
 
 
+class FlashOverflow(BuildError):
+    """The linker's verdict: the program does not fit the flash the checkpoint slots leave."""
+
+
 class OptionError(TinyTrainError):
     """A command-line option has a value tinytrain cannot use."""

@@ -250,9 +250,10 @@ def _library_context(g: Graph, prefix: str) -> dict[str, Any]:
 
 def flash_layout(g: Graph, board: Board) -> FlashLayout:
     """The board's checkpoint slots sized for this program's trainable parameters and its
-    training state (tt_checkpoint.h)."""
-    return board.checkpoint_layout([t.nbytes for t in g.params(trainable=True)],
-                                   [e.nbytes for e in state_table(g)])
+    training state (tt_checkpoint.h), or the parameters alone when the build had to give
+    the state's flash to the program (g.meta["checkpoint_state"] False: device/build.py)."""
+    state = [e.nbytes for e in state_table(g)] if g.meta.get("checkpoint_state", True) else []
+    return board.checkpoint_layout([t.nbytes for t in g.params(trainable=True)], state)
 
 
 def flash_layout_of_project(project: Path, board: Board) -> FlashLayout:
@@ -262,7 +263,8 @@ def flash_layout_of_project(project: Path, board: Board) -> FlashLayout:
     return board.checkpoint_layout(
         [int(np.prod(p.get("packed", {}).get("stored_shape") or p["shape"])) * size[p["dtype"]]
          for p in info["trainable"]],
-        [int(np.prod(e["shape"])) * size[e["dtype"]] for e in info.get("state", [])])
+        [int(np.prod(e["shape"])) * size[e["dtype"]] for e in info.get("state", [])]
+        if info.get("checkpoint_state", True) else [])
 
 
 def twin_layout(board: Board, layout: FlashLayout) -> FlashLayout:

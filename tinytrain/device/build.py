@@ -12,10 +12,11 @@ from tinytrain.boards import Board, load_board
 from tinytrain.codegen.context import check_prefix
 from tinytrain.codegen.outdir import check_replaceable, staged
 from tinytrain.codegen.program import MEMORY_JSON, PROGRAM_JSON, REPORT_JSON, program_info
-from tinytrain.codegen.render import render, write_files
+from tinytrain.codegen.render import flash_layout, render, write_files
 from tinytrain.device.firmware_size import section_sizes, stack_depth, unplanned_sram
 from tinytrain.device.toolchain import compile_project
-from tinytrain.errors import BuildError, OptionError, TinyTrainError
+from tinytrain.errors import BuildError, FlashOverflow, OptionError, TinyTrainError
+from tinytrain.ir import Graph
 from tinytrain.passes.pipeline import KERNELS, Options, compile_model
 from tinytrain.reports.layers import LayerCapture
 from tinytrain.reports.memory import PEAK_KEYS, memory_details
@@ -118,6 +119,28 @@ def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | N
     check_budget(Path(model), opts, report, board, max_sram, max_flash)
     if chosen is not None:
         report["auto_plan"] = chosen.summary()
+    try:
+        return _write_build(g, plan, board, model, out, opts, report, memory, chosen)
+    except FlashOverflow:
+        # checkpoint slots that hold the training state may leave the program too little
+        # flash: slots for the parameters alone, if that is smaller, before giving up
+        if not board.is_mcu or flash_layout(g, board) == \
+                flash_layout(_without_state(g), board):
+            raise
+    g = _without_state(g)
+    report.update({k: v for k, v in memory_report(g, plan, board).items()
+                   if k in ("flash_bytes", "checkpoint")})
+    return _write_build(g, plan, board, model, out, opts, report, memory, chosen)
+
+
+def _without_state(g: Graph) -> Graph:
+    """`g` whose checkpoints keep the parameters alone (codegen/render.flash_layout)."""
+    return g.replace(meta={**g.meta, "checkpoint_state": False})
+
+
+def _write_build(g: Graph, plan: Any, board: Board, model: Path, out: Path, opts: Options,
+                 report: dict[str, Any], memory: dict[str, Any], chosen: Any) -> dict[str, Any]:
+    """Render, compile and link into `out` (atomically); the report completed."""
     files = render(g, plan, board, kernels=opts.kernels, prefix=opts.prefix)
     with staged(Path(out), PROGRAM_JSON, NOT_A_BUILD.format(out=out)) as tmp:
         write_files(files, tmp)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytrain.boards import Board
-from tinytrain.errors import BuildError
+from tinytrain.errors import BuildError, FlashOverflow
 
 # newlib's memcpy/memset/expf/logf/tanhf are not compiled with our flags, so the call graph
 # has no frame size for them; each is a leaf with a small frame (measured <= 40 bytes in
@@ -124,8 +124,9 @@ def measure_link(project: Path, board: Board) -> dict[str, int]:
     return out
 
 
-def explain_overflow(project: Path, board: Board, over: list[tuple[str, str]]) -> str:
-    """The linker's verdict with the breakdown of both memories and advice that can work."""
+def explain_overflow(project: Path, board: Board, over: list[tuple[str, str]]) -> BuildError:
+    """The linker's verdict with the breakdown of both memories and advice that can work
+    (a FlashOverflow when the flash is what overflowed)."""
     from tinytrain.codegen.render import flash_layout_of_project
 
     layout = flash_layout_of_project(project, board)
@@ -142,10 +143,11 @@ def explain_overflow(project: Path, board: Board, over: list[tuple[str, str]]) -
                  f"parameters and their state {kb(m['params_sram'])}, link buffers "
                  f"{kb(m['link_buffers'])}, stack {kb(m['stack'])}, other statics "
                  f"{kb(m['other_sram'])}" + (" -- does not fit" if m["sram"] > ram else ""))
+    sized = "parameters and the training state" if layout.with_state else "parameters"
     lines.append(f"  flash {kb(m['flash'])} of the program's {kb(layout.program_bytes)} "
                  f"({regions}; the rest of the {kb(board.flash_bytes or 0)} holds two "
                  f"checkpoint slots of {kb(layout.slot_bytes)} sized for the trainable "
-                 f"parameters): code {kb(m['code'])}, constants (frozen parameters, initial "
+                 f"{sized}): code {kb(m['code'])}, constants (frozen parameters, initial "
                  f"values, kernel tables) {kb(m['constants'])}, the largest single object "
                  f"{kb(m['largest'])} (the largest region {kb(biggest)})"
                  + (" -- does not fit" if flash_over else ""))
@@ -159,7 +161,7 @@ def explain_overflow(project: Path, board: Board, over: list[tuple[str, str]]) -
                       "slots leave more flash to the program)")
     if advice:
         lines.append("  what would fit: " + "; ".join(advice))
-    return "\n".join(lines)
+    return (FlashOverflow if flash_over else BuildError)("\n".join(lines))
 
 
 # The statics the plan counts (report.sram_bytes): the model's arena (PREFIX_arena), its

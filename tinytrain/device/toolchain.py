@@ -33,7 +33,7 @@ def compile_project(project: Path, board: Board) -> list[Path]:
         if over or crashed or "will not fit in region" in text:  # the linker's verdict
             from tinytrain.device.firmware_size import explain_overflow
 
-            raise BuildError(explain_overflow(project, board, over))
+            raise explain_overflow(project, board, over)
         tail = "\n".join(text.strip().splitlines()[-20:])
         raise BuildError(f"compiling the generated C for {board.name} failed:\n{tail}")
     from tinytrain.codegen.render import HOST_BINARY

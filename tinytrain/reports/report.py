@@ -31,10 +31,12 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
         flash["checkpoint_slot"] = lay.slot_bytes
         flash["program_region"] = lay.program_bytes
         params = [t.nbytes for t in g.params(trainable=True)]
-        state = [e.nbytes for e in state_table(g)] if lay.with_state else []
+        state = [e.nbytes for e in state_table(g)]
+        # the firmware keeps the state whenever it fits the slot (tt_checkpoint.c geom_get)
+        with_state = checkpoint_bytes(params + state) <= lay.slot_bytes
+        state = state if with_state else []
         checkpoint = {"bytes": checkpoint_bytes(params + state), "params": sum(params),
-                      "state": sum(state), "with_state": lay.with_state,
-                      "slot": lay.slot_bytes}
+                      "state": sum(state), "with_state": with_state, "slot": lay.slot_bytes}
     return {
         "board": board.name,
         "sram_capacity": board.sram_bytes,  # None: not limited (the host)
