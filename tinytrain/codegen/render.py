@@ -248,12 +248,19 @@ def _library_context(g: Graph, prefix: str) -> dict[str, Any]:
     }
 
 
+def checkpoint_entries(g: Graph) -> tuple[list[int], list[int]]:
+    """The bytes of each entry a checkpoint can hold (tt_checkpoint.h): the trainable
+    parameters, then the training state."""
+    return [t.nbytes for t in g.params(trainable=True)], [e.nbytes for e in state_table(g)]
+
+
 def flash_layout(g: Graph, board: Board) -> FlashLayout:
     """The board's checkpoint slots sized for this program's trainable parameters and its
-    training state (tt_checkpoint.h), or the parameters alone when the build had to give
-    the state's flash to the program (g.meta["checkpoint_state"] False: device/build.py)."""
-    state = [e.nbytes for e in state_table(g)] if g.meta.get("checkpoint_state", True) else []
-    return board.checkpoint_layout([t.nbytes for t in g.params(trainable=True)], state)
+    training state, or the parameters alone when the build had to give the state's flash to
+    the program (g.meta["checkpoint_state"] False: device/build.py)."""
+    params, state = checkpoint_entries(g)
+    return board.checkpoint_layout(params, state if g.meta.get("checkpoint_state", True)
+                                   else [])
 
 
 def flash_layout_of_project(project: Path, board: Board) -> FlashLayout:

@@ -24,14 +24,12 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
     checkpoint = None
     if board.is_mcu:  # checkpoint slots sized for the trainable parameters and the training
         from tinytrain.boards import checkpoint_bytes  # state, the program the rest
-        from tinytrain.codegen.render import flash_layout  # the layout the build links with
-        from tinytrain.passes.memory_layout import state_table
+        from tinytrain.codegen.render import checkpoint_entries, flash_layout
 
-        lay = flash_layout(g, board)
+        lay = flash_layout(g, board)  # the layout the build links with
         flash["checkpoint_slot"] = lay.slot_bytes
         flash["program_region"] = lay.program_bytes
-        params = [t.nbytes for t in g.params(trainable=True)]
-        state = [e.nbytes for e in state_table(g)]
+        params, state = checkpoint_entries(g)
         # the firmware keeps the state whenever it fits the slot (tt_checkpoint.c geom_get)
         with_state = checkpoint_bytes(params + state) <= lay.slot_bytes
         state = state if with_state else []
