@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import re
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -55,10 +58,17 @@ from tinytrain.passes.update_plan import is_depthwise, layers, parse_plan  # noq
 
 EPOCHS, SEED = 3, 0
 ORDERS = 3  # sample orders (run --shuffle --seed k) every accuracy is the mean of
-# the int8-vs-fp32 table's orders: batch-1 fine-tuning of the MobileNetV2 is chaotic (fp32
-# tinytrain and PyTorch agree to 1e-6 for hundreds of steps, then part), so a 0.5-point
-# comparison needs the spread of many orders, not the mean of three
-INT8_ORDERS = 10
+# The int8-vs-fp32 table: at batch 1 (lr 0.01) single runs of the MobileNetV2 are chaotic
+# (order-to-order SD 3-4 points; one order's int8 and fp32 runs uncorrelated, r ~0), so no
+# affordable number of orders resolves 0.5 points. At batch 8 the SD is ~2 and one order's int8
+# and fp32 runs correlate (r 0.4-0.7): the difference order by order resolves it.
+INT8_BATCH, INT8_LR = 8, 0.04  # lr x4 for 8x fewer steps
+INT8_ORDERS = 40  # paired standard error of a difference ~0.4 points at 40 orders
+# the collapse case: batch 1 at lr 0.03, where the 16-block plans ended near chance in one
+# order in three (bench notes); COLLAPSED: below it a run counts as collapsed (chance is 20 %,
+# healthy runs of these plans end at 70-90 %)
+COLLAPSE_LR, COLLAPSE_ORDERS, COLLAPSED = 0.03, 20, 0.5
+JOBS = os.cpu_count() or 1  # C programs / PyTorch processes run at a time (--jobs)
 RATIOS = (1.0, 0.5, 0.25, 0.125)  # the hand scheme's uniform ratios, largest first
 
 
@@ -178,19 +188,21 @@ class Task:
         self.runs: dict[tuple[str, tuple[str, ...], int], list[float]] = {}
         self.n = len(layers(self.g0))
 
-    def args(self) -> list[str]:
-        return ["--lr", str(self.lr), *self.extra]
+    def args(self, lr: float | None = None) -> list[str]:
+        return ["--lr", str(lr or self.lr), *self.extra]
 
     def accuracy(self, update: str, more: tuple[str, ...] = ()) -> float:
         return float(np.mean(self.accuracies(update, more, ORDERS)))
 
-    def accuracies(self, update: str, more: tuple[str, ...], orders: int) -> list[float]:
-        """Held-out accuracy of each of the first `orders` sample orders with this plan."""
-        key = (update, more, orders)
+    def accuracies(self, update: str, more: tuple[str, ...], orders: int,
+                   lr: float | None = None) -> list[float]:
+        """Held-out accuracy of each of the first `orders` sample orders with this plan
+        (`more`: build options; `lr`: the build's, default the task's)."""
+        key = (update, more, orders, lr)
         if key not in self.runs:
-            tag = re.sub(r"[^a-z0-9]+", "_", f"{update}{'_'.join(more)}")[-60:]
+            tag = re.sub(r"[^a-z0-9]+", "_", f"{update}{'_'.join(more)}{lr or ''}")[-60:]
             out = self.work / f"{self.name}_{tag}"
-            tinytrain("build", self.model, "--out", out, *self.args(), "--update", update,
+            tinytrain("build", self.model, "--out", out, *self.args(lr), "--update", update,
                       *more)
             self.runs[key] = adapted_each(out, self, orders)
         return self.runs[key]
@@ -236,48 +248,68 @@ def auto_arm(task: Task, budget: int) -> dict:
 
 
 # ---------------------------------------------------------------- fp32 PyTorch, same plan
-def torch_adapt(net: nn.Module, task: Task, spec: str, d: dict[str, np.ndarray],
-                orders: int) -> list[float]:
-    """SGD in PyTorch training exactly what `spec` trains (first-k input channels of partial
-    weights; a depthwise conv's first k channels), batch 1, the first `orders` sample orders
-    `tinytrain run --shuffle --seed k` uses; the held-out accuracy of each."""
-    plan = parse_plan(task.g0, spec)
+TorchPlan = list[tuple[bool, bool, tuple[int, ...] | None]]
+
+
+def torch_plan(task: Task, spec: str) -> TorchPlan:
+    """(weight, bias, channels) per conv/dense layer of `spec`, in the network's order."""
+    return [(up.weight, up.bias, None if up.channels is None else tuple(up.channels))
+            for up in parse_plan(task.g0, spec).layers]
+
+
+def torch_adapt(state: dict[str, np.ndarray], plan: TorchPlan, d: dict[str, np.ndarray], lr: float,
+                batch: int, seed: int) -> float:
+    """SGD in PyTorch training exactly what the plan trains (first-k input channels of partial
+    weights; a depthwise conv's first k channels) from `state`, in the sample order `tinytrain
+    run --shuffle --seed SEED` uses, `batch` samples a step (the loss their mean, the last
+    partial batch of an epoch included, as the C program applies it); held-out accuracy."""
+    torch.set_num_threads(1)  # one order per worker process
+    net = MobileNetV2(5, bn=False)
+    net.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
+    net.eval()
     mods = [m for m in net.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
-    assert len(mods) == len(plan.layers)
+    assert len(mods) == len(plan)
     params = []
-    for m, up in zip(mods, plan.layers, strict=True):
-        m.weight.requires_grad = up.weight
+    for m, (weight, bias, channels) in zip(mods, plan, strict=True):
+        m.weight.requires_grad = weight
         if m.bias is not None:
-            m.bias.requires_grad = up.bias
-            if up.bias:
+            m.bias.requires_grad = bias
+            if bias:
                 params.append(m.bias)
-        if up.weight:
+        if weight:
             params.append(m.weight)
-            if up.channels is not None:
+            if channels is not None:
                 keep = torch.zeros_like(m.weight)
                 dw = isinstance(m, nn.Conv2d) and m.groups > 1
                 # item assignment: an index list makes `keep[...]` a copy, so an in-place
                 # fill_ on it would leave the mask all zeros (and the weight untrained)
                 if dw:
-                    keep[list(up.channels)] = 1.0
+                    keep[list(channels)] = 1.0
                 else:
-                    keep[:, list(up.channels)] = 1.0
+                    keep[:, list(channels)] = 1.0
                 m.weight.register_hook(lambda g, k=keep: g * k)
-    start = {k: v.clone() for k, v in net.state_dict().items()}
     x, y = torch.tensor(d["ada_x"]), torch.tensor(d["ada_y"])
-    accs = []
-    for seed in range(orders):
-        net.load_state_dict(start)
-        opt = torch.optim.SGD(params, lr=task.lr)
-        for epoch in range(EPOCHS):
-            for i in sample_order(len(x), epoch, True, seed):
-                opt.zero_grad()
-                nn.functional.cross_entropy(net(x[i:i + 1]), y[i:i + 1]).backward()
-                opt.step()
-        with torch.no_grad():
-            pred = net(torch.tensor(d["test_x"])).argmax(1).numpy()
-        accs.append(float((pred == d["test_y"]).mean()))
-    return accs
+    opt = torch.optim.SGD(params, lr=lr)
+    for epoch in range(EPOCHS):
+        order = sample_order(len(x), epoch, True, seed)
+        for k in range(0, len(order), batch):
+            i = torch.as_tensor(order[k:k + batch])
+            opt.zero_grad()
+            nn.functional.cross_entropy(net(x[i]), y[i]).backward()
+            opt.step()
+    with torch.no_grad():
+        pred = net(torch.tensor(d["test_x"])).argmax(1).numpy()
+    return float((pred == d["test_y"]).mean())
+
+
+def torch_runs(state: dict, plan: TorchPlan, d: dict[str, np.ndarray], lr: float, batch: int,
+               orders: int) -> list[float]:
+    """torch_adapt for the first `orders` sample orders, JOBS processes at a time (spawned:
+    a fork after PyTorch's thread pool started can hang)."""
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(JOBS, mp_context=ctx) as ex:
+        return list(ex.map(torch_adapt, *zip(*[(state, plan, d, lr, batch, k)
+                                                for k in range(orders)], strict=True)))
 
 
 def export(net: nn.Module, shape: tuple[int, ...], path: Path) -> Path:
@@ -309,32 +341,55 @@ def compare(task: Task, budgets: list[int], log: Callable[[str], None]) -> list[
     return rows
 
 
-def int8_vs_fp32(task: Task, rows: list[dict], fp32_model: Path, net: Callable[[], nn.Module],
+def int8_vs_fp32(task: Task, rows: list[dict], fp32_model: Path, state: dict,
                  d: dict[str, np.ndarray], orders: int,
                  log: Callable[[str], None]) -> list[dict]:
-    """Auto's plan at each budget in four arms, each over the same `orders` sample orders:
-    the accuracy of every order is kept, so the table can give the spread."""
+    """Auto's plan at each budget in four arms, each over the same `orders` sample orders at
+    batch INT8_BATCH: the accuracy of every order is kept, so the table gives the spread and
+    the differences order by order."""
     out = []
     for row in rows:
         a = row["auto"]
-        spec = str(a["toml"])
-        r = {"budget": row["budget"], "plan": a["plan"], "orders": orders,
-             "stochastic": task.accuracies(spec, ("--rounding", "stochastic"), orders),
-             "shadow": task.accuracies(spec, ("--rounding", "shadow"), orders),
-             "tinytrain_fp32": fp32_runs(task, fp32_model, spec, row["budget"], orders),
-             "pytorch_fp32": torch_adapt(net(), task, a["plan"], d, orders)}
+        out.append(arms(task, str(a["toml"]), a["plan"], row["budget"], fp32_model, state, d,
+                        orders, INT8_LR, INT8_BATCH))
         log(f"int8 vs fp32 {row['budget'] / 1024:g} KB: " + ", ".join(
-            f"{k} {pct(float(np.mean(r[k])))}" for k in ARMS))
-        out.append(r)
+            f"{k} {pct(float(np.mean(out[-1][k])))}" for k in ARMS))
     return out
+
+
+def collapse_case(task: Task, rows: list[dict], fp32_model: Path, state: dict,
+                  d: dict[str, np.ndarray], orders: int,
+                  log: Callable[[str], None]) -> dict | None:
+    """The collapse case: the weight-training plan auto chose at the middle budget (partial
+    pointwise convs in 16 blocks), batch 1 at COLLAPSE_LR, where single orders of such plans
+    were seen to end near chance. Every arm over the same orders."""
+    row = rows[len(rows) // 2]
+    a = row["auto"]
+    r = arms(task, str(a["toml"]), a["plan"], row["budget"], fp32_model, state, d, orders,
+             COLLAPSE_LR, 1)
+    log("collapse case: " + ", ".join(f"{k} {sum(v < COLLAPSED for v in r[k])}/{orders}"
+                                      for k in ARMS))
+    return r
 
 
 ARMS = ("pytorch_fp32", "tinytrain_fp32", "stochastic", "shadow")
 
 
-def fp32_runs(task: Task, model: Path, spec: str, budget: int, orders: int) -> list[float]:
-    out = task.work / f"{task.name}_fp32_{budget}"
-    tinytrain("build", model, "--out", out, "--lr", str(task.lr), "--update", spec)
+def arms(task: Task, spec: str, plan: str, budget: int, fp32_model: Path, state: dict,
+         d: dict[str, np.ndarray], orders: int, lr: float, batch: int) -> dict:
+    more = ("--batch", str(batch))
+    return {"budget": budget, "plan": plan, "orders": orders, "lr": lr, "batch": batch,
+            "stochastic": task.accuracies(spec, ("--rounding", "stochastic", *more), orders, lr),
+            "shadow": task.accuracies(spec, ("--rounding", "shadow", *more), orders, lr),
+            "tinytrain_fp32": fp32_runs(task, fp32_model, spec, budget, orders, lr, batch),
+            "pytorch_fp32": torch_runs(state, torch_plan(task, plan), d, lr, batch, orders)}
+
+
+def fp32_runs(task: Task, model: Path, spec: str, budget: int, orders: int, lr: float,
+              batch: int) -> list[float]:
+    out = task.work / f"{task.name}_fp32_{budget}_{lr:g}_{batch}"
+    tinytrain("build", model, "--out", out, "--lr", str(lr), "--batch", str(batch),
+              "--update", spec)
     return adapted_each(out, task, orders)
 
 
@@ -345,13 +400,15 @@ def adapted(build: Path, task: Task) -> float:
 
 
 def adapted_each(build: Path, task: Task, orders: int) -> list[float]:
-    """The held-out accuracy after each of the first `orders` shuffled sample orders."""
-    accs = []
-    for k in range(orders):
+    """The held-out accuracy after each of the first `orders` shuffled sample orders, JOBS
+    runs of the C program at a time."""
+    def one(k: int) -> float:
         log = tinytrain("run", build, "--data", task.ada, "--eval", task.test, "--epochs",
                         str(EPOCHS), "--shuffle", "--seed", str(k))
-        accs.append(float(re.search(r"eval accuracy after: ([0-9.]+)", log).group(1)))
-    return accs
+        return float(re.search(r"eval accuracy after: ([0-9.]+)", log).group(1))
+
+    with ThreadPoolExecutor(JOBS) as ex:
+        return list(ex.map(one, range(orders)))
 
 
 def pct(v: float | None) -> str:
@@ -372,7 +429,13 @@ def main() -> None:
     ap.add_argument("--models", default="cnn,mbv2", help="which tasks to run (comma list)")
     ap.add_argument("--int8-orders", type=int, default=INT8_ORDERS,
                     help="sample orders for the int8-vs-fp32 table (default %(default)s)")
+    ap.add_argument("--collapse-orders", type=int, default=COLLAPSE_ORDERS,
+                    help="sample orders for the collapse case (default %(default)s; 0: skip)")
+    ap.add_argument("--jobs", type=int, default=JOBS,
+                    help="C programs / PyTorch processes at a time (default %(default)s)")
     args = ap.parse_args()
+    global JOBS
+    JOBS = max(1, args.jobs)
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -396,15 +459,12 @@ def main() -> None:
             mb = Task("mbv2", work, m2, d2, MBV2_LR, ["--new-head", "--quantize", "int8",
                                                       "--calib", str(work / "calib.npz")])
             results["mbv2"] = compare(mb, MBV2_BUDGETS, log)
-            state = {k: v.clone() for k, v in net2.state_dict().items()}
-
-            def fresh() -> nn.Module:
-                n = MobileNetV2(5, bn=False)
-                n.load_state_dict(state)
-                return n.eval()
-
-            results["int8"] = int8_vs_fp32(mb, results["mbv2"], m2, fresh, d2,
+            state = {k: v.detach().numpy().copy() for k, v in net2.state_dict().items()}
+            results["int8"] = int8_vs_fp32(mb, results["mbv2"], m2, state, d2,
                                            args.int8_orders, log)
+            if args.collapse_orders:
+                results["collapse"] = collapse_case(mb, results["mbv2"], m2, state, d2,
+                                                    args.collapse_orders, log)
     report(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
@@ -433,26 +493,47 @@ def report(results: dict) -> None:
                   f"**{pct(a['accuracy'])}** | {sec.get('analysis', 0):.0f} + "
                   f"{sec.get('search', 0):.0f} + {sec.get('validation', 0):.0f} s | "
                   f"{cell(r.get('bias'))} | {cell(r.get('last'))} | {cell(r.get('hand'))} |")
-    if "int8" not in results:
-        return
-    n = results["int8"][0]["orders"]
-    print(f"\nint8 + QAS against fp32 with auto's plan (MobileNetV2-style): mean ± standard "
-          f"error over {n} sample orders, and the difference to PyTorch's mean\n")
-    print("| budget | plan | PyTorch fp32 | tinytrain fp32 | int8 + QAS stochastic | "
-          "int8 + QAS shadow |")
-    print("|---|---|---|---|---|---|")
-    for r in results["int8"]:
-        ref = float(np.mean(r["pytorch_fp32"]))
-        cells = [spread(r[k], ref if k != "pytorch_fp32" else None) for k in ARMS]
-        print(f"| {r['budget'] / 1024:g} KB | `{r['plan']}` | " + " | ".join(cells) + " |")
+    if "int8" in results:
+        r0 = results["int8"][0]
+        print(f"\nint8 + QAS against fp32 with auto's plan (MobileNetV2-style), batch "
+              f"{r0['batch']}, lr {r0['lr']:g}: mean ± standard error over {r0['orders']} "
+              "sample orders; in brackets the mean difference to PyTorch order by order ± its "
+              "standard error\n")
+        print("| budget | plan | PyTorch fp32 | tinytrain fp32 | int8 + QAS stochastic | "
+              "int8 + QAS shadow |")
+        print("|---|---|---|---|---|---|")
+        for r in results["int8"]:
+            ref = r["pytorch_fp32"]
+            cells = [spread(r[k], ref if k != "pytorch_fp32" else None) for k in ARMS]
+            print(f"| {r['budget'] / 1024:g} KB | `{r['plan']}` | " + " | ".join(cells) + " |")
+    c = results.get("collapse")
+    if c:
+        print(f"\nThe collapse case: `{c['plan']}` ({c['budget'] / 1024:g} KB), batch "
+              f"{c['batch']}, lr {c['lr']:g}, {c['orders']} sample orders: runs ending below "
+              f"{100 * COLLAPSED:.0f} % (collapsed), and the mean of the others\n")
+        print("| | " + " | ".join(ARM_NAMES[k] for k in ARMS) + " |")
+        print("|---|" + "---|" * len(ARMS))
+        print("| collapsed | " + " | ".join(
+            f"{sum(v < COLLAPSED for v in c[k])} / {c['orders']}" for k in ARMS) + " |")
+        print("| the others | " + " | ".join(
+            pct(float(np.mean([v for v in c[k] if v >= COLLAPSED] or [np.nan])))
+            for k in ARMS) + " |")
 
 
-def spread(accs: list[float], ref: float | None) -> str:
-    """`mean ± standard error` in percent, and the difference of the mean to `ref`."""
+ARM_NAMES = {"pytorch_fp32": "PyTorch fp32", "tinytrain_fp32": "tinytrain fp32",
+             "stochastic": "int8 + QAS stochastic", "shadow": "int8 + QAS shadow"}
+
+
+def spread(accs: list[float], ref: list[float] | None) -> str:
+    """`mean ± standard error` in percent, and the mean difference to `ref` (the same sample
+    orders) ± the standard error of the differences."""
     a = 100 * np.asarray(accs)
     se = a.std(ddof=1) / np.sqrt(len(a)) if len(a) > 1 else 0.0
-    diff = "" if ref is None else f" ({a.mean() - 100 * ref:+.1f})"
-    return f"{a.mean():.1f} ± {se:.1f} %{diff}"
+    if ref is None:
+        return f"{a.mean():.1f} ± {se:.1f} %"
+    diff = a - 100 * np.asarray(ref)
+    dse = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else 0.0
+    return f"{a.mean():.1f} ± {se:.1f} % ({diff.mean():+.1f} ± {dse:.1f})"
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ class Session:
         calib = sha256(opts.calib) if opts.calib else None
         common = {"model": sha256(self.model), "loss": opts.loss, "sgd": asdict(opts.sgd),
                   "quantize": opts.quantize, "calib": calib, "new_head": opts.new_head,
-                  "version": __version__}
+                  "weight_headroom": opts.weight_headroom, "version": __version__}
         self.memory_key = _key(**common, board=board.name, passes=opts.memory_passes)
         self.measure_base = common
         old = self._read_cache()

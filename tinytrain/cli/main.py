@@ -100,6 +100,24 @@ def _choices(values: Iterable[str]) -> str:
 NEW_HEAD_HELP = ("int8 models whose classifier was re-initialised for new classes: widen its "
                  "weight (8x) and logit (at least +-16) ranges so training can grow them; "
                  "without it a fresh int8 head saturates.")
+HEADROOM_HELP = ("With --quantize int8: widen the scales of the weights the plan trains this "
+                 "much (default 2: one bit), room for training to grow them past "
+                 "calibration's largest value; 1 keeps the calibrated scales. A model file "
+                 "that is already int8 keeps its own scales.")
+
+
+def _headroom(headroom: float | None, quantize: str | None) -> dict:
+    """Options' weight_headroom: given only with --quantize (an int8 file keeps its scales)."""
+    if headroom is None:
+        return {}
+    if not quantize:
+        raise OptionError("--weight-headroom applies to a model tinytrain quantises "
+                          "(--quantize int8); an int8 model file keeps its own scales")
+    from tinytrain.passes.weight_headroom import check_headroom
+
+    check_headroom(headroom)
+    return {"weight_headroom": headroom}
+
 
 @app.command(cls=GroupedCommand, epilog=BUILD_EXAMPLES)
 def build(
@@ -167,6 +185,8 @@ def build(
                                          rich_help_panel=INT8),
     new_head: bool = typer.Option(False, "--new-head", rich_help_panel=INT8,
                                   help=NEW_HEAD_HELP),
+    weight_headroom: Optional[float] = typer.Option(None, "--weight-headroom",
+                                                    rich_help_panel=INT8, help=HEADROOM_HELP),
     max_sram: Optional[float] = typer.Option(None, "--max-sram", help="Fail (with the "
                                              "breakdown and smaller plans) above this many KB "
                                              "of SRAM, before any compiler runs (with --update "
@@ -206,7 +226,7 @@ def build(
                                                               qas, rounding, seed),
                        update=update, memory_passes=memory_passes, quantize=quantize,
                        calib=calib, kernels=kernels, prefix=prefix, new_head=new_head,
-                       remat=remat)
+                       remat=remat, **_headroom(weight_headroom, quantize))
         parse_remat(remat)
         if dump_ir is not None:
             _check_dump_ir(dump_ir, opts)
@@ -313,6 +333,8 @@ def plan_cmd(
                                          rich_help_panel=INT8),
     new_head: bool = typer.Option(False, "--new-head", rich_help_panel=INT8,
                                   help=NEW_HEAD_HELP),
+    weight_headroom: Optional[float] = typer.Option(None, "--weight-headroom",
+                                                    rich_help_panel=INT8, help=HEADROOM_HELP),
     rounding: str = typer.Option("stochastic", help=f"int8 models. {_choices(ROUNDINGS)}",
                                  rich_help_panel=INT8),
 ) -> None:
@@ -330,7 +352,8 @@ def plan_cmd(
         b = load_board(board)
         opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, 0.0, batch, True,
                                                              rounding, 0),
-                       quantize=quantize, calib=calib, new_head=new_head, remat=remat)
+                       quantize=quantize, calib=calib, new_head=new_head, remat=remat,
+                       **_headroom(weight_headroom, quantize))
         opts.sgd.check()
         parse_remat(remat)
         if budgets < 1 or search_visits < 1:

@@ -29,6 +29,7 @@ from tinytrain.passes.stream import stream_rows
 from tinytrain.passes.stream_backward import stream_gradients
 from tinytrain.passes.update_plan import parse_plan
 from tinytrain.passes.verify import verify
+from tinytrain.passes.weight_headroom import TRAINED_WEIGHT_HEADROOM, widen_trained_weights
 from tinytrain.passes.x_float import convert_update_inputs
 
 KERNELS = ("optimized", "reference")
@@ -53,6 +54,9 @@ class Options:
     # the board's SRAM or max_sram, as little as it takes; "off"; "N%": the smallest arena
     # with at most N % more MACs per training step
     remat: str = "auto"
+    # int8 models tinytrain quantises: the trained weights' scales widened this much, room for
+    # training to grow them (passes/weight_headroom.py); 1 keeps the calibrated scales
+    weight_headroom: float = TRAINED_WEIGHT_HEADROOM
     max_sram: int | None = None  # bytes: --max-sram, the SRAM figure the build must stay within
 
 
@@ -76,6 +80,9 @@ def load_model(path: Path) -> Graph:
 def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
     """The passes after import, in order. `--dump-ir NAME` prints the graph after NAME."""
     passes: list[tuple[str, Callable[[Graph], Graph]]] = [
+        ("headroom", lambda g: widen_trained_weights(g, parse_plan(g, opts.update),
+                                                     opts.weight_headroom)
+         if opts.quantize else g),
         ("add_loss", lambda g: add_loss(g, opts.loss)),
         ("autodiff", autodiff),
         ("prune", lambda g: apply_update_plan(g, parse_plan(g, opts.update))),

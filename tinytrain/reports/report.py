@@ -48,6 +48,8 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
         "checkpoint": checkpoint,  # what one checkpoint holds (None: no checkpoint flash)
         "macs": macs(g),
         "remat": list(g.meta.get("remat", [])),  # saved activations recomputed (passes/remat)
+        # int8 weights whose scales were widened for training (passes/weight_headroom)
+        "weight_headroom": g.meta.get("weight_headroom"),
         "params": {"trainable": sum(t.size for t in ts if t.kind == PARAM and t.trainable),
                    "frozen": sum(t.size for t in ts if t.kind == PARAM and not t.trainable)},
         "nodes": {ph: sum(1 for n in g.nodes if n.phase == ph)
@@ -75,6 +77,11 @@ def summary(r: dict[str, Any]) -> str:
     if r.get("remat"):
         lines.append(f"  rematerialised: {len(r['remat'])} saved activations are recomputed in "
                      "the backward instead of kept (--remat off keeps them)")
+    if r.get("weight_headroom"):
+        h = r["weight_headroom"]
+        lines.append(f"  int8: the scales of the {len(h['weights'])} trained weights are "
+                     f"{h['factor']:g}x calibration's, room to grow (--weight-headroom 1 "
+                     "keeps them)")
     if r.get("checkpoint"):
         c = r["checkpoint"]
         lines.append(f"  checkpoint {kb(c['bytes'])} in each of two {kb(c['slot'])} flash "
