@@ -422,6 +422,7 @@ def cell(r: dict | None) -> str:
 
 
 def main() -> None:
+    global JOBS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="also write the numbers here")
     ap.add_argument("--work", type=Path, help="keep the models and builds here (default: a "
@@ -434,7 +435,6 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=JOBS,
                     help="C programs / PyTorch processes at a time (default %(default)s)")
     args = ap.parse_args()
-    global JOBS
     JOBS = max(1, args.jobs)
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     results = {}
