@@ -21,8 +21,11 @@ ORDERS shuffled sample orders:
     first pointwise conv of the last m blocks (1x1 convs where a net has no blocks) at a
     uniform channel ratio, biases down to the first of them, the largest m then ratio that fit.
 For the int8 network, the plan auto chose is also trained with the 1-byte shadow instead of
-stochastic rounding, as tinytrain fp32, and as fp32 PyTorch (same plan, samples, order, lr),
-each over INT8_ORDERS sample orders (mean ± standard error).
+stochastic rounding, as tinytrain fp32, and as fp32 PyTorch (same plan, samples, orders, lr),
+at batch INT8_BATCH over INT8_ORDERS sample orders: mean ± standard error, and each arm's
+difference to PyTorch order by order ± its standard error. The collapse case trains the middle
+budget's plan at batch 1 and COLLAPSE_LR in the same four arms and counts the runs that end
+near chance. C programs and PyTorch runs go --jobs at a time (default: every core).
 """
 
 from __future__ import annotations
@@ -360,9 +363,9 @@ def int8_vs_fp32(task: Task, rows: list[dict], fp32_model: Path, state: dict,
 def collapse_case(task: Task, rows: list[dict], fp32_model: Path, state: dict,
                   d: dict[str, np.ndarray], orders: int,
                   log: Callable[[str], None]) -> dict | None:
-    """The collapse case: the weight-training plan auto chose at the middle budget (partial
-    pointwise convs in 16 blocks), batch 1 at COLLAPSE_LR, where single orders of such plans
-    were seen to end near chance. Every arm over the same orders."""
+    """The collapse case: the plan auto chose at the middle budget, batch 1 at COLLAPSE_LR,
+    where single orders of the weight-training plans were seen to end near chance. Every arm
+    over the same orders."""
     row = rows[len(rows) // 2]
     a = row["auto"]
     r = arms(task, str(a["toml"]), a["plan"], row["budget"], fp32_model, state, d, orders,
