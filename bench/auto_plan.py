@@ -435,6 +435,10 @@ def main() -> None:
                     help="sample orders for the int8-vs-fp32 table (default %(default)s)")
     ap.add_argument("--collapse-orders", type=int, default=COLLAPSE_ORDERS,
                     help="sample orders for the collapse case (default %(default)s; 0: skip)")
+    ap.add_argument("--plan", action="append", default=[], metavar="KB=SPEC",
+                    help="MobileNetV2: measure only the int8 table and the collapse case, for "
+                    "this plan at this budget (repeat per budget), instead of auto's choices "
+                    "(whose search takes minutes per budget)")
     ap.add_argument("--jobs", type=int, default=JOBS,
                     help="C programs / PyTorch processes at a time (default %(default)s)")
     args = ap.parse_args()
@@ -461,7 +465,7 @@ def main() -> None:
             # its head is fresh (new classes): --new-head gives the int8 head room to grow
             mb = Task("mbv2", work, m2, d2, MBV2_LR, ["--new-head", "--quantize", "int8",
                                                       "--calib", str(work / "calib.npz")])
-            results["mbv2"] = compare(mb, MBV2_BUDGETS, log)
+            results["mbv2"] = given(args.plan) if args.plan else compare(mb, MBV2_BUDGETS, log)
             state = {k: v.detach().numpy().copy() for k, v in net2.state_dict().items()}
             results["int8"] = int8_vs_fp32(mb, results["mbv2"], m2, state, d2,
                                            args.int8_orders, log)
@@ -480,16 +484,30 @@ MBV2_BUDGETS = [32 << 10, 64 << 10, 128 << 10]  # bias 41.2 KB, last:3 48.1 KB, 
 MBV2_LR = 0.01
 
 
+def given(plans: list[str]) -> list[dict]:
+    """--plan KB=SPEC rows, shaped as compare()'s for the int8 table and the collapse case."""
+    rows = []
+    for p in plans:
+        kb, _, spec = p.partition("=")
+        if not spec:
+            raise SystemExit(f"--plan {p}: expected KB=SPEC, e.g. 64=last:3")
+        rows.append({"budget": int(float(kb) * 1024), "given": True,
+                     "auto": {"plan": spec, "toml": spec}})
+    return rows
+
+
 def report(results: dict) -> None:
     for key, title in (("cnn", "small CNN, fp32 (upright -> rotated digits)"),
                        ("mbv2", "MobileNetV2-w0.35-style, int8 (digits 0-4 -> 5-9, fresh head)")):
-        if key not in results:
+        if key not in results or all(r.get("given") for r in results[key]):
             continue
         print(f"\n{title}\n")
         print("| budget | auto (planned = built SRAM) | auto's time: analysis + search + "
               "validation | bias | best last:K | TTE-shaped hand scheme |")
         print("|---|---|---|---|---|---|")
         for r in results[key]:
+            if r.get("given"):
+                continue
             a, sec = r["auto"], r["auto"]["seconds"]
             assert a["sram"] == a["planned"] <= r["budget"]
             print(f"| {r['budget'] / 1024:g} KB | `{a['plan']}` ({a['sram'] / 1024:.1f} KB) "
@@ -498,7 +516,8 @@ def report(results: dict) -> None:
                   f"{cell(r.get('bias'))} | {cell(r.get('last'))} | {cell(r.get('hand'))} |")
     if "int8" in results:
         r0 = results["int8"][0]
-        print(f"\nint8 + QAS against fp32 with auto's plan (MobileNetV2-style), batch "
+        whose = "the given plans" if results["mbv2"][0].get("given") else "auto's plan"
+        print(f"\nint8 + QAS against fp32 with {whose} (MobileNetV2-style), batch "
               f"{r0['batch']}, lr {r0['lr']:g}: mean ± standard error over {r0['orders']} "
               "sample orders; in brackets the mean difference to PyTorch order by order ± its "
               "standard error\n")
