@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -77,17 +78,25 @@ def adapt(t: dict, out: Path, *extra: str) -> float:
     return float(re.search(r"eval accuracy after: ([0-9.]+)", log).group(1))
 
 
-def torch_adapt(t: dict) -> float:
+def torch_finetune(t: dict, params: Callable[[nn.Module], Iterable[nn.Parameter]],
+                   epochs: int = EPOCHS) -> nn.Module:
+    """The pretrained net with its fresh head after SGD on the adaptation digits (batch 1, in
+    file order, as `tinytrain run` without --shuffle) of the parameters `params(net)`."""
     net = DigitsCNN()
     net.fc = nn.Linear(16, 5)
     net.load_state_dict(t["net"].state_dict())
-    opt = torch.optim.SGD(net.fc.parameters(), lr=LR)
+    opt = torch.optim.SGD(params(net), lr=LR)
     x, y = torch.tensor(t["x"][t["ada"]]), torch.tensor(t["y"][t["ada"]] - 5)
-    for _ in range(EPOCHS):
+    for _ in range(epochs):
         for i in range(len(x)):
             opt.zero_grad()
             nn.functional.cross_entropy(net(x[i:i + 1]), y[i:i + 1]).backward()
             opt.step()
+    return net
+
+
+def torch_adapt(t: dict) -> float:
+    net = torch_finetune(t, lambda n: n.fc.parameters())
     with torch.no_grad():
         pred = net(torch.tensor(t["x"][t["test"]])).argmax(1).numpy()
     return float((pred == t["y"][t["test"]] - 5).mean())

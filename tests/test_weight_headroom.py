@@ -12,11 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from conftest import tinytrain
-from test_new_head import LR, task  # noqa: F401  (the module fixture: model and data)
-from torch import nn
-from torch_models import DigitsCNN
+from test_new_head import LR, task, torch_finetune  # noqa: F401  (task: the module fixture)
 
 from tinytrain.device.online import connect, load_state
 from tinytrain.passes.pipeline import Options, import_model
@@ -90,17 +87,8 @@ def test_only_the_trained_weights_are_widened(task):  # noqa: F811
 def torch_grown(t: dict) -> np.ndarray:
     """Per output channel of `down`: did fp32 training grow its largest |w| past the
     original one (what a calibrated int8 scale cannot hold)?"""
-    net = DigitsCNN()
-    net.fc = nn.Linear(16, 5)
-    net.load_state_dict(t["net"].state_dict())
-    w0 = net.down.weight.detach().clone()
-    opt = torch.optim.SGD([*net.fc.parameters(), *net.down.parameters()], lr=LR)
-    x, y = torch.tensor(t["x"][t["ada"]]), torch.tensor(t["y"][t["ada"]] - 5)
-    for _ in range(EPOCHS):
-        for i in range(len(x)):
-            opt.zero_grad()
-            nn.functional.cross_entropy(net(x[i:i + 1]), y[i:i + 1]).backward()
-            opt.step()
+    w0 = t["net"].down.weight.detach().clone()
+    net = torch_finetune(t, lambda n: [*n.fc.parameters(), *n.down.parameters()], EPOCHS)
     top = lambda w: w.abs().flatten(1).max(1).values.numpy()  # noqa: E731
     return top(net.down.weight.detach()) > top(w0)
 
