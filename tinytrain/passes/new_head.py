@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from tinytrain.errors import ModelError
 from tinytrain.ir import Graph, Node, QuantParams
+from tinytrain.passes.weight_headroom import rescaled_weight
 from tinytrain.quant.params import affine_from_range, requant
 
 HEAD_WEIGHT_HEADROOM = 8.0  # 3 bits: the bench's fresh head grew 4.6x; leave margin
@@ -44,21 +43,10 @@ def widen_new_head(g: Graph) -> Graph:
     if (a["act_min"], a["act_max"]) != (-128, 127):
         raise ModelError(f"--new-head: the classifier {node.name} has a fused activation; "
                          "a logit layer is expected to be linear")
-    wt, bt = g.t(node.inputs[1]), g.t(node.inputs[2]) if len(node.inputs) > 2 else None
-    assert wt.quant is not None and wt.data is not None
-    w_scale = tuple(float(np.float32(s * HEAD_WEIGHT_HEADROOM)) for s in wt.quant.scale)
-    per = np.asarray(wt.quant.scale, np.float64) / np.asarray(w_scale, np.float64)
-    shape = (-1,) + (1,) * (wt.data.ndim - 1)
-    w = np.clip(np.round(wt.data.astype(np.float64) * per.reshape(shape)), -127, 127)
-    new = [wt.replace(data=w.astype(np.int8), quant=QuantParams(w_scale, wt.quant.zero_point,
-                                                                 wt.quant.axis))]
+    new = rescaled_weight(g, node, HEAD_WEIGHT_HEADROOM)
+    wt, w_scale = g.t(node.inputs[1]), new[0].quant.scale
+    bt, b_scale = (g.t(node.inputs[2]), new[1].quant.scale) if len(new) > 1 else (None, None)
     x_scale = a["x_scale"]
-    b_scale = None
-    if bt is not None and bt.data is not None:
-        b_scale = tuple(float(np.float32(x_scale)) * s for s in w_scale)
-        b = np.round(bt.data.astype(np.float64) * per)
-        new.append(bt.replace(data=np.clip(b, -(2**31), 2**31 - 1).astype(np.int32),
-                              quant=QuantParams(b_scale, (0,) * len(b_scale), 0)))
     yt = g.t(out)
     assert yt.quant is not None
     lo = yt.quant.scale[0] * (-128 - yt.quant.zero_point[0])

@@ -62,22 +62,32 @@ def widen_trained_weights(g: Graph, plan: UpdatePlan, headroom: float) -> Graph:
     return g.with_tensors(new).replace(nodes=nodes, meta=meta)
 
 
-def _widen(g: Graph, node: Node, headroom: float, new: list[Tensor]) -> Node:
-    a = node.attrs
+def rescaled_weight(g: Graph, node: Node, factor: float) -> list[Tensor]:
+    """A conv/dense int8 node's weight with its per-channel scales times `factor` (values
+    requantised to the coarser grid) and its int32 bias, if any, at the new s_x * s_w: the
+    weight first, then the bias. Shared with passes/new_head.py."""
     wt = g.t(node.inputs[1])
     assert wt.quant is not None and wt.data is not None
-    w_scale = tuple(float(np.float32(s * headroom)) for s in wt.quant.scale)
+    w_scale = tuple(float(np.float32(s * factor)) for s in wt.quant.scale)
     per = np.asarray(wt.quant.scale, np.float64) / np.asarray(w_scale, np.float64)
     shape = (-1,) + (1,) * (wt.data.ndim - 1)
     w = np.clip(np.round(wt.data.astype(np.float64) * per.reshape(shape)), -127, 127)
-    new.append(wt.replace(data=w.astype(np.int8),
-                          quant=QuantParams(w_scale, wt.quant.zero_point, wt.quant.axis)))
+    out = [wt.replace(data=w.astype(np.int8),
+                      quant=QuantParams(w_scale, wt.quant.zero_point, wt.quant.axis))]
     bt = g.t(node.inputs[2]) if len(node.inputs) > 2 else None
     if bt is not None and bt.data is not None:
-        b_scale = tuple(float(np.float32(a["x_scale"])) * s for s in w_scale)
+        b_scale = tuple(float(np.float32(node.attrs["x_scale"])) * s for s in w_scale)
         b = np.round(bt.data.astype(np.float64) * per)
-        new.append(bt.replace(data=np.clip(b, -(2**31), 2**31 - 1).astype(np.int32),
+        out.append(bt.replace(data=np.clip(b, -(2**31), 2**31 - 1).astype(np.int32),
                               quant=QuantParams(b_scale, (0,) * len(b_scale), 0)))
+    return out
+
+
+def _widen(g: Graph, node: Node, headroom: float, new: list[Tensor]) -> Node:
+    a = node.attrs
+    rescaled = rescaled_weight(g, node, headroom)
+    new.extend(rescaled)
+    w_scale = rescaled[0].quant.scale
     # the output's scale and the fused activation's bounds stay: only the multipliers follow
     mult, shift = zip(*(quantize_multiplier(float(a["x_scale"]) * s / float(a["y_scale"]))
                         for s in w_scale), strict=True)
