@@ -2,9 +2,11 @@
 the same models on the STM32F746 twin, over every layer geometry the benchmark networks use.
 
 int8 forward is integer arithmetic, so predictions are bit-identical and so is the first
-step's loss (nothing trained yet). The fp32 backward of the optimised kernels sums in another
-order, so later losses differ by rounding only, carried through the updates. The kernels one by
-one, over random shapes too, are tested in tests/test_kernels_opt_*.py."""
+step's loss (nothing trained yet). The int8 networks' channel-streamed fp32 backward rounds one
+product differently (tt_cs_pw_input_s8_opt), so their later losses differ by rounding only,
+carried through the updates. The fp32 kernels (tt_f32_opt.c, tt_pooled_opt.c) keep the
+reference's order per element, so fp32 models train bit for bit alike. The kernels one by one,
+over random shapes too, are tested in tests/test_kernels_opt_*.py."""
 
 from __future__ import annotations
 
@@ -28,15 +30,15 @@ STEPS = 4
 # int8 models: after a step, an fp32 gradient one rounding apart can move a stochastically
 # rounded int8 weight by one LSB, which moves the next losses by far less than this.
 INT8_LOSS_RTOL = 2e-2
-# fp32 models: the same updates up to summation order (~1e-7 per op), over a few steps.
-FP32_LOSS_RTOL = 1e-5
-FP32_OUT_ATOL = 1e-6  # logits near zero, where a relative bound alone says nothing
+FP32_STEPS = 20
 
 
-def _train_and_infer(build, x, y) -> tuple[list[float], list[np.ndarray]]:
+def _train_and_infer(build, x, y, params: bool = False):
     with open_program(build, qemu=True) as dev:
         outs = [dev.infer(xi) for xi in x[:2]]
         losses = [dev.train(xi, y[i:i + 1])[0] for i, xi in enumerate(x)]
+        if params:
+            return losses, outs, dev.get_params()
     return losses, outs
 
 
@@ -74,17 +76,25 @@ def test_int8_tte_network_optimized_matches_reference(name, tmp_path, cli):
 
 @pytest.mark.parametrize("cls", [AifesCNN, DigitsCNN], ids=lambda c: c.__name__)
 def test_fp32_model_optimized_matches_reference(cls, tmp_path, cli):
+    """20 steps bit for bit: predictions, losses and every trained parameter (DigitsCNN's
+    pooled conv takes tt_pooled_opt.c, AifesCNN's max pools tt_f32_opt.c's)."""
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = export(cls(), tmp_path / "m.onnx")
     rng = np.random.default_rng(3)
     ref, opt = _builds(cli, model, tmp_path, "--lr", "0.05")
+    if cls is DigitsCNN:
+        assert "_pooled_f32_opt(" in (opt / "model.c").read_text()
     info = json.loads((opt / "program.json").read_text())
-    x = rng.uniform(0, 1, (3 * STEPS, *info["input_shape_ir"])).astype(np.float32)
-    y = rng.integers(0, 10, 3 * STEPS).astype(np.int32)
-    ref_losses, ref_out = _train_and_infer(ref, x, y)
-    opt_losses, opt_out = _train_and_infer(opt, x, y)
+    x = rng.uniform(0, 1, (FP32_STEPS, *info["input_shape_ir"])).astype(np.float32)
+    y = rng.integers(0, 10, FP32_STEPS).astype(np.int32)
+    ref_losses, ref_out, ref_params = _train_and_infer(ref, x, y, params=True)
+    opt_losses, opt_out, opt_params = _train_and_infer(opt, x, y, params=True)
     for a, b in zip(opt_out, ref_out, strict=True):
-        np.testing.assert_allclose(a, b, rtol=FP32_LOSS_RTOL, atol=FP32_OUT_ATOL)
-    np.testing.assert_allclose(opt_losses, ref_losses, rtol=FP32_LOSS_RTOL)
+        np.testing.assert_array_equal(a, b)
+    assert opt_losses == ref_losses
+    assert ref_params.keys() == opt_params.keys()
+    for k in ref_params:
+        np.testing.assert_array_equal(opt_params[k], ref_params[k], err_msg=k)
+    assert opt_losses[-1] != opt_losses[0]

@@ -1282,7 +1282,7 @@ void tt_conv2d_f32_opt(float *y, const float *x, const float *w, const float *b,
 #define TTK_WT 128 /* floats of repacked weights on the stack */
 
 TTK_NOINLINE static void conv_bwd_in_taps(float *dx, const float *dy, const float *w,
-                                          const tt_conv_geom *g)
+                                          const tt_conv_geom *g, int32_t zero)
 {
     const int32_t cin = g->cin, cout = g->cout;
     const int32_t cin_g = cin / g->groups, cout_g = cout / g->groups;
@@ -1298,7 +1298,9 @@ TTK_NOINLINE static void conv_bwd_in_taps(float *dx, const float *dy, const floa
             const float *wg = w + grp * cout_g * K + ic;
             const int32_t pack = (nw > 1 && cout_g * nw <= TTK_WT);
             int32_t tap, oc, j, oy, ox;
-            fill_pixels(dx + c0, ttk_zeros, nw, cin, g->h * g->w);
+            if (zero) {
+                fill_pixels(dx + c0, ttk_zeros, nw, cin, g->h * g->w);
+            }
             for (tap = taps - 1; tap >= 0; --tap) {
                 const float *wb = wg + tap * cin_g; /* w[oc][tap][ic..], oc stride K */
                 tap_rect r;
@@ -1340,7 +1342,7 @@ TTK_NOINLINE static void conv_bwd_in_taps(float *dx, const float *dy, const floa
  * -- for a given input that is its source pixels (oy, ox) ascending, the reference's order --
  * one vger adds dy * w to every input the tap reaches. */
 TTK_NOINLINE static void conv_bwd_in_dw(float *dx, const float *dy, const float *w,
-                                        const tt_conv_geom *g)
+                                        const tt_conv_geom *g, int32_t zero)
 {
     const int32_t C = g->cin, taps = g->kh * g->kw;
     float wv[8];
@@ -1349,7 +1351,9 @@ TTK_NOINLINE static void conv_bwd_in_dw(float *dx, const float *dy, const float 
     while (c < C) {
         const int32_t nw = width(C - c, 8);
         int32_t tap, j;
-        fill_pixels(dx + c, ttk_zeros, nw, C, g->h * g->w);
+        if (zero) {
+            fill_pixels(dx + c, ttk_zeros, nw, C, g->h * g->w);
+        }
         for (tap = taps - 1; tap >= 0; --tap) {
             tap_rect r;
             int32_t oy, ox;
@@ -1411,9 +1415,19 @@ void tt_conv2d_backward_input_f32_opt(float *dx, const float *dy, const float *w
         g->pt == 0 && g->pl == 0 && g->oh == g->h && g->ow == g->w) {
         conv_bwd_in_pw(dx, dy, w, g);
     } else if (g->cin == g->groups && g->cout == g->groups) {
-        conv_bwd_in_dw(dx, dy, w, g);
+        conv_bwd_in_dw(dx, dy, w, g, 1);
     } else {
-        conv_bwd_in_taps(dx, dy, w, g);
+        conv_bwd_in_taps(dx, dy, w, g, 1);
+    }
+}
+
+void tt_conv2d_backward_input_acc_f32_opt(float *dx, const float *dy, const float *w,
+                                          const tt_conv_geom *g)
+{
+    if (g->cin == g->groups && g->cout == g->groups) {
+        conv_bwd_in_dw(dx, dy, w, g, 0);
+    } else {
+        conv_bwd_in_taps(dx, dy, w, g, 0);
     }
 }
 

@@ -21,4 +21,10 @@ extern __typeof__(tt_bias_backward_sgd_f32) tt_bias_backward_sgd_f32_opt;
 extern __typeof__(tt_max_pool2d_f32) tt_max_pool2d_f32_opt;
 extern __typeof__(tt_max_pool2d_backward_f32) tt_max_pool2d_backward_f32_opt;
 
+/* dx += what tt_conv2d_backward_input_f32 would store, each element's products added in its
+ * order (dx is not zeroed first): called on consecutive bands of output rows (oh, pt of the
+ * band) it gives the whole gradient's bits, so dy need only exist one band at a time. */
+void tt_conv2d_backward_input_acc_f32_opt(float *dx, const float *dy, const float *w,
+                                          const tt_conv_geom *g);
+
 #endif /* TT_F32_OPT_H */

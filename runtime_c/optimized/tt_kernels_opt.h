@@ -23,6 +23,12 @@
 #include "tt_f32_bwd_opt.h" /* channel-streamed backward of inverted-residual blocks */
 #include "tt_f32_opt.h"     /* fp32 models: conv and dense forward, backward, fused updates */
 
+/* gradients read from a global average pool's per-channel gradient (tt_pooled_opt.c) */
+extern __typeof__(tt_conv2d_backward_input_pooled_f32) tt_conv2d_backward_input_pooled_f32_opt;
+extern __typeof__(tt_conv2d_backward_weight_pooled_f32) tt_conv2d_backward_weight_pooled_f32_opt;
+extern __typeof__(tt_conv2d_backward_weight_sgd_pooled_f32)
+    tt_conv2d_backward_weight_sgd_pooled_f32_opt;
+
 /* tt_q8_clamp_mask's bits (tt_q8_mask_opt.c) */
 extern __typeof__(tt_q8_clamp_mask) tt_q8_clamp_mask_opt;
 

@@ -32,6 +32,18 @@ static float tt_pooled_at(const tt_pooled *p, int32_t i, int32_t ch)
     return pass ? p->v[ch] : 0.0f;
 }
 
+void tt_pooled_slab(float *out, const tt_pooled *dy, int32_t c, int32_t px0, int32_t npx,
+                    int32_t oc, int32_t nq)
+{
+    int32_t px, q;
+
+    for (px = 0; px < npx; ++px) {
+        for (q = 0; q < nq; ++q) {
+            out[px * nq + q] = tt_pooled_at(dy, (px0 + px) * c + oc + q, oc + q);
+        }
+    }
+}
+
 void tt_global_avg_pool_share_f32(float *v, const float *dy, int32_t rows, int32_t c)
 {
     int32_t ch;

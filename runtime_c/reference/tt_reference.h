@@ -401,6 +401,10 @@ typedef struct {
     float lo, hi;     /* F32: passes where lo < y < hi */
 } tt_pooled;
 
+/* out[p * nq + q] = dy element (px0 + p, channel oc + q), p < npx, q < nq (c channels):
+ * channels oc.. of a run of pixels materialised, as the optimised kernels read them */
+void tt_pooled_slab(float *out, const tt_pooled *dy, int32_t c, int32_t px0, int32_t npx,
+                    int32_t oc, int32_t nq);
 /* v[ch] = dy[ch] / rows: the pool's gradient per channel (may run in place) */
 void tt_global_avg_pool_share_f32(float *v, const float *dy, int32_t rows, int32_t c);
 void tt_conv2d_backward_input_pooled_f32(float *dx, const tt_pooled *dy, const float *w,

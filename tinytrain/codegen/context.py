@@ -24,6 +24,8 @@ OPTIMIZED_KERNELS = frozenset({
     "tt_conv2d_backward_weight_sgd_f32", "tt_dense_f32", "tt_dense_backward_input_f32",
     "tt_dense_backward_weight_f32", "tt_dense_backward_weight_sgd_f32", "tt_bias_backward_sgd_f32",
     "tt_max_pool2d_f32", "tt_max_pool2d_backward_f32",
+    "tt_conv2d_backward_input_pooled_f32", "tt_conv2d_backward_weight_pooled_f32",
+    "tt_conv2d_backward_weight_sgd_pooled_f32",
 })
 
 

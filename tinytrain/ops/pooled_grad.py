@@ -77,19 +77,22 @@ def _call(node: Node, cg) -> str:
     if n.op in ("conv2d_backward_input", "conv2d_backward_input_q8"):
         g = geom_decl(cg, n, cg.shape(node.outputs[0]), dy)
         if n.op == "conv2d_backward_input":
-            return f"tt_conv2d_backward_input_pooled_f32({out}, {p}, {cg.ptr(ins[1])}, &{g});"
+            return (f"{cg.kernel('tt_conv2d_backward_input_pooled_f32')}({out}, {p}, "
+                    f"{cg.ptr(ins[1])}, &{g});")
         return (f"tt_conv2d_backward_input_pooled_s8({out}, {p}, {cg.ptr(ins[1])}, "
                 f"{floats(cg, a['w_scale'])}, &{g});")
     if n.op == "conv2d_backward_weight":
         g = geom_decl(cg, n, cg.shape(ins[1]), dy)
-        return f"tt_conv2d_backward_weight_pooled_f32({out}, {p}, {cg.ptr(ins[1])}, &{g});"
+        return (f"{cg.kernel('tt_conv2d_backward_weight_pooled_f32')}({out}, {p}, "
+                f"{cg.ptr(ins[1])}, &{g});")
     if n.op == "conv2d_backward_weight_q8":
         g = geom_decl(cg, n, cg.shape(ins[1]), dy)
         return (f"tt_conv2d_backward_weight_pooled_s8({out}, {p}, {cg.ptr(ins[1])}, "
                 f"{c_float(a['x_scale'])}, {a['x_zp']}, &{g});")
     if n.op == "conv2d_weight_sgd":
         g = geom_decl(cg, n, cg.shape(ins[1]), dy)
-        return (f"tt_conv2d_backward_weight_sgd_pooled_f32({cg.ptr(ins[2])}, {_m(cg, n, 3)}, "
+        return (f"{cg.kernel('tt_conv2d_backward_weight_sgd_pooled_f32')}({cg.ptr(ins[2])}, "
+                f"{_m(cg, n, 3)}, "
                 f"{p}, {cg.ptr(ins[1])}, &{g}, {cg.shape(ins[2])[-1]}, {_channels(cg, a)}, "
                 f"{_hyper(cg, a)});")
     if n.op == "conv2d_weight_sgd_q8":
