@@ -345,16 +345,16 @@ def compare(task: Task, budgets: list[int], log: Callable[[str], None]) -> list[
 
 
 def int8_vs_fp32(task: Task, rows: list[dict], fp32_model: Path, state: dict,
-                 d: dict[str, np.ndarray], orders: int,
-                 log: Callable[[str], None]) -> list[dict]:
+                 d: dict[str, np.ndarray], orders: int, log: Callable[[str], None],
+                 lrs: dict[int, float]) -> list[dict]:
     """Auto's plan at each budget in four arms, each over the same `orders` sample orders at
-    batch INT8_BATCH: the accuracy of every order is kept, so the table gives the spread and
-    the differences order by order."""
+    batch INT8_BATCH (lr INT8_LR unless `lrs` names the budget): the accuracy of every order
+    is kept, so the table gives the spread and the differences order by order."""
     out = []
     for row in rows:
         a = row["auto"]
         out.append(arms(task, str(a["toml"]), a["plan"], row["budget"], fp32_model, state, d,
-                        orders, INT8_LR, INT8_BATCH))
+                        orders, lrs.get(row["budget"], INT8_LR), INT8_BATCH))
         log(f"int8 vs fp32 {row['budget'] / 1024:g} KB: " + ", ".join(
             f"{k} {pct(float(np.mean(out[-1][k])))}" for k in ARMS))
     return out
@@ -439,6 +439,10 @@ def main() -> None:
                     help="MobileNetV2: measure only the int8 table and the collapse case, for "
                     "this plan at this budget (repeat per budget), instead of auto's choices "
                     "(whose search takes minutes per budget)")
+    ap.add_argument("--int8-lr", action="append", default=[], metavar="KB=LR",
+                    help=f"the int8 table's learning rate at this budget (default {INT8_LR}): "
+                    "full-channel plans train stably, and so comparably order by order, at a "
+                    "lower one")
     ap.add_argument("--jobs", type=int, default=JOBS,
                     help="C programs / PyTorch processes at a time (default %(default)s)")
     args = ap.parse_args()
@@ -467,8 +471,10 @@ def main() -> None:
                                                       "--calib", str(work / "calib.npz")])
             results["mbv2"] = given(args.plan) if args.plan else compare(mb, MBV2_BUDGETS, log)
             state = {k: v.detach().numpy().copy() for k, v in net2.state_dict().items()}
+            lrs = {int(float(k) * 1024): float(v)
+                   for k, _, v in (x.partition("=") for x in args.int8_lr)}
             results["int8"] = int8_vs_fp32(mb, results["mbv2"], m2, state, d2,
-                                           args.int8_orders, log)
+                                           args.int8_orders, log, lrs)
             if args.collapse_orders:
                 results["collapse"] = collapse_case(mb, results["mbv2"], m2, state, d2,
                                                     args.collapse_orders, log)
@@ -518,16 +524,17 @@ def report(results: dict) -> None:
         r0 = results["int8"][0]
         whose = "the given plans" if results["mbv2"][0].get("given") else "auto's plan"
         print(f"\nint8 + QAS against fp32 with {whose} (MobileNetV2-style), batch "
-              f"{r0['batch']}, lr {r0['lr']:g}: mean ± standard error over {r0['orders']} "
+              f"{r0['batch']}: mean ± standard error over {r0['orders']} "
               "sample orders; in brackets the mean difference to PyTorch order by order ± its "
               "standard error\n")
-        print("| budget | plan | PyTorch fp32 | tinytrain fp32 | int8 + QAS stochastic | "
+        print("| budget | plan | lr | PyTorch fp32 | tinytrain fp32 | int8 + QAS stochastic | "
               "int8 + QAS shadow |")
-        print("|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|")
         for r in results["int8"]:
             ref = r["pytorch_fp32"]
             cells = [spread(r[k], ref if k != "pytorch_fp32" else None) for k in ARMS]
-            print(f"| {r['budget'] / 1024:g} KB | `{r['plan']}` | " + " | ".join(cells) + " |")
+            print(f"| {r['budget'] / 1024:g} KB | `{r['plan']}` | {r['lr']:g} | "
+                  + " | ".join(cells) + " |")
     c = results.get("collapse")
     if c:
         print(f"\nThe collapse case: `{c['plan']}` ({c['budget'] / 1024:g} KB), batch "
