@@ -5,7 +5,7 @@ QEMU twins (-icount shift=0: 1 SysTick tick = 40 instructions), with the top ops
 
 Each model (tests/torch_models.py: MLP, DigitsCNN, TinyMobileNet, OpsMix, seed-0 weights) is
 built for stm32f746 (Cortex-M7, twin mps2-an500) and nrf52840 (Cortex-M4F, twin mps2-an386)
-with plain SGD (lr 0.05, batch 1, full update) and measured by `tinytrain.device.bench_qemu.measure`
+with plain SGD (lr 0.05, batch 1, full update) and measured by `tinytrain.device.bench.measure`
 on seeded random samples: the same figures `tinytrain bench DIR --qemu` prints.
 """
 
@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.torch_models import MLP, DigitsCNN, OpsMix, TinyMobileNet, export  # noqa: E402
-from tinytrain.device.bench_qemu import measure  # noqa: E402
+from tinytrain.device.bench import measure  # noqa: E402
 from tinytrain.device.build import build  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
 from tinytrain.passes.pipeline import Options  # noqa: E402

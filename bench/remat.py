@@ -13,7 +13,7 @@ for each board, which recomputes only as much as that board needs. Columns:
   which also counts the firmware's own statics); a plan the planner already puts above the
   board's SRAM is not linked (its ELF could only be larger): "no";
 - instructions per training sample on the STM32F746's QEMU twin (Cortex-M7, `-icount`,
-  `tinytrain.device.bench_qemu.measure`), with the recompute ops' own share. The nRF52840's plan is
+  `tinytrain.device.bench.measure`), with the recompute ops' own share. The nRF52840's plan is
   measured on the M7 twin too, built for the F746 with --max-sram set to the nRF52840's budget
   (both boards reserve the same stack and link buffers, so the recompute chosen is the same).
   A build that does not link on the F746 has no count ("-").
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.torch_models import export  # noqa: E402
 from tests.tte_schemes import NETWORKS, SCHEMES  # noqa: E402
 from tinytrain.boards import load_board, sram_limits  # noqa: E402
-from tinytrain.device.bench_qemu import measure  # noqa: E402
+from tinytrain.device.bench import measure  # noqa: E402
 from tinytrain.device.build import build  # noqa: E402
 from tinytrain.errors import TinyTrainError  # noqa: E402
 from tinytrain.passes.pipeline import Options, compile_model  # noqa: E402

@@ -11,7 +11,7 @@ scheme, plain SGD, stochastic rounding, every memory pass), AIfES's two fp32 exa
 (MLP 64-32-10; CNN 1x16x16 c3x3x8-pool-c3x3x16-pool-fc10; full update, SGD batch 1) and the
 digits CNN of the parity tests (fp32, full update, SGD batch 1; its last conv's gradients read
 the global pool's per-channel gradient, tt_pooled_opt.c). Counts come
-from `tinytrain.device.bench_qemu.measure` (`-icount shift=0`: 1 SysTick tick = 40 instructions),
+from `tinytrain.device.bench.measure` (`-icount shift=0`: 1 SysTick tick = 40 instructions),
 the figures `tinytrain bench DIR --qemu` prints. Instructions under QEMU are not cycles: a
 Cortex-M7 dual-issues and flash wait states differ. On a real board the firmware's step and
 per-op counters read DWT->CYCCNT, i.e. cycles.
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.torch_models import MLP, AifesCNN, DigitsCNN, export  # noqa: E402
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES  # noqa: E402
-from tinytrain.device.bench_qemu import measure  # noqa: E402
+from tinytrain.device.bench import measure  # noqa: E402
 from tinytrain.device.build import build  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
 from tinytrain.passes.pipeline import Options  # noqa: E402

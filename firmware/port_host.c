@@ -28,3 +28,4 @@ uint32_t tt_port_ticks(void) {
 }
 
 uint32_t tt_port_tick_bits(void) { return 32; }
+uint32_t tt_port_tick_unit(void) { return TT_TICKS_NS; }

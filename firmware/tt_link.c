@@ -168,6 +168,13 @@ static uint8_t cmd_hello(uint32_t *len) {
     memcpy(reply + sizeof(v), TT_BOARD_NAME, strlen(TT_BOARD_NAME) < 16 ? strlen(TT_BOARD_NAME)
                                                                          : 16);
     *len = sizeof(v) + 16;
+#if TT_LINK_VERSION >= 5
+    { /* what a tick is (a trailing field: hosts that do not know it ignore it) */
+        const uint32_t unit = tt_port_tick_unit();
+        memcpy(reply + *len, &unit, 4);
+        *len += 4;
+    }
+#endif
     last_cmd = 0; /* a new host session: forget the previous session's last request */
     return TT_ST_OK;
 }

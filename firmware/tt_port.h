@@ -23,6 +23,13 @@ void tt_port_write(const uint8_t *p, size_t n);
 uint32_t tt_port_ticks(void);
 /* Bits of tt_port_ticks() that wrap (24 for SysTick, 32 for DWT). */
 uint32_t tt_port_tick_bits(void);
+/* What a tick of tt_port_ticks() is, told to the host in the hello so that `tinytrain bench
+ * --port` says cycles only where they are cycles. */
+#define TT_TICKS_UNKNOWN 0u
+#define TT_TICKS_CYCLES 1u   /* core clock cycles: DWT->CYCCNT */
+#define TT_TICKS_SYSTICK 2u  /* the MPS2 twins' 25 MHz SysTick: 40 instructions under -icount 0 */
+#define TT_TICKS_NS 3u       /* nanoseconds of the host's monotonic clock */
+uint32_t tt_port_tick_unit(void);
 
 /* ---- checkpoint flash: two slots, each tt_port_flash_slot_size() bytes, memory mapped ---- */
 /* Bytes per slot (0: this board has no checkpoint flash). */

@@ -1,6 +1,8 @@
 """`tinytrain bench --qemu` figures: instruction counts on the stm32f746 twin under
 -icount shift=0 are deterministic, the per-op counters add up to the whole step, and the
-counts are plausible against the model's MACs."""
+counts are plausible against the model's MACs. `tinytrain bench --port` over a serial link to
+a twin (no DWT: its hello says so) gives the same instructions, and a board's cycle table
+carries the twin's instructions beside them."""
 
 from __future__ import annotations
 
@@ -12,7 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinytrain.device.bench_qemu import AGREEMENT_TOLERANCE, _unwrap, format_table, measure, to_json
+from tinytrain.device.bench import (
+    AGREEMENT_TOLERANCE,
+    _unwrap,
+    format_table,
+    measure,
+    to_json,
+    with_twin,
+)
 
 # Each clock interval may be one tick off: it starts at whatever phase of the 40-instruction
 # SysTick tick the UART poll loop left it, which depends on when the host's bytes arrived. The
@@ -101,3 +110,58 @@ def test_unwrap_a_step_longer_than_the_tick_counter() -> None:
     assert _unwrap(1000, 1005, 24, 10) == (1000, 0)  # op readings may each be a tick long
     assert _unwrap(500, (1 << 24) + 400, 24, 10) == ((1 << 24) + 500, 1)
     assert _unwrap(500, (2 << 24) + 400, 24, 10) == ((2 << 24) + 500, 2)
+
+
+@pytest.fixture(scope="module")
+def one_npz(mlp_build: Path) -> Path:
+    return mlp_build.parent / "one.npz"
+
+
+def test_port_to_a_twin_counts_instructions(same_sample: dict, mlp_build: Path, one_npz: Path,
+                                            tmp_path: Path, cli) -> None:
+    """`bench --port` to a twin whose UART is a socket (as a board on /dev/ttyACM0): the hello
+    says the counter is the twin's SysTick, not DWT, so the bench prints instructions only,
+    the same as `--qemu` counts for the same samples."""
+    from tinytrain.device.qemu import QemuTwin
+    from tinytrain.device.runner import load_program_info
+
+    twin = QemuTwin.start(mlp_build, load_program_info(mlp_build), icount=True)
+    try:
+        out = cli("bench", mlp_build, "--port", twin.url, "--steps", STEPS, "--data", one_npz,
+                  "--json", tmp_path / "b.json").stdout
+    finally:
+        twin.stop()
+    res = json.loads((tmp_path / "b.json").read_text())
+    assert res["unit"] == "instructions" and not res["on_twin"] and "twin" not in res
+    assert "no DWT, so no cycles" in out and "cycles per" not in out
+    assert res["machine"] == twin.url
+    step, ref = res["step"], same_sample["step"]
+    assert abs(step["instructions"] - ref["instructions"]) <= TICK_JITTER * 40, (step, ref)
+    assert [o["name"] for o in res["ops"]] == [o["name"] for o in same_sample["ops"]]
+
+
+def test_cycles_beside_the_twins_instructions(same_sample: dict) -> None:
+    """A board's counts are cycles; with the twin's result its table shows both per op."""
+    u = "cycles"
+    board = {**same_sample, "unit": u, "on_twin": False, "machine": "/dev/ttyACM0",
+             "counter": "DWT->CYCCNT, core clock cycles", "per_tick": 1,
+             "step": {**{k: v for k, v in same_sample["step"].items() if k != "instructions"},
+                      u: 0.8 * same_sample["step"]["instructions"]},
+             "inference": {"runs": 1, "counts": "forward ops",
+                           u: same_sample["inference"]["instructions"]},
+             "ops": [{**{k: v for k, v in o.items() if k != "instructions"},
+                      u: 0.8 * o["instructions"]} for o in same_sample["ops"]]}
+    text = format_table(with_twin(board, same_sample))
+    assert "cycles  (mean" in text and "DWT->CYCCNT" in text
+    assert "0.80 cycles per instruction" in text
+    assert "ms per step at 216 MHz" in text and "estimate" not in text
+    top = text.split("top ")[1].splitlines()
+    assert top[1].split()[-1] == "instructions"  # the twin's column
+    first = max(same_sample["ops"], key=lambda o: o["instructions"])
+    assert f"{round(first['instructions']):,}" in top[2]
+
+
+def test_bench_needs_one_target(mlp_build: Path, cli) -> None:
+    p = cli("bench", mlp_build, check=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "--qemu" in p.stdout + p.stderr and "--port" in p.stdout + p.stderr

@@ -21,6 +21,7 @@ import pytest
 from conftest import ROOT
 
 from tinytrain.device.build import build
+from tinytrain.device.link.device import TICKS_NS, TICKS_UNKNOWN
 from tinytrain.device.link.frames import NAK, VERSION, Frame, FrameReader, encode
 from tinytrain.device.link.transport import LinkError
 from tinytrain.device.runner import open_program
@@ -69,6 +70,7 @@ def test_previous_version_firmware_names_what_it_lacks(builds) -> None:
     x = np.zeros((8, 8, 1), np.float32)
     with open_program(builds["v4"]) as dev:
         assert dev.version == 4
+        assert dev.device.tick_unit == TICKS_UNKNOWN  # its hello ends at the board name
         dev.train(x, np.array([3]))
         params = dev.get_params()
         assert params and dev.device_stats()["steps"] == 1
@@ -78,6 +80,7 @@ def test_previous_version_firmware_names_what_it_lacks(builds) -> None:
         with pytest.raises(LinkError, match=r"no 'g' command .* needs link version 5"):
             dev.get_state()
     with open_program(builds["digits"]) as dev:  # the same program at this version
+        assert dev.device.tick_unit == TICKS_NS  # a host build's clock, said in the hello
         assert dev.version == VERSION == 5
         assert dev.sgd()["lr"] > 0 and dev.get_state() is not None
 

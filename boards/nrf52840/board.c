@@ -175,6 +175,7 @@ void tt_port_write(const uint8_t *p, size_t n)
 
 uint32_t tt_port_ticks(void) { return DWT_CYCCNT; }
 uint32_t tt_port_tick_bits(void) { return DWT_CYCLE_BITS; }
+uint32_t tt_port_tick_unit(void) { return TT_TICKS_CYCLES; }
 
 /* ---- checkpoint flash (NVMC, PS §4.3) ----
  * Reads of the slots are plain AHB reads of flash: the NVMC instruction cache (ICACHECNF) only

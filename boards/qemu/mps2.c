@@ -65,6 +65,7 @@ void tt_port_write(const uint8_t *p, size_t n) {
 uint32_t tt_port_ticks(void) { return SYST_MAX - (SYST_CVR & SYST_MAX); }
 
 uint32_t tt_port_tick_bits(void) { return 24; }
+uint32_t tt_port_tick_unit(void) { return TT_TICKS_SYSTICK; }
 
 static uint8_t *slot_base(uint32_t slot) {
     return (uint8_t *)(uintptr_t)(slot ? TT_CKPT_SLOT1 : TT_CKPT_SLOT0);

@@ -266,6 +266,7 @@ void tt_port_write(const uint8_t *p, size_t n)
 
 uint32_t tt_port_ticks(void) { return DWT_CYCCNT; }
 uint32_t tt_port_tick_bits(void) { return DWT_CYCLE_BITS; }
+uint32_t tt_port_tick_unit(void) { return TT_TICKS_CYCLES; }
 
 /* ---- checkpoint flash (RM0385 ch. 3: unlock, sector erase, programming sequences) ----
  * The F746 flash is single bank: while an erase or program runs, any fetch from flash (this

@@ -857,22 +857,29 @@ def bench(
     build_dir: Path = typer.Argument(..., help="A firmware build."),
     qemu: bool = typer.Option(False, "--qemu", help="Count instructions on the board's QEMU "
                               "twin (-icount shift=0: 1 SysTick tick = 40 instructions)."),
+    port: Optional[str] = typer.Option(None, "--port", help="Count on the board at this "
+                                       "serial port (DWT cycles), with the twin's "
+                                       "instructions beside them when the build has a twin."),
     steps: int = typer.Option(10, help="Training steps to measure."),
     data: Optional[Path] = typer.Option(None, "--data", help="Samples to use (.npz); "
                                         "default: seeded random inputs."),
     as_json: Optional[Path] = typer.Option(None, "--json", help="Also write the figures here."),
 ) -> None:
-    """Instructions per training step, per inference and per op, measured on the QEMU twin."""
+    """Cost of a training step, an inference and each op: instructions on the QEMU twin
+    (--qemu) or cycles on the board (--port)."""
     from tinytrain.errors import BuildError
 
     with user_errors():
-        if not qemu:
-            raise BuildError("only --qemu is supported: emulated instruction counts are "
-                             "deterministic; on a board, DWT cycle counts arrive with the "
-                             "train replies")
-        from tinytrain.device.bench_qemu import format_table, measure, to_json
+        if qemu == (port is not None):
+            raise BuildError("give --qemu (instructions on the emulated twin) or --port PORT "
+                             "(cycles on the board), one of them")
+        from tinytrain.device.bench import TWIN_ELF, format_table, measure, to_json, with_twin
 
-        res = measure(build_dir, steps=steps, data=data)
+        res = measure(build_dir, steps=steps, data=data, port=port)
+        if port and res["unit"] == "cycles" and (Path(build_dir) / TWIN_ELF).exists():
+            console.print("measuring the same steps on the QEMU twin for the instruction "
+                          "counts", markup=False)
+            res = with_twin(res, measure(build_dir, steps=steps, data=data))
         console.print(format_table(res), markup=False, highlight=False, soft_wrap=True)
         if as_json:
             as_json.write_text(to_json(res))

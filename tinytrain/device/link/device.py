@@ -72,6 +72,10 @@ def _whole(p: dict, stored: np.ndarray) -> np.ndarray:
     return whole
 
 
+# What a tick of the device's counter is (the hello's last field; firmware/tt_port.h)
+TICKS_UNKNOWN, TICKS_CYCLES, TICKS_SYSTICK, TICKS_NS = 0, 1, 2, 3
+
+
 @dataclass
 class DeviceInfo:
     link_version: int
@@ -85,6 +89,7 @@ class DeviceInfo:
     tick_bits: int
     profile_ops: int
     board: str
+    tick_unit: int = TICKS_UNKNOWN  # TICKS_*: what the train replies' and profile's ticks are
 
 
 @dataclass
@@ -227,7 +232,8 @@ class Device:
             data = self.request("H")
         v = struct.unpack_from("<10I", data)
         board = data[40:56].split(b"\0", 1)[0].decode("ascii", "replace")
-        return DeviceInfo(*v, board=board)
+        unit = struct.unpack_from("<I", data, 56)[0] if len(data) >= 60 else TICKS_UNKNOWN
+        return DeviceInfo(*v, board=board, tick_unit=unit)
 
     def train(self, x: np.ndarray, target: np.ndarray) -> tuple[float, int, bool]:
         r = self.train_full(x, target)

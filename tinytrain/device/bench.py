@@ -1,21 +1,29 @@
-"""`tinytrain bench DIR --qemu`: instructions per training step, per inference and per op,
-counted on a firmware build's QEMU twin under `-icount shift=0` (DESIGN.md §6).
+"""`tinytrain bench DIR --qemu | --port PORT`: what a training step, an inference and each op
+cost, counted by the device's own tick counter.
 
-The twin's SysTick ticks once per 40 executed instructions. `tt_train_step` is timed as a
-whole (the train reply's tick count) and op by op (the TT_PROFILE counters, read after every
-step). The counts are a property of the instruction stream, so they are deterministic, with
-two caveats this module reports rather than hides: a tick reading is quantised to 40
-instructions, and the step starts at an arbitrary phase within a tick (how long the UART poll
+On the QEMU twin (`--qemu`, started under `-icount shift=0`, DESIGN.md §6) the MPS2 SysTick
+ticks once per 40 executed instructions: the counts are instructions. On a board (`--port`)
+the firmware reads DWT->CYCCNT: the counts are core cycles, and when the build has a twin the
+twin's instruction counts are measured too and printed beside them. The hello tells which
+counter a device has (firmware/tt_port.h TT_TICKS_*); a twin reached over `--port` counts
+instructions, a device that does not say is reported in raw ticks.
+
+`tt_train_step` is timed as a whole (the train reply's tick count) and op by op (the
+TT_PROFILE counters, read after every step). Instruction counts are deterministic, with two
+caveats this module reports rather than hides: a tick reading is quantised (40 instructions
+on a twin), and the step starts at an arbitrary phase within a tick (how long the UART poll
 loop spun first), so one reading may differ by one tick; and data-dependent code (libm's
 expf, ReLU masks, skipped non-finite steps) makes different samples or parameters cost
-different counts. A single op longer than 2^24 ticks (671 M instructions) would wrap its own
-counter undetectably; a whole step that wraps is detected and unwrapped with the per-op sum.
+different counts. Cycles also depend on the board's caches and wait states. A single op
+longer than 2^24 ticks (671 M instructions on a twin) would wrap its own counter
+undetectably; a whole step that wraps is detected and unwrapped with the per-op sum.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +32,7 @@ import numpy as np
 from tinytrain.boards import load_board
 from tinytrain.codegen.program import REPORT_JSON
 from tinytrain.device.data import load_npz
-from tinytrain.device.link.device import Device
+from tinytrain.device.link.device import TICKS_CYCLES, TICKS_NS, TICKS_SYSTICK, Device, DeviceInfo
 from tinytrain.device.runner import load_program_info, open_program
 from tinytrain.errors import BuildError
 
@@ -38,11 +46,26 @@ REPEATS = 3
 # Seconds before a request is resent: a long step under -icount can take a while.
 REQUEST_TIMEOUT = 60.0
 PHASES = ("forward", "loss", "backward", "recompute", "update")
+TWIN_ELF = "firmware_qemu.elf"  # a firmware build's twin image (device/build.py)
+
+
+def counter(info: DeviceInfo) -> tuple[str, int, str]:
+    """(unit, units per tick, what counts) of a device's tick counter, from its hello."""
+    if info.tick_unit == TICKS_CYCLES:
+        return "cycles", 1, "DWT->CYCCNT, core clock cycles"
+    if info.tick_unit == TICKS_SYSTICK:
+        return ("instructions", INSTRUCTIONS_PER_TICK,
+                f"the MPS2 twin's SysTick under -icount shift=0: 1 tick = "
+                f"{INSTRUCTIONS_PER_TICK} instructions; no DWT, so no cycles")
+    if info.tick_unit == TICKS_NS:
+        return "ns", 1, "the host's monotonic clock, nanoseconds"
+    return "raw ticks", 1, "a counter the firmware does not name (older firmware)"
 
 
 def measure(build_dir: Path, steps: int = 10, data: Path | None = None,
-            seed: int = 0) -> dict[str, Any]:
-    """Count instructions on the twin of the firmware build in `build_dir`."""
+            seed: int = 0, port: str | None = None) -> dict[str, Any]:
+    """Count a firmware build's step, inference and ops on its QEMU twin (port None) or on
+    the device at `port`, in the unit of the device's counter."""
     build_dir = Path(build_dir)
     if steps < 1:
         raise BuildError(f"--steps must be at least 1, got {steps}")
@@ -50,10 +73,13 @@ def measure(build_dir: Path, steps: int = 10, data: Path | None = None,
     board = load_board(info.get("board", "host"))
     xs, ys = _samples(info, data, steps, seed)
     ops = info.get("profile_ops", [])
-    with open_program(build_dir, qemu=True, icount=True, timeout=REQUEST_TIMEOUT) as dev:
+    with open_program(build_dir, port=port, qemu=port is None, icount=port is None,
+                      timeout=REQUEST_TIMEOUT) as dev:
         if dev.device.profile_ops != len(ops):
             raise BuildError(f"{build_dir}: the firmware counts {dev.device.profile_ops} ops, "
                              f"program.json lists {len(ops)}; rebuild")
+        # a twin started here runs under -icount, whatever older firmware says of its ticks
+        unit = counter(dev.device if port else replace(dev.device, tick_unit=TICKS_SYSTICK))
         bits = dev.device.tick_bits
         dev.train_full(xs[0], ys[0])  # warm-up
         dev.apply_update()  # a partial batch would otherwise land inside the measured steps
@@ -72,9 +98,19 @@ def measure(build_dir: Path, steps: int = 10, data: Path | None = None,
             dev.infer(xs[i % len(xs)])
         infer_ops = np.array(dev.profile(), np.int64)
         repeat_ticks = _repeats(dev, xs[0], ys[0])
-    return _result(build_dir, info, board.name, board.qemu.machine if board.qemu else "",
-                   board.clock_hz, ops, steps, step_ticks, per_op, infer_ops, repeat_ticks,
-                   skipped, wraps, bits, "random" if data is None else str(data), seed)
+    where = port or (board.qemu.machine if board.qemu else "")
+    return _result(build_dir, info, board.name, where, board.clock_hz, ops, steps, step_ticks,
+                   per_op, infer_ops, repeat_ticks, skipped, wraps, bits,
+                   "random" if data is None else str(data), seed, unit, port is None)
+
+
+def with_twin(result: dict[str, Any], twin: dict[str, Any]) -> dict[str, Any]:
+    """A board's result with its twin's instruction counts beside each figure."""
+    ops = {o["index"]: o["instructions"] for o in twin["ops"]}
+    return {**result, "twin": {"machine": twin["machine"],
+                               "step": twin["step"]["instructions"],
+                               "inference": twin["inference"]["instructions"],
+                               "ops": [ops[o["index"]] for o in result["ops"]]}}
 
 
 def _samples(info: dict[str, Any], data: Path | None, steps: int,
@@ -112,27 +148,29 @@ def _repeats(dev: Device, x: np.ndarray, y: np.ndarray) -> list[int]:
 def _result(build_dir: Path, info: dict[str, Any], board: str, machine: str, clock_hz: int,
             ops: list[dict[str, str]], steps: int, step_ticks: list[int], per_op: np.ndarray,
             infer_ops: np.ndarray, repeat_ticks: list[int], skipped: int, wraps: int,
-            bits: int, samples: str, seed: int) -> dict[str, Any]:
-    ipt = INSTRUCTIONS_PER_TICK
-    step_mean = ipt * float(np.mean(step_ticks))
+            bits: int, samples: str, seed: int, unit: tuple[str, int, str],
+            twin: bool) -> dict[str, Any]:
+    u, per_tick, what = unit
+    step_mean = per_tick * float(np.mean(step_ticks))
     op_rows = [{"index": k, "name": o["name"], "op": o["op"], "phase": o["phase"],
-                "macs": o.get("macs", 0), "instructions": ipt * float(per_op[k]) / steps,
-                "share": 100.0 * ipt * float(per_op[k]) / steps / step_mean}
+                "macs": o.get("macs", 0), u: per_tick * float(per_op[k]) / steps,
+                "share": 100.0 * per_tick * float(per_op[k]) / steps / step_mean}
                for k, o in enumerate(ops)]
-    phases = {p: sum(r["instructions"] for r in op_rows if r["phase"] == p) for p in PHASES}
+    phases = {p: sum(r[u] for r in op_rows if r["phase"] == p) for p in PHASES}
     op_sum = sum(phases.values())
     fwd = [k for k, o in enumerate(ops) if o["phase"] == "forward"]
     report = build_dir / REPORT_JSON
     macs = json.loads(report.read_text()).get("macs") if report.exists() else None
     return {
         "build_dir": str(build_dir), "model": info.get("model_name"), "board": board,
-        "machine": machine, "clock_hz": clock_hz, "batch": info.get("sgd", {}).get("batch", 1),
+        "machine": machine, "on_twin": twin, "clock_hz": clock_hz,
+        "batch": info.get("sgd", {}).get("batch", 1),
         "samples": samples, "seed": seed, "steps": steps,
-        "instructions_per_tick": ipt, "tick_bits": bits,
-        "step": {"instructions": step_mean, "min": ipt * min(step_ticks),
-                 "max": ipt * max(step_ticks), "ticks": step_ticks, "wrapped_steps": wraps,
+        "unit": u, "counter": what, "per_tick": per_tick, "tick_bits": bits,
+        "step": {u: step_mean, "min": per_tick * min(step_ticks),
+                 "max": per_tick * max(step_ticks), "ticks": step_ticks, "wrapped_steps": wraps,
                  "skipped_nonfinite": skipped},
-        "inference": {"instructions": ipt * float(infer_ops[fwd].sum()) / steps,
+        "inference": {u: per_tick * float(infer_ops[fwd].sum()) / steps,
                       "runs": steps,
                       "counts": "forward ops only, without the input copy and output head"},
         "ops": op_rows,
@@ -156,21 +194,26 @@ def _n(v: float) -> str:
 
 
 def format_table(result: dict[str, Any], top: int = 10) -> str:
-    r, s, ipt = result, result["step"], result["instructions_per_tick"]
+    r, s, u = result, result["step"], result["unit"]
+    tw = r.get("twin")
     src = (f"random samples (seed {r['seed']})" if r["samples"] == "random"
            else f"samples from {r['samples']}")
-    lines = [f"{r['model']} on the QEMU twin of {r['board']} ({r['machine']}, -icount shift=0: "
-             f"1 SysTick tick = {ipt} instructions)",
+    where = (f"the QEMU twin of {r['board']} ({r['machine']})" if r["on_twin"]
+             else f"{r['board']} at {r['machine']}")
+    lines = [f"{r['model']} on {where}; counter: {r['counter']}",
              f"{r['steps']} training steps on {src}, batch {r['batch']}", "",
-             f"training step  {_n(s['instructions']):>12} instructions  (mean; min "
-             f"{_n(s['min'])}, max {_n(s['max'])})",
-             f"inference      {_n(r['inference']['instructions']):>12} instructions  "
-             f"({r['inference']['counts']})"]
+             f"training step  {_n(s[u]):>12} {u}  (mean; min {_n(s['min'])}, max "
+             f"{_n(s['max'])})",
+             f"inference      {_n(r['inference'][u]):>12} {u}  ({r['inference']['counts']})"]
+    if tw:
+        lines += [f"on the twin    {_n(tw['step']):>12} instructions per step "
+                  f"({s[u] / max(tw['step'], 1):.2f} {u} per instruction), "
+                  f"{_n(tw['inference'])} per inference ({tw['machine']})"]
     macs = r.get("macs")
     if macs:
         total = sum(macs.values())
         lines.append(f"MACs per step  {_n(total):>12}               "
-                     f"({s['instructions'] / max(total, 1):.1f} instructions per MAC)")
+                     f"({s[u] / max(total, 1):.1f} {u} per MAC)")
     if s["wrapped_steps"]:
         lines.append(f"note: the {r['tick_bits']}-bit step counter wrapped in "
                      f"{s['wrapped_steps']} steps; unwrapped with the per-op sums")
@@ -180,31 +223,37 @@ def format_table(result: dict[str, Any], top: int = 10) -> str:
     if r["steps"] % r["batch"]:
         lines.append(f"note: {r['steps']} steps is not a multiple of batch {r['batch']}; the "
                      "update share is off")
-    lines += ["", f"{'phase':<22}{'instructions':>14}{'share':>8}"]
+    lines += ["", f"{'phase':<22}{u:>14}{'share':>8}"]
     present = {o["phase"] for o in r["ops"]} | {"glue"}
     for p, v in r["phases"].items():
         if p not in present:
             continue
         name = "glue (unprofiled)" if p == "glue" else p
-        lines.append(f"{name:<22}{_n(v):>14}{100 * v / s['instructions']:>7.1f}%")
-    ops = sorted(r["ops"], key=lambda o: -o["instructions"])[:top]
+        lines.append(f"{name:<22}{_n(v):>14}{100 * v / s[u]:>7.1f}%")
+    order = sorted(range(len(r["ops"])), key=lambda k: -r["ops"][k][u])[:top]
+    ops = [r["ops"][k] for k in order]
     width = max([len(o["name"]) for o in ops] + [4])
+    extra = f"{'instructions':>14}" if tw else ""
     lines += ["", f"top {len(ops)} ops per training step",
-              f"{'name':<{width}}  {'op':<24}{'phase':<10}{'instructions':>14}{'share':>8}"
-              f"{'per MAC':>9}"]
-    for o in ops:
-        per_mac = f"{o['instructions'] / o['macs']:>9.2f}" if o.get("macs") else f"{'':>9}"
+              f"{'name':<{width}}  {'op':<24}{'phase':<10}{u:>14}{'share':>8}"
+              f"{'per MAC':>9}{extra}"]
+    for k, o in zip(order, ops, strict=True):
+        per_mac = f"{o[u] / o['macs']:>9.2f}" if o.get("macs") else f"{'':>9}"
+        twin_col = f"{_n(tw['ops'][k]):>14}" if tw else ""
         lines.append(f"{o['name']:<{width}}  {o['op']:<24}{o['phase']:<10}"
-                     f"{_n(o['instructions']):>14}{o['share']:>7.1f}%{per_mac}")
+                     f"{_n(o[u]):>14}{o['share']:>7.1f}%{per_mac}{twin_col}")
     c, rep = r["profile_check"], r["repeat"]
     verdict = "agree" if c["agrees"] else f"DISAGREE by more than {100 * c['tolerance']:.0f}%"
-    lines += ["", f"per-op sum {_n(c['ops_sum'])} vs whole step {_n(c['step'])} instructions: "
+    lines += ["", f"per-op sum {_n(c['ops_sum'])} vs whole step {_n(c['step'])} {u}: "
               f"{100 * c['ratio']:.1f}%, {verdict} (the rest is glue outside the ops)",
               f"same sample from the initial parameters, {len(rep['ticks'])} runs: "
               f"{', '.join(map(str, rep['ticks']))} ticks (a reading may be one tick off: the "
               "step starts at any phase of a tick)"]
-    if r["clock_hz"]:
-        ms = 1e3 * s["instructions"] / r["clock_hz"]
+    if r["clock_hz"] and u == "cycles":
+        ms = 1e3 * s[u] / r["clock_hz"]
+        lines.append(f"{ms:.2f} ms per step at {r['clock_hz'] / 1e6:g} MHz")
+    elif r["clock_hz"] and u == "instructions":
+        ms = 1e3 * s[u] / r["clock_hz"]
         lines.append(f"estimate, not a measurement: {ms:.2f} ms per step at "
                      f"{r['clock_hz'] / 1e6:g} MHz if the core ran 1 instruction per cycle")
     return "\n".join(lines)
