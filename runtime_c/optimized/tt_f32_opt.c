@@ -572,9 +572,10 @@ __asm__(
 
     /* sgd_rows: the dense fused update, every row in one call. Per element exactly
      * tt_sgd_elem(p, 0.0f + d*x, m, ...): g = d*x; g = 0 + g; g = g + wd*p;
-     * [m = g + momentum*m; g = m]; p = p - lr*g. s27 +0, s28 dy[o], s29 lr, s30 momentum,
-     * s31 wd; r1 w, r2 m, r3 x, r4 dy, r5 k, r6 out, r7 bytes from a row's end to the next
-     * row of w, r8 x cursor, ip count. */
+     * [m = g + momentum*m; g = m]; p = p - lr*g (VMLS: the product rounded, then the
+     * subtraction, as vmul + vsub). s27 +0, s28 dy[o], s29 lr, s30 momentum, s31 wd; r1 w,
+     * r2 m, r3 x, r4 dy, r5 k, r6 out, r7 bytes from a row's end to the next row of w, r8 x
+     * cursor, ip count. */
     TTK_FUNC(ttk_sgd_rows)
     "  push {r4-r8, lr}\n"
     "  vpush {s16-s31}\n"
@@ -584,7 +585,7 @@ __asm__(
     "  vmov s27, ip\n"
     "  cmp r2, #0\n"
     "  beq 20f\n"
-    /* with momentum, 4 at a time: x s0-s3, p s4-s7, g s8-s11, m s12-s15, lr*g s16-s19 */
+    /* with momentum, 4 at a time: x s0-s3, p s4-s7, g s8-s11, m s12-s15 */
     "10:\n"
     "  vldmia r4!, {s28}\n"
     "  mov r8, r3\n"
@@ -599,8 +600,7 @@ __asm__(
     "  TTK_OP vmla.f32, 8, 1, 31, 0, 4, 1, 4\n"
     "  TTK_OP vmla.f32, 8, 1, 30, 0, 12, 1, 4\n"
     "  vstmia r2!, {s8-s11}\n"
-    "  TTK_OP vmul.f32, 16, 1, 29, 0, 8, 1, 4\n"
-    "  TTK_OP vsub.f32, 4, 1, 4, 1, 16, 1, 4\n"
+    "  TTK_OP vmls.f32, 4, 1, 29, 0, 8, 1, 4\n"
     "  vstmia r1!, {s4-s7}\n"
     "  subs ip, ip, #4\n"
     "  bge 11b\n"
@@ -616,8 +616,7 @@ __asm__(
     "  vmla.f32 s8, s31, s4\n"
     "  vmla.f32 s8, s30, s12\n"
     "  vstmia r2!, {s8}\n"
-    "  vmul.f32 s16, s29, s8\n"
-    "  vsub.f32 s4, s4, s16\n"
+    "  vmls.f32 s4, s29, s8\n"
     "  vstmia r1!, {s4}\n"
     "  subs ip, ip, #1\n"
     "  bne 13b\n"
@@ -626,7 +625,7 @@ __asm__(
     "  subs r6, r6, #1\n"
     "  bne 10b\n"
     "  b 30f\n"
-    /* plain, 8 at a time: x s0-s7 (then lr*g), p s8-s15, g s16-s23 */
+    /* plain, 8 at a time: x s0-s7, p s8-s15, g s16-s23 */
     "20:\n"
     "  vldmia r4!, {s28}\n"
     "  mov r8, r3\n"
@@ -638,8 +637,7 @@ __asm__(
     "  TTK_OP vmul.f32, 16, 1, 28, 0, 0, 1, 8\n"
     "  TTK_OP vadd.f32, 16, 1, 27, 0, 16, 1, 8\n"
     "  TTK_OP vmla.f32, 16, 1, 31, 0, 8, 1, 8\n"
-    "  TTK_OP vmul.f32, 0, 1, 29, 0, 16, 1, 8\n"
-    "  TTK_OP vsub.f32, 8, 1, 8, 1, 0, 1, 8\n"
+    "  TTK_OP vmls.f32, 8, 1, 29, 0, 16, 1, 8\n"
     "  vstmia r1!, {s8-s15}\n"
     "  subs ip, ip, #8\n"
     "  bge 21b\n"
@@ -652,8 +650,7 @@ __asm__(
     "  vmul.f32 s16, s28, s0\n"
     "  vadd.f32 s16, s27, s16\n"
     "  vmla.f32 s16, s31, s8\n"
-    "  vmul.f32 s0, s29, s16\n"
-    "  vsub.f32 s8, s8, s0\n"
+    "  vmls.f32 s8, s29, s16\n"
     "  vstmia r1!, {s8}\n"
     "  subs ip, ip, #1\n"
     "  bne 23b\n"
@@ -667,8 +664,8 @@ __asm__(
     TTK_END(ttk_sgd_rows)
 
     /* sgd_vec: p[i] = tt_sgd_elem(p[i], g[i], m + i, ...) for a computed gradient g:
-     * g = g + wd*p; [m = g + momentum*m; g = m]; p = p - lr*g. r0 p, r1 m, r2 g, r3 n,
-     * prm = {lr, momentum, wd} in s29-s31; g s0-s3, p s4-s7, lr*g s8-s11, m s12-s15. */
+     * g = g + wd*p; [m = g + momentum*m; g = m]; p = p - lr*g (VMLS). r0 p, r1 m, r2 g,
+     * r3 n, prm = {lr, momentum, wd} in s29-s31; g s0-s3, p s4-s7, m s12-s15. */
     TTK_FUNC(ttk_sgd_vec)
     "  ldr ip, [sp]\n"
     "  vpush {s16-s31}\n"
@@ -684,8 +681,7 @@ __asm__(
     "  TTK_OP vmla.f32, 0, 1, 31, 0, 4, 1, 4\n"
     "  TTK_OP vmla.f32, 0, 1, 30, 0, 12, 1, 4\n"
     "  vstmia r1!, {s0-s3}\n"
-    "  TTK_OP vmul.f32, 8, 1, 29, 0, 0, 1, 4\n"
-    "  TTK_OP vsub.f32, 4, 1, 4, 1, 8, 1, 4\n"
+    "  TTK_OP vmls.f32, 4, 1, 29, 0, 0, 1, 4\n"
     "  vstmia r0!, {s4-s7}\n"
     "  subs r3, r3, #4\n"
     "  bge 1b\n"
@@ -699,8 +695,7 @@ __asm__(
     "  vmla.f32 s0, s31, s4\n"
     "  vmla.f32 s0, s30, s12\n"
     "  vstmia r1!, {s0}\n"
-    "  vmul.f32 s8, s29, s0\n"
-    "  vsub.f32 s4, s4, s8\n"
+    "  vmls.f32 s4, s29, s0\n"
     "  vstmia r0!, {s4}\n"
     "  subs r3, r3, #1\n"
     "  bne 3b\n"
@@ -712,8 +707,7 @@ __asm__(
     "  vldmia r2!, {s0-s3}\n"
     "  vldmia r0, {s4-s7}\n"
     "  TTK_OP vmla.f32, 0, 1, 31, 0, 4, 1, 4\n"
-    "  TTK_OP vmul.f32, 8, 1, 29, 0, 0, 1, 4\n"
-    "  TTK_OP vsub.f32, 4, 1, 4, 1, 8, 1, 4\n"
+    "  TTK_OP vmls.f32, 4, 1, 29, 0, 0, 1, 4\n"
     "  vstmia r0!, {s4-s7}\n"
     "  subs r3, r3, #4\n"
     "  bge 6b\n"
@@ -724,8 +718,7 @@ __asm__(
     "  vldmia r2!, {s0}\n"
     "  vldr s4, [r0]\n"
     "  vmla.f32 s0, s31, s4\n"
-    "  vmul.f32 s8, s29, s0\n"
-    "  vsub.f32 s4, s4, s8\n"
+    "  vmls.f32 s4, s29, s0\n"
     "  vstmia r0!, {s4}\n"
     "  subs r3, r3, #1\n"
     "  bne 8b\n"
