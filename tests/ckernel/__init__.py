@@ -8,6 +8,7 @@ are exercised exactly as in firmware; `-icount shift=0` makes SysTick an instruc
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -87,3 +88,13 @@ def run(program: Path, target: str, work: Path, sources: list[Path] = (),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=RUN_TIMEOUT)
     return Result(p.returncode, p.stdout)
+
+
+def checksums(program: Path, target: str, work: Path, sources: list[Path]) -> dict[str, str]:
+    """Run a program that compares optimised kernels with the reference and prints
+    "ck <case> <hash>" per output and "failures N" at the end: its hashes, after checking that
+    it found no mismatch."""
+    res = run(program, target, work, sources=sources)
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert "failures 0" in res.stdout
+    return dict(re.findall(r"^ck (\S+) ([0-9a-f]{8})$", res.stdout, re.M))

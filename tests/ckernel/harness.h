@@ -18,4 +18,23 @@ static inline uint32_t th_rand(uint32_t *s) {
     x ^= x << 5;
     return *s = x;
 }
+
+/* Instructions of one call f(opt) on a twin (SysTick ticks of 40 instructions), repeated
+ * until well measured. */
+static inline uint32_t th_instructions(void (*f)(int), int opt)
+{
+    uint32_t reps = 1, t0, ticks, r;
+
+    for (;;) {
+        t0 = th_ticks();
+        for (r = 0; r < reps; ++r) {
+            f(opt);
+        }
+        ticks = th_elapsed(t0);
+        if (ticks >= 20000u || reps >= 4096u) {
+            return (uint32_t)(((uint64_t)ticks * 40u + reps / 2) / reps);
+        }
+        reps *= 4u;
+    }
+}
 #endif

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "f32_check.h"
 #include "harness.h"
 #include "tt_kernels.h"
 
@@ -30,64 +31,14 @@ static uint32_t seed = 1;
 static int failures;
 static char line[160];
 
-static float rnd(void)
-{
-    const uint32_t r = th_rand(&seed);
-    if ((r & 15u) == 0) {
-        return (r & 16u) ? -0.0f : 0.0f; /* signed zeros exercise 0.0f + ... exactly */
-    }
-    return (float)((int32_t)(r >> 9) - (1 << 22)) * (1.0f / (float)(1 << 22));
-}
+static float rnd(void) { return th_rnd_f32(&seed); }
 
-static void fill(float *p, int32_t n)
-{
-    int32_t i;
-    for (i = 0; i < n; ++i) {
-        p[i] = rnd();
-    }
-}
-
-static uint32_t bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-/* ulps between two floats of the same sign (large for opposite signs) */
-static uint32_t ulps(float a, float b)
-{
-    const uint32_t x = bits(a), y = bits(b);
-    if ((x ^ y) & 0x80000000u) {
-        return (x == y) ? 0 : 0xFFFFFFFFu;
-    }
-    return x > y ? x - y : y - x;
-}
+static void fill(float *p, int32_t n) { th_fill_f32(&seed, p, n); }
 
 static void check(const char *name, const char *what, const float *ref, const float *opt,
                   int32_t n)
 {
-    int32_t i;
-    uint32_t h = 2166136261u; /* FNV-1a of the optimised output's bits */
-
-    for (i = 0; i < n; ++i) {
-        uint32_t u = bits(opt[i]);
-        int k;
-        if (ulps(ref[i], opt[i]) > TOL_ULPS) {
-            if (failures < 20) {
-                snprintf(line, sizeof line, "MISMATCH %s %s [%ld] ref %08lx opt %08lx\n", name,
-                         what, (long)i, (unsigned long)bits(ref[i]), (unsigned long)u);
-                th_puts(line);
-            }
-            ++failures;
-        }
-        for (k = 0; k < 4; ++k) {
-            h = (h ^ (u & 0xFFu)) * 16777619u;
-            u >>= 8;
-        }
-    }
-    snprintf(line, sizeof line, "ck %s.%s %08lx\n", name, what, (unsigned long)h);
-    th_puts(line);
+    th_check_f32(name, what, ref, opt, n, TOL_ULPS, &failures);
 }
 
 static tt_conv_geom geom(int32_t h, int32_t w, int32_t cin, int32_t cout, int32_t kh,
@@ -409,25 +360,9 @@ int main(void)
 
 #else /* TT_BENCH */
 
-/* instructions of one call (ticks of 40 instructions, repeated until well measured) */
 typedef void (*bench_fn)(int opt);
 
-static uint32_t measure(bench_fn f, int opt)
-{
-    uint32_t reps = 1, t0, ticks, r;
-
-    for (;;) {
-        t0 = th_ticks();
-        for (r = 0; r < reps; ++r) {
-            f(opt);
-        }
-        ticks = th_elapsed(t0);
-        if (ticks >= 20000u || reps >= 4096u) {
-            return (uint32_t)(((uint64_t)ticks * 40u + reps / 2) / reps);
-        }
-        reps *= 4u;
-    }
-}
+static uint32_t measure(bench_fn f, int opt) { return th_instructions(f, opt); }
 
 static tt_conv_geom G1, G2, P1, P2;
 

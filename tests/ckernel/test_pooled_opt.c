@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "f32_check.h"
 #include "harness.h"
 #include "tt_kernels.h"
 
@@ -32,22 +33,9 @@ static int32_t pick(int32_t lo, int32_t hi) /* inclusive */
     return lo + (int32_t)(th_rand(&seed) % (uint32_t)(hi - lo + 1));
 }
 
-static float rnd(void)
-{
-    const uint32_t r = th_rand(&seed);
-    if ((r & 15u) == 0) {
-        return (r & 16u) ? -0.0f : 0.0f; /* signed zeros exercise 0.0f + ... exactly */
-    }
-    return (float)((int32_t)(r >> 9) - (1 << 22)) * (1.0f / (float)(1 << 22));
-}
+static float rnd(void) { return th_rnd_f32(&seed); }
 
-static void fill(float *p, int32_t n)
-{
-    int32_t i;
-    for (i = 0; i < n; ++i) {
-        p[i] = rnd();
-    }
-}
+static void fill(float *p, int32_t n) { th_fill_f32(&seed, p, n); }
 
 #ifndef TT_BENCH
 
@@ -55,37 +43,10 @@ static float YR[MAXN], MR[MAXN], MO[MAXN];
 static int32_t IDX[64];
 static int failures;
 
-static uint32_t bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
 static void check(const char *name, const char *what, const float *ref, const float *opt,
                   int32_t n)
 {
-    int32_t i;
-    uint32_t h = 2166136261u; /* FNV-1a of the optimised output's bits */
-
-    for (i = 0; i < n; ++i) {
-        uint32_t u = bits(opt[i]);
-        int k;
-        if (u != bits(ref[i])) {
-            if (failures < 20) {
-                snprintf(line, sizeof line, "MISMATCH %s %s [%ld] ref %08lx opt %08lx\n", name,
-                         what, (long)i, (unsigned long)bits(ref[i]), (unsigned long)u);
-                th_puts(line);
-            }
-            ++failures;
-        }
-        for (k = 0; k < 4; ++k) {
-            h = (h ^ (u & 0xFFu)) * 16777619u;
-            u >>= 8;
-        }
-    }
-    snprintf(line, sizeof line, "ck %s.%s %08lx\n", name, what, (unsigned long)h);
-    th_puts(line);
+    th_check_f32(name, what, ref, opt, n, 0, &failures);
 }
 
 #endif /* !TT_BENCH */
@@ -251,23 +212,6 @@ int main(void)
 
 #else /* TT_BENCH */
 
-/* instructions of one call (ticks of 40 instructions, repeated until well measured) */
-static uint32_t measure(void (*f)(int), int opt)
-{
-    uint32_t reps = 1, t0, ticks, r;
-
-    for (;;) {
-        t0 = th_ticks();
-        for (r = 0; r < reps; ++r) {
-            f(opt);
-        }
-        ticks = th_elapsed(t0);
-        if (ticks >= 20000u || reps >= 4096u) {
-            return (uint32_t)(((uint64_t)ticks * 40u + reps / 2) / reps);
-        }
-        reps *= 4u;
-    }
-}
 
 static tt_conv_geom G;
 static tt_pooled D;
@@ -305,7 +249,7 @@ int main(void)
     fill(V, 16);
     D = gate(TT_POOLED_F32, 4 * 4 * 16);
     for (i = 0; i < 3; ++i) {
-        const uint32_t ref = measure(fns[i], 0), opt = measure(fns[i], 1);
+        const uint32_t ref = th_instructions(fns[i], 0), opt = th_instructions(fns[i], 1);
         snprintf(line, sizeof line, "bench digits_down %s %ld MAC %lu %lu\n", names[i],
                  (long)macs, (unsigned long)ref, (unsigned long)opt);
         th_puts(line);
