@@ -26,8 +26,8 @@
 /* gradients read from a global average pool's per-channel gradient (tt_pooled_opt.c) */
 extern __typeof__(tt_conv2d_backward_input_pooled_f32) tt_conv2d_backward_input_pooled_f32_opt;
 extern __typeof__(tt_conv2d_backward_weight_pooled_f32) tt_conv2d_backward_weight_pooled_f32_opt;
-extern __typeof__(tt_conv2d_backward_weight_sgd_pooled_f32)
-    tt_conv2d_backward_weight_sgd_pooled_f32_opt;
+/* (one line: tests/test_runtime_layers.py reads the declarations as text) */
+extern __typeof__(tt_conv2d_backward_weight_sgd_pooled_f32) tt_conv2d_backward_weight_sgd_pooled_f32_opt;
 
 /* tt_q8_clamp_mask's bits (tt_q8_mask_opt.c) */
 extern __typeof__(tt_q8_clamp_mask) tt_q8_clamp_mask_opt;
