@@ -471,8 +471,7 @@ def main() -> None:
                                                       "--calib", str(work / "calib.npz")])
             results["mbv2"] = given(args.plan) if args.plan else compare(mb, MBV2_BUDGETS, log)
             state = {k: v.detach().numpy().copy() for k, v in net2.state_dict().items()}
-            lrs = {int(float(k) * 1024): float(v)
-                   for k, _, v in (x.partition("=") for x in args.int8_lr)}
+            lrs = dict(int8_lr(x) for x in args.int8_lr)
             results["int8"] = int8_vs_fp32(mb, results["mbv2"], m2, state, d2,
                                            args.int8_orders, log, lrs)
             if args.collapse_orders:
@@ -488,6 +487,15 @@ MBV2_BUDGETS = [32 << 10, 64 << 10, 128 << 10]  # bias 41.2 KB, last:3 48.1 KB, 
 # 0.03 made weight-training plans collapse in some sample orders (one of three ended at 40.9 %
 # where the others reached 80-87 %); at 0.01 the same plan ends at 79-88 % in all three
 MBV2_LR = 0.01
+
+
+def int8_lr(arg: str) -> tuple[int, float]:
+    """--int8-lr KB=LR as (budget in bytes, lr)."""
+    kb, _, lr = arg.partition("=")
+    try:
+        return int(float(kb) * 1024), float(lr)
+    except ValueError:
+        raise SystemExit(f"--int8-lr {arg}: expected KB=LR, e.g. 128=0.02") from None
 
 
 def given(plans: list[str]) -> list[dict]:

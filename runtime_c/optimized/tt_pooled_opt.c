@@ -46,12 +46,14 @@ void tt_conv2d_backward_weight_pooled_f32_opt(float *dw, const tt_pooled *dy, co
 {
     float slab[TT_SLAB];
     const int32_t npx = g->oh * g->ow, taps = g->kh * g->kw;
-    const int32_t nq = slab_channels(npx) > 0 ? slab_channels(npx) : 1;
-    int32_t oc, oy;
+    int32_t nq = slab_channels(npx), oc, oy;
 
     if (g->groups != 1 || g->ow > TT_SLAB) {
         tt_conv2d_backward_weight_pooled_f32(dw, dy, x, g);
         return;
+    }
+    if (nq == 0) {
+        nq = 1; /* one channel, in bands of rows */
     }
     for (oc = 0; oc < g->cout; oc += nq) {
         const int32_t n = (g->cout - oc < nq) ? g->cout - oc : nq;

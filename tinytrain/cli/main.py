@@ -873,7 +873,8 @@ def bench(
         if qemu == (port is not None):
             raise BuildError("give --qemu (instructions on the emulated twin) or --port PORT "
                              "(cycles on the board), one of them")
-        from tinytrain.device.bench import TWIN_ELF, format_table, measure, to_json, with_twin
+        from tinytrain.device.bench import format_table, measure, to_json, with_twin
+        from tinytrain.device.qemu import TWIN_ELF
 
         res = measure(build_dir, steps=steps, data=data, port=port)
         if port and res["unit"] == "cycles" and (Path(build_dir) / TWIN_ELF).exists():

@@ -46,7 +46,6 @@ REPEATS = 3
 # Seconds before a request is resent: a long step under -icount can take a while.
 REQUEST_TIMEOUT = 60.0
 PHASES = ("forward", "loss", "backward", "recompute", "update")
-TWIN_ELF = "firmware_qemu.elf"  # a firmware build's twin image (device/build.py)
 
 
 def counter(info: DeviceInfo) -> tuple[str, int, str]:
