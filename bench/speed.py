@@ -7,10 +7,12 @@ to close is the top row).
     python bench/speed.py --board stm32f746
 
 TTE's three networks (int8, 128x128, tests/torch_models.py, each with its shipped ~99 KB
-scheme, plain SGD, stochastic rounding, every memory pass), AIfES's two fp32 examples
-(MLP 64-32-10; CNN 1x16x16 c3x3x8-pool-c3x3x16-pool-fc10; full update, SGD batch 1) and the
-digits CNN of the parity tests (fp32, full update, SGD batch 1; its last conv's gradients read
-the global pool's per-channel gradient, tt_pooled_opt.c). Counts come
+scheme, plain SGD, stochastic rounding, every memory pass; by default with trained weights,
+calibrated and measured on held-out digits, bench/pretrain.py; `--weights random` for seed-0
+initialisation, uniform calibration and Gaussian samples, the figures before), AIfES's two
+fp32 examples (MLP 64-32-10; CNN 1x16x16 c3x3x8-pool-c3x3x16-pool-fc10; full update, SGD
+batch 1) and the digits CNN of the parity tests (fp32, full update, SGD batch 1; its last
+conv's gradients read the global pool's per-channel gradient, tt_pooled_opt.c). Counts come
 from `tinytrain.device.bench.measure` (`-icount shift=0`: 1 SysTick tick = 40 instructions),
 the figures `tinytrain bench DIR --qemu` prints. Instructions under QEMU are not cycles: a
 Cortex-M7 dual-issues and flash wait states differ. On a real board the firmware's step and
@@ -30,6 +32,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pretrain import accuracy, digits_rgb, pretrain  # noqa: E402  (bench/pretrain.py)
 
 from tests.torch_models import MLP, AifesCNN, DigitsCNN, export  # noqa: E402
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES  # noqa: E402
@@ -52,21 +57,45 @@ DIGITS_TARGET = 500_000  # the digits CNN's whole step
 FLOOR_INT8, FLOOR_FP32 = 0.5, 1.0
 TOP = 6  # ops listed per model, by instructions above their floor
 LR = 0.05
+CALIB = 64  # calibration samples (trained weights: training digits)
 
 
-def _models(tmp: Path) -> list[dict]:
-    calib = tmp / "calib.npz"
-    np.savez(calib, x=np.random.default_rng(0).uniform(0, 1, (2, 3, 128, 128))
-             .astype(np.float32))
+def _int8_models(tmp: Path, weights: str, wanted: list[str]) -> list[dict]:
+    """TTE's networks, int8, with trained weights (pretrained on the digits, calibrated on
+    training digits, measured on held-out ones) or seed-0 random ones (uniform calibration,
+    Gaussian samples)."""
+    calib, samples = tmp / "calib.npz", None
+    if weights == "trained":
+        x_tr, y_tr, x_te, y_te = digits_rgb(128)
+        np.savez(calib, x=x_tr[:CALIB])
+        samples = tmp / "samples.npz"
+        np.savez(samples, x=x_te, y=y_te.astype(np.int32))
+    else:
+        np.savez(calib, x=np.random.default_rng(0).uniform(0, 1, (2, 3, 128, 128))
+                 .astype(np.float32))
     out = []
     for name, make in NETWORKS.items():
+        if not any(w in name for w in wanted):
+            continue
         torch.manual_seed(0)
+        net, acc = make(), None
+        if weights == "trained":
+            pretrain(net, x_tr, y_tr)
+            acc = accuracy(net, x_te, y_te)
+            print(f"pretrained {name} on the digits at 128x128: {100 * acc:.1f} % held out "
+                  "(fp32)", file=sys.stderr)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            path = export(make(), tmp / f"{name}.onnx")
-        out.append({"name": name, "path": path, "kind": "int8",
+            path = export(net, tmp / f"{name}.onnx")
+        out.append({"name": name, "path": path, "kind": "int8", "data": samples,
+                    "weights": weights, "fp32_accuracy": acc,
                     "opts": {"update": SCHEMES[name, MAIN_SCHEME[name]], "quantize": "int8",
                              "calib": calib}, "anchor": ("TTE cycles", TTE_CYCLES[name])})
+    return out
+
+
+def _models(tmp: Path, weights: str, wanted: list[str]) -> list[dict]:
+    out = _int8_models(tmp, weights, wanted)
     for name, cls in (("AIfES MLP 64-32-10", MLP), ("AIfES CNN 16x16", AifesCNN),
                       ("digits CNN", DigitsCNN)):
         torch.manual_seed(0)
@@ -75,9 +104,9 @@ def _models(tmp: Path) -> list[dict]:
             path = export(cls(), tmp / f"{name.replace(' ', '_')}.onnx")
         anchor = (("AIfES instructions", AIFES_INSTRUCTIONS[name]) if name in AIFES_INSTRUCTIONS
                   else ("target", DIGITS_TARGET))
-        out.append({"name": name, "path": path, "kind": "fp32",
-                    "opts": {"sgd": SGDConfig(lr=LR)}, "anchor": anchor})
-    return out
+        out.append({"name": name, "path": path, "kind": "fp32", "data": None,
+                    "weights": "random", "opts": {"sgd": SGDConfig(lr=LR)}, "anchor": anchor})
+    return [m for m in out if any(w in m["name"] for w in wanted)]
 
 
 def _floor(kind: str, phase: str) -> float:
@@ -94,6 +123,7 @@ def _row(m: dict, board: str, kernels: str, r: dict) -> dict:
     for o in ops:  # what the op executes beyond floor x MACs
         o["above"] = o["instructions"] - o["floor"] * o["macs"]
     return {"model": m["name"], "board": board, "kernels": kernels, "kind": m["kind"],
+            "weights": m["weights"], "fp32_accuracy": m.get("fp32_accuracy"),
             "instructions": r["step"]["instructions"], "anchor_label": label,
             "anchor": anchor, "target": target, "macs": sum((r["macs"] or {}).values()),
             "phases": r["phases"], "floor_total": sum(o["floor"] * o["macs"] for o in ops),
@@ -107,6 +137,8 @@ def main() -> None:
                     help="also measure the portable reference kernels")
     ap.add_argument("--steps", type=int, default=2, help="training steps per measurement")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--weights", choices=("trained", "random"), default="trained",
+                    help="TTE's networks: pretrained on the digits (default) or seed-0 random")
     ap.add_argument("--models", help="only models whose name contains one of these "
                     "(comma list, e.g. AIfES,digits)")
     args = ap.parse_args()
@@ -115,21 +147,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
         wanted = args.models.split(",") if args.models else [""]
-        for m in [m for m in _models(t) if any(w in m["name"] for w in wanted)]:
+        for m in _models(t, args.weights, wanted):
             for board in args.board or BOARDS:
                 for k in kernels:
                     out = t / f"{m['name']}-{board}-{k}".replace(" ", "_")
                     build(m["path"], out, Options(board=board, kernels=k, **m["opts"]))
                     steps = args.steps if m["kind"] == "int8" else 10 * args.steps
-                    rows.append(_row(m, board, k, measure(out, steps=steps)))
+                    rows.append(_row(m, board, k, measure(out, steps=steps, data=m["data"])))
                     print(f"measured {m['name']} on {board} ({k}): "
                           f"{rows[-1]['instructions'] / 1e6:.2f} M", file=sys.stderr)
-    print("| model | board | kernels | instructions / sample | instr. / MAC | floor | anchor | "
-          "ratio | target | meets |")
-    print("|---|---|---|---:|---:|---:|---|---:|---:|---|")
+    print("| model | board | kernels | weights | instructions / sample | instr. / MAC | floor | "
+          "anchor | ratio | target | meets |")
+    print("|---|---|---|---|---:|---:|---:|---|---:|---:|---|")
     for r in rows:
         ratio = r["instructions"] / r["anchor"]
-        print(f"| {r['model']} | {r['board']} | {r['kernels']} | {r['instructions']:,.0f} | "
+        w = r["weights"] + (f" ({100 * r['fp32_accuracy']:.0f} %)" if r["fp32_accuracy"]
+                            else "")
+        print(f"| {r['model']} | {r['board']} | {r['kernels']} | {w} | {r['instructions']:,.0f} | "
               f"{r['instructions'] / max(r['macs'], 1):.2f} | {r['floor_total']:,.0f} | "
               f"{r['anchor_label']} {r['anchor']:,.0f} | {ratio:.2f}× | ≤ {r['target']:,.0f} | "
               f"{'yes' if r['instructions'] <= r['target'] else 'no'} |")
