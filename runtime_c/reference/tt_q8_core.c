@@ -333,8 +333,12 @@ static int8_t update_s8(int8_t w, uint8_t *shadow, float delta, const tt_q8_upda
     if (u->mode == TT_Q8_STOCHASTIC) {
         v = (int32_t)w - (int32_t)floorf(delta + uniform(u->salt, u->step, idx));
     } else if (u->mode == TT_Q8_SHADOW) {
-        /* w + shadow/256 is a 16-bit fixed-point master weight for just this element */
-        int32_t f = (int32_t)w * 256 + (int32_t)*shadow - (int32_t)roundf(delta * 256.0f);
+        /* w + shadow/256 is a 16-bit fixed-point master weight for just this element; the
+         * forward reads its floor. A step beyond 512 LSB saturates the master anyway: the
+         * limit keeps d * 256 an int32 (past 2^31 the conversion saturates on Cortex-M and
+         * wraps on x86, so the host and a board would disagree). */
+        const float d = delta > 512.0f ? 512.0f : (delta < -512.0f ? -512.0f : delta);
+        int32_t f = (int32_t)w * 256 + (int32_t)*shadow - (int32_t)roundf(d * 256.0f);
         if (f > 127 * 256) {
             f = 127 * 256;
         } else if (f < -127 * 256) {

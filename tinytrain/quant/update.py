@@ -4,7 +4,7 @@ A real-valued step `delta` (in LSBs of the parameter) is applied in one of three
 - stochastic: q -= floor(delta + u), u uniform in [0, 1) from a counter-based hash, so small
   steps survive in expectation and runs are reproducible from the seed;
 - shadow: an extra byte per trained element holds 1/256-LSB fractions (a 16-bit master weight
-  for just the trained slice);
+  for just the trained slice, whose floor the forward reads);
 - truncate: TTE's `int8 -= float`, which silently drops every step below one LSB.
 """
 
@@ -15,6 +15,9 @@ import numpy as np
 MODES = {"stochastic": 0, "shadow": 1, "truncate": 2}
 DELTA_LIMIT = np.float32(16777216.0)  # |delta| clamp that keeps int conversions in range
 M32 = 0xFFFFFFFF
+# shadow steps beyond this many LSB saturate the master anyway; C clamps them so that
+# step * 256 stays an int32
+SHADOW_STEP_LIMIT = np.float32(512.0)
 
 
 def uniform(salt: int, step: int, idx: np.ndarray) -> np.ndarray:
@@ -51,6 +54,7 @@ def update_s8(w: np.ndarray, delta: np.ndarray, mode: str, salt: int, step: int,
         v = w32 - np.floor((d + uniform(salt, step, idx)).astype(np.float32)).astype(np.int64)
     elif mode == "shadow":
         assert shadow is not None
+        d = np.clip(d, -SHADOW_STEP_LIMIT, SHADOW_STEP_LIMIT)
         f = w32 * 256 + shadow.astype(np.int64) - _roundf(d * np.float32(256)).astype(np.int64)
         f = np.clip(f, -127 * 256, 127 * 256)
         shadow[...] = (f & 255).astype(np.uint8)
