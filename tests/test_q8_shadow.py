@@ -29,12 +29,18 @@ def _states() -> tuple[np.ndarray, np.ndarray]:
     return w.ravel().astype(np.int8), s.ravel().astype(np.uint8)
 
 
+def _updated(d: np.float32) -> tuple[np.ndarray, np.ndarray]:
+    """The numpy reference's (new weight, new shadow byte) of every state after step d."""
+    w, s = _states()
+    shadow = s.copy()
+    q = update_s8(w, np.full(w.shape, d, np.float32), "shadow", 0, 0, np.arange(w.size), shadow)
+    return q, shadow
+
+
 def test_the_master_moves_by_the_step_and_the_forward_reads_its_floor() -> None:
     w, s = _states()
     for d in np.array(DELTAS, np.float32):
-        shadow = s.copy()
-        q = update_s8(w, np.full(w.shape, d, np.float32), "shadow", 0, 0, np.arange(w.size),
-                      shadow)
+        q, shadow = _updated(d)
         # NaN is no step, an infinite one saturates
         lsb = np.clip(np.nan_to_num(d, nan=0.0, posinf=512.0, neginf=-512.0), -512, 512)
         step = _roundf(np.float32(lsb) * np.float32(256))
@@ -46,12 +52,9 @@ def test_the_master_moves_by_the_step_and_the_forward_reads_its_floor() -> None:
 @functools.cache
 def _numpy_hash() -> str:
     """test_shadow.c's hash (FNV-1a over each case's new weight and shadow byte), from numpy."""
-    w, s = _states()
     h = 2166136261
     for d in np.array(DELTAS, np.float32):
-        shadow = s.copy()
-        q = update_s8(w, np.full(w.shape, d, np.float32), "shadow", 0, 0, np.arange(w.size),
-                      shadow)
+        q, shadow = _updated(d)
         for b in np.stack([q.view(np.uint8), shadow], 1).ravel():
             h = ((h ^ int(b)) * 16777619) & 0xFFFFFFFF
     return f"{h:08x}"
