@@ -1,0 +1,183 @@
+"""Where an int8 build's training leaves its fp32 twin: the same plan, the same samples in the
+same order, and per trained parameter how far each build has moved it, in the int8 build's LSBs.
+
+    python bench/trajectory.py FP32_BUILD INT8_BUILD --data ADAPT.npz [--eval TEST.npz]
+        [--epochs 3] [--shuffle --seed 0] [--at 1,8,64]
+
+Both builds come from `tinytrain build` of the same fp32 model with the same --update, --lr and
+--batch, the second with --quantize int8. Both run as host programs, fed sample by sample
+(`tinytrain run`'s order: --shuffle/--seed, each epoch's partial batch applied at its end);
+after the updates listed in --at and at the end, each trained parameter's move since the start
+(the int8 one dequantised with its per-channel scales) is compared:
+
+  - fp32 / int8 moved: mean |move| per element, in LSBs of the int8 parameter's channel;
+  - int8/fp32: the size of int8's move relative to fp32's (L2), 1 when they agree;
+  - cos: the cosine between the two moves, 1 when they point the same way;
+  - offset: mean (int8 move - fp32 move) in LSB, the rounding's bias (the 1-byte shadow's
+    forward reads its 16-bit master floored: about -0.5 for every element that has moved);
+  - error: |int8 move - fp32 move| / |fp32 move|.
+
+A parameter whose fp32 move is a fraction of an LSB is where int8 cannot follow: stochastic
+rounding turns it into noise larger than itself, the shadow into its floor. The last table is
+sorted by error, so the layer that drifts most is its top row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tinytrain.device.online import OnlineModel, connect  # noqa: E402
+from tinytrain.device.train import sample_order  # noqa: E402
+
+TINY = 1e-30  # keeps a ratio defined where fp32 has not moved a parameter at all
+
+
+@dataclass
+class Row:
+    step: int  # updates applied so far
+    name: str
+    fp32_lsb: float
+    int8_lsb: float
+    size: float
+    cos: float
+    offset: float
+    error: float
+
+
+def _program(build: Path) -> dict:
+    path = Path(build) / "program.json"
+    if not path.is_file():
+        raise SystemExit(f"{build} is not a tinytrain build (no program.json)")
+    return json.loads(path.read_text())
+
+
+def _scales(prog: dict) -> dict[str, np.ndarray]:
+    """The int8 build's per-channel scale of each trained parameter."""
+    return {t["name"]: np.asarray(t["scale"], np.float64) for t in prog["trainable"]
+            if "scale" in t}
+
+
+def _check(f32: dict, q8: dict) -> None:
+    if f32.get("quantized") or not q8.get("quantized"):
+        raise SystemExit("pass the fp32 build first and the int8 build (--quantize int8) second")
+    names = lambda p: sorted(t["name"] for t in p["trainable"])  # noqa: E731
+    if names(f32) != names(q8):
+        raise SystemExit("the builds train different parameters: build both with the same "
+                         "--update")
+    for k in ("batch", "lr"):
+        if f32["sgd"][k] != q8["sgd"][k]:
+            raise SystemExit(f"the builds differ in --{k}: {f32['sgd'][k]} vs {q8['sgd'][k]}")
+
+
+def _real(v: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+    v = v.astype(np.float64)
+    if scale is None:
+        return v
+    return v * (scale.reshape((-1,) + (1,) * (v.ndim - 1)) if scale.size > 1 else scale[0])
+
+
+def _rows(step: int, a0: dict, b0: dict, a: OnlineModel, b: OnlineModel,
+          scales: dict[str, np.ndarray]) -> list[Row]:
+    pa, pb = a.params(), b.params()
+    rows = []
+    for name in sorted(scales):
+        s = scales[name]
+        lsb = s.reshape((-1,) + (1,) * (pa[name].ndim - 1)) if s.size > 1 else s[0]
+        da = pa[name].astype(np.float64) - a0[name]
+        db = _real(pb[name], s) - b0[name]
+        na, nb = float(np.linalg.norm(da)), float(np.linalg.norm(db))
+        rows.append(Row(step, name, float(np.mean(np.abs(da / lsb))),
+                        float(np.mean(np.abs(db / lsb))), nb / (na + TINY),
+                        float(np.sum(da * db)) / (na * nb + TINY),
+                        float(np.mean((db - da) / lsb)),
+                        float(np.linalg.norm(db - da)) / (na + TINY)))
+    return rows
+
+
+def _accuracy(m: OnlineModel, x: np.ndarray, y: np.ndarray) -> float:
+    return float(np.mean([m.classify(xi) == yi for xi, yi in zip(x, y, strict=True)]))
+
+
+def compare(fp32_build: Path, int8_build: Path, x: np.ndarray, y: np.ndarray, *,
+            epochs: int = 1, shuffle: bool = False, seed: int = 0,
+            at: tuple[int, ...] = (1,), eval_set: tuple[np.ndarray, np.ndarray] | None = None,
+            ) -> tuple[list[Row], dict[str, float]]:
+    """Train both builds on the same samples; the rows after each update in `at` and at the
+    end, and the accuracies on `eval_set` (fp32 / int8, after training)."""
+    f32, q8 = _program(fp32_build), _program(int8_build)
+    _check(f32, q8)
+    scales = _scales(q8)
+    rows: list[Row] = []
+    acc: dict[str, float] = {}
+    with connect(fp32_build) as a, connect(int8_build) as b:
+        a0 = {k: v.astype(np.float64) for k, v in a.params().items()}
+        b0 = {k: _real(v, scales.get(k)) for k, v in b.params().items()}
+        step = 0
+        for epoch in range(epochs):
+            for i in sample_order(len(y), epoch, shuffle, seed):
+                ra = a.learn(x[i], y[i])
+                b.learn(x[i], y[i])
+                if ra.updated:
+                    step += 1
+                    if step in at:
+                        rows += _rows(step, a0, b0, a, b, scales)
+            a.flush()
+            b.flush()
+            if len(y) % f32["sgd"]["batch"]:
+                step += 1
+        rows += _rows(step, a0, b0, a, b, scales)
+        if eval_set is not None:
+            acc = {"fp32": _accuracy(a, *eval_set), "int8": _accuracy(b, *eval_set)}
+    return rows, acc
+
+
+def table(rows: list[Row], sort: bool = False) -> str:
+    rows = sorted(rows, key=lambda r: -r.error) if sort else rows
+    out = ["| update | parameter | fp32 moved (LSB) | int8 moved (LSB) | int8/fp32 | cos | "
+           "offset (LSB) | error |", "|---:|---|---:|---:|---:|---:|---:|---:|"]
+    out += [f"| {r.step} | `{r.name}` | {r.fp32_lsb:.3f} | {r.int8_lsb:.3f} | {r.size:.2f} | "
+            f"{r.cos:.2f} | {r.offset:+.3f} | {r.error:.2f} |" for r in rows]
+    return "\n".join(out)
+
+
+def _load(path: str) -> tuple[np.ndarray, np.ndarray]:
+    with np.load(path, allow_pickle=False) as f:
+        return np.asarray(f["x"], np.float32), np.asarray(f["y"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("fp32_build", type=Path)
+    ap.add_argument("int8_build", type=Path)
+    ap.add_argument("--data", required=True, help=".npz with x and y, as `tinytrain run` takes")
+    ap.add_argument("--eval", help="held-out .npz: both builds' accuracy after training")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--shuffle", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--at", default="1,8,64", help="updates after which to compare (and the end)")
+    args = ap.parse_args()
+    x, y = _load(args.data)
+    at = tuple(int(v) for v in args.at.split(",") if v)
+    rows, acc = compare(args.fp32_build, args.int8_build, x, y, epochs=args.epochs,
+                        shuffle=args.shuffle, seed=args.seed, at=at,
+                        eval_set=_load(args.eval) if args.eval else None)
+    last = max(r.step for r in rows)
+    print(table([r for r in rows if r.step != last]))
+    print(f"\nafter all {last} updates, by error:\n")
+    print(table([r for r in rows if r.step == last], sort=True))
+    if acc:
+        print(f"\nheld-out accuracy: fp32 {100 * acc['fp32']:.1f} %, int8 "
+              f"{100 * acc['int8']:.1f} %")
+
+
+if __name__ == "__main__":
+    main()
