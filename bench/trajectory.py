@@ -14,7 +14,8 @@ after the updates listed in --at and at the end, each trained parameter's move s
   - int8/fp32: the size of int8's move relative to fp32's (L2), 1 when they agree;
   - cos: the cosine between the two moves, 1 when they point the same way;
   - offset: mean (int8 move - fp32 move) in LSB, the rounding's bias (the 1-byte shadow's
-    forward reads its 16-bit master floored: about -0.5 for every element that has moved);
+    forward reads its 16-bit master floored: an element moved down by a fraction of an LSB
+    reads a whole LSB lower, one moved up reads unchanged, about -0.5 on average);
   - error: |int8 move - fp32 move| / |fp32 move|.
 
 A parameter whose fp32 move is a fraction of an LSB is where int8 cannot follow: stochastic
