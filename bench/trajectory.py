@@ -26,7 +26,6 @@ sorted by error, so the layer that drifts most is its top row.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tinytrain.device.online import OnlineModel, connect  # noqa: E402
+from tinytrain.device.runner import load_program_info  # noqa: E402
 from tinytrain.device.train import sample_order  # noqa: E402
+from tinytrain.errors import TinyTrainError  # noqa: E402
+from tinytrain.quant.params import real_values  # noqa: E402
 
 TINY = 1e-30  # keeps a ratio defined where fp32 has not moved a parameter at all
 
@@ -54,19 +56,6 @@ class Row:
     error: float
 
 
-def _program(build: Path) -> dict:
-    path = Path(build) / "program.json"
-    if not path.is_file():
-        raise SystemExit(f"{build} is not a tinytrain build (no program.json)")
-    return json.loads(path.read_text())
-
-
-def _scales(prog: dict) -> dict[str, np.ndarray]:
-    """The int8 build's per-channel scale of each trained parameter."""
-    return {t["name"]: np.asarray(t["scale"], np.float64) for t in prog["trainable"]
-            if "scale" in t}
-
-
 def _check(f32: dict, q8: dict) -> None:
     if f32.get("quantized") or not q8.get("quantized"):
         raise SystemExit("pass the fp32 build first and the int8 build (--quantize int8) second")
@@ -79,22 +68,15 @@ def _check(f32: dict, q8: dict) -> None:
             raise SystemExit(f"the builds differ in --{k}: {f32['sgd'][k]} vs {q8['sgd'][k]}")
 
 
-def _real(v: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
-    v = v.astype(np.float64)
-    if scale is None:
-        return v
-    return v * (scale.reshape((-1,) + (1,) * (v.ndim - 1)) if scale.size > 1 else scale[0])
-
-
 def _rows(step: int, a0: dict, b0: dict, a: OnlineModel, b: OnlineModel,
-          scales: dict[str, np.ndarray]) -> list[Row]:
+          trained: dict[str, dict]) -> list[Row]:
     pa, pb = a.params(), b.params()
     rows = []
-    for name in sorted(scales):
-        s = scales[name]
-        lsb = s.reshape((-1,) + (1,) * (pa[name].ndim - 1)) if s.size > 1 else s[0]
+    for name in sorted(trained):
+        rec = trained[name]
+        lsb = real_values(rec, np.ones(pb[name].shape, np.int8))  # one LSB, per element
         da = pa[name].astype(np.float64) - a0[name]
-        db = _real(pb[name], s) - b0[name]
+        db = real_values(rec, pb[name]).astype(np.float64) - b0[name]
         na, nb = float(np.linalg.norm(da)), float(np.linalg.norm(db))
         rows.append(Row(step, name, float(np.mean(np.abs(da / lsb))),
                         float(np.mean(np.abs(db / lsb))), nb / (na + TINY),
@@ -114,14 +96,16 @@ def compare(fp32_build: Path, int8_build: Path, x: np.ndarray, y: np.ndarray, *,
             ) -> tuple[list[Row], dict[str, float]]:
     """Train both builds on the same samples; the rows after each update in `at` and at the
     end, and the accuracies on `eval_set` (fp32 / int8, after training)."""
-    f32, q8 = _program(fp32_build), _program(int8_build)
+    f32, q8 = load_program_info(fp32_build), load_program_info(int8_build)
     _check(f32, q8)
-    scales = _scales(q8)
+    # the int8 build's quantised trained parameters, by name (their scales give the LSBs)
+    trained = {t["name"]: t for t in q8["trainable"] if t.get("scale")}
     rows: list[Row] = []
     acc: dict[str, float] = {}
     with connect(fp32_build) as a, connect(int8_build) as b:
         a0 = {k: v.astype(np.float64) for k, v in a.params().items()}
-        b0 = {k: _real(v, scales.get(k)) for k, v in b.params().items()}
+        b0 = {k: real_values(trained.get(k, {}), v).astype(np.float64)
+              for k, v in b.params().items()}
         step = 0
         for epoch in range(epochs):
             for i in sample_order(len(y), epoch, shuffle, seed):
@@ -130,12 +114,12 @@ def compare(fp32_build: Path, int8_build: Path, x: np.ndarray, y: np.ndarray, *,
                 if ra.updated:
                     step += 1
                     if step in at:
-                        rows += _rows(step, a0, b0, a, b, scales)
+                        rows += _rows(step, a0, b0, a, b, trained)
             a.flush()
             b.flush()
             if len(y) % f32["sgd"]["batch"]:
                 step += 1
-        rows += _rows(step, a0, b0, a, b, scales)
+        rows += _rows(step, a0, b0, a, b, trained)
         if eval_set is not None:
             acc = {"fp32": _accuracy(a, *eval_set), "int8": _accuracy(b, *eval_set)}
     return rows, acc
@@ -168,9 +152,12 @@ def main() -> None:
     args = ap.parse_args()
     x, y = _load(args.data)
     at = tuple(int(v) for v in args.at.split(",") if v)
-    rows, acc = compare(args.fp32_build, args.int8_build, x, y, epochs=args.epochs,
-                        shuffle=args.shuffle, seed=args.seed, at=at,
-                        eval_set=_load(args.eval) if args.eval else None)
+    try:
+        rows, acc = compare(args.fp32_build, args.int8_build, x, y, epochs=args.epochs,
+                            shuffle=args.shuffle, seed=args.seed, at=at,
+                            eval_set=_load(args.eval) if args.eval else None)
+    except TinyTrainError as e:  # not a build, a sample the model cannot take, ...
+        raise SystemExit(str(e)) from None
     last = max(r.step for r in rows)
     print(table([r for r in rows if r.step != last]))
     print(f"\nafter all {last} updates, by error:\n")

@@ -12,6 +12,7 @@ from onnx import numpy_helper
 from tinytrain.device.runner import load_program_info
 from tinytrain.errors import DataError, ModelError
 from tinytrain.frontend.onnx_import import node_names
+from tinytrain.quant.params import real_values
 
 
 class _Writer:
@@ -92,17 +93,6 @@ def _write(w: _Writer, p: dict[str, Any], v: np.ndarray) -> None:
         raise ModelError(f"internal: no exporter for parameter transform '{t}'")
 
 
-def _real(p: dict[str, Any], v: np.ndarray) -> np.ndarray:
-    """A parameter as the fp32 source model holds it: a `--quantize int8` build's int8
-    weights and int32 biases times their (per output channel) scales, zero points being 0."""
-    if p.get("dtype", "f32") == "f32" or not p.get("scale"):
-        return v.astype(np.float32)
-    scale = np.asarray(p["scale"], np.float64)
-    if scale.size > 1:
-        scale = scale.reshape((-1,) + (1,) * (v.ndim - 1))
-    return (v.astype(np.float64) * scale).astype(np.float32)
-
-
 def export_onnx(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> None:
     info = load_program_info(build_dir)
     src = Path(build_dir) / "source_model.onnx"
@@ -123,7 +113,7 @@ def export_onnx(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> Non
         if list(v.shape) != p["shape"]:
             raise DataError(f"parameter '{p['name']}' has shape {list(v.shape)} in the state "
                             f"file, the build expects {p['shape']}")
-        _write(w, p, _real(p, v))
+        _write(w, p, real_values(p, v))
     # drop initializers nothing reads any more (the originals we replaced)
     used = {i for n in model.graph.node for i in n.input}
     keep = [i for i in model.graph.initializer if i.name in used]

@@ -1,6 +1,9 @@
-"""Compile-time quantisation constants shared by the TFLite importer and the quantiser."""
+"""Compile-time quantisation constants shared by the TFLite importer and the quantiser, and the
+real values of a build's trained int8/int32 parameters."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -52,3 +55,15 @@ def affine_from_range(lo: float, hi: float) -> tuple[float, int]:
     scale = float(np.float32((hi - lo) / 255.0))
     zp = int(np.clip(round(-128 - lo / scale), -128, 127))
     return scale, zp
+
+
+def real_values(p: dict[str, Any], v: np.ndarray) -> np.ndarray:
+    """A parameter as the fp32 source model holds it: a `--quantize int8` build's int8
+    weights and int32 biases times their (per output channel) scales, zero points being 0.
+    `p` is the parameter's record in program.json's `trainable`."""
+    if p.get("dtype", "f32") == "f32" or not p.get("scale"):
+        return v.astype(np.float32)
+    scale = np.asarray(p["scale"], np.float64)
+    if scale.size > 1:
+        scale = scale.reshape((-1,) + (1,) * (v.ndim - 1))
+    return (v.astype(np.float64) * scale).astype(np.float32)
