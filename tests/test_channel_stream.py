@@ -3,7 +3,7 @@ mid channel at a time, so the fp32 gradient of its expanded tensor never exists.
 
 The pass may only move bytes: C builds with it and with --no-memory-passes must train to
 bit-identical losses and parameters (int8 and fp32; partial and split weights; stochastic,
-shadow and truncating rounding; momentum and weight decay; depthwise weight updates; 3x3 to
+shadow, master and truncating rounding; momentum and weight decay; depthwise weight updates; 3x3 to
 7x7 kernels; stride 2). With batch accumulation it declines.
 The backward peaks of TTE's 99 KB-class schemes at 128x128 are pinned.
 """
@@ -140,6 +140,9 @@ def _train(cli, path, d, out, *args):
 CASES = {  # name: (model, resolution, int8, --update, extra build options)
     "mbv2-int8-shadow": (lambda r: MobileNetV2(0.35, r, 10), 48, True,
                          SCHEMES[("MobileNetV2-w0.35", 99)], ("--rounding", "shadow")),
+    # two expand convs trained whole: their streamed input gradients read the 16-bit master
+    "mbv2-int8-master": (lambda r: MobileNetV2(0.35, r, 10), 48, True,
+                         "tte:n_bias=12,idx=45-48,ratio=1-1", ("--rounding", "master")),
     # the calibrated scales: with 2x room (the default) the optimized streamed backward of
     # block 21 (1x1 maps) ends 1 LSB off the plain build in 3 weights after truncation (an
     # fp32 ULP apart; the reference kernels agree bit for bit): an open finding, see the notes
@@ -175,6 +178,8 @@ def test_streamed_blocks_train_bit_identically(tmp_path, cli, case):
         if update == "full":  # depthwise weights train; ReLU6 gates read the saved outputs
             kind = ("s8", "q8_clamp") if q8 else ("f32", "clip_f32")
             assert f"tt_cs_dw_weight_sgd_{kind[0]}" in c and f"tt_cs_{kind[1]}" in c
+    if "master" in extra:
+        assert "tt_cs_pw_input_add_s8_master" in c
     assert len(fast) == STEPS and fast == plain
     assert fast_p.keys() == plain_p.keys()
     for k in fast_p:

@@ -156,7 +156,7 @@ def test_int8_training_lowers_the_loss(tmp_path, name, model, data, args):
 
 @pytest.mark.parametrize("update,rounding,batch", [
     ("last:1", "stochastic", 1), ("last:1", "shadow", 1), ("bias", "truncate", 1),
-    ("full", "stochastic", 2),
+    ("full", "stochastic", 2), ("full", "master", 1), ("last:1", "master", 2),
 ])
 def test_c_training_matches_numpy_simulation(tmp_path, update, rounding, batch):
     _check_against_simulation(tmp_path, update, rounding, batch)

@@ -361,6 +361,28 @@ void tt_cs_pw_input_add_f32_opt(float *dx, const float *dy, const float *w, int3
     pw_sink(dx, dy, &w[c * k], NULL, 1.0f, 0, n, dx_c, idx, k);
 }
 
+#define CS_MASTER_ROW 64 /* --rounding master: weight row values converted per pass */
+
+/* the same sink reading the 16-bit master 256 w + s (tt_q8_master.c): its row as floats,
+ * exact (16 significant bits), CS_MASTER_ROW at a time; each dx element still gets d * w */
+void tt_cs_pw_input_add_s8_master_opt(float *dx, const float *dy, const int8_t *w,
+                                      const uint8_t *shadow, const float *w_scale, int32_t n,
+                                      int32_t dx_c, const int32_t *idx, int32_t k, int32_t c)
+{
+    float row[CS_MASTER_ROW];
+    int32_t j0, j;
+
+    for (j0 = 0; j0 < k; j0 += CS_MASTER_ROW) {
+        const int32_t m = k - j0 < CS_MASTER_ROW ? k - j0 : CS_MASTER_ROW;
+        for (j = 0; j < m; ++j) {
+            const int32_t i = c * k + j0 + j;
+            row[j] = (float)((int32_t)w[i] * 256 + (int32_t)shadow[i]) * (1.0f / 256.0f);
+        }
+        pw_sink(idx != NULL ? dx : dx + j0, dy, row, NULL, w_scale[c], 1, n, dx_c,
+                idx != NULL ? idx + j0 : NULL, m);
+    }
+}
+
 /* ---- 1x1 weight row c: acc[j] = sum over p of dy[p] * x[p, j], p ascending per j ----
  * (the reference's order for each element: p is the outer loop here, j blocks inner) */
 static void pw_wgrad_s8(float *acc, const float *dy, const int8_t *x, int32_t x_zp, int32_t n,

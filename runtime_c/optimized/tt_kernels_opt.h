@@ -29,6 +29,13 @@ extern __typeof__(tt_conv2d_backward_weight_pooled_f32) tt_conv2d_backward_weigh
 /* (one line: tests/test_runtime_layers.py reads the declarations as text) */
 extern __typeof__(tt_conv2d_backward_weight_sgd_pooled_f32) tt_conv2d_backward_weight_sgd_pooled_f32_opt;
 
+/* --rounding master's forward, pointwise and fully connected (tt_q8_master_opt.c), and the
+ * channel-streamed 1x1 input gradient (tt_f32_bwd_opt.c) */
+extern __typeof__(tt_conv2d_s8_master) tt_conv2d_s8_master_opt;
+extern __typeof__(tt_dense_s8_master) tt_dense_s8_master_opt;
+/* (one line: tests/test_runtime_layers.py reads the declarations as text) */
+extern __typeof__(tt_cs_pw_input_add_s8_master) tt_cs_pw_input_add_s8_master_opt;
+
 /* tt_q8_clamp_mask's bits (tt_q8_mask_opt.c) */
 extern __typeof__(tt_q8_clamp_mask) tt_q8_clamp_mask_opt;
 

@@ -40,6 +40,14 @@ static inline int8_t tt_sat8(int32_t v, int32_t lo, int32_t hi) {
     return (int8_t)(v < lo ? lo : (v > hi ? hi : v));
 }
 
+/* --rounding master (tt_q8_master.c): an accumulator over 16-bit master weights 256 w + s (bias
+ * included, times 256) back to the int8 layer's units, rounding half up, saturated to int32;
+ * >> of a negative int64 is arithmetic on every compiler tinytrain supports */
+static inline int32_t tt_q8_master_round(int64_t acc) {
+    const int64_t v = (acc + 128) >> 8;
+    return v > INT32_MAX ? INT32_MAX : (v < INT32_MIN ? INT32_MIN : (int32_t)v);
+}
+
 /* ---- gemmlowp fixed-point helpers for the int8 softmax / hard-swish kernels
  * (tt_q8_ops.h); same names without tt_ in tinytrain/quant/fixedpoint.py. Raw int32 values;
  * gemmlowp adds fixed-point numbers without saturation, hence the wrapping adds. ---- */

@@ -283,6 +283,26 @@ void tt_dense_backward_input_s8(float *dx, const float *dy, const int8_t *w,
                                 const float *w_scale, int32_t in, int32_t out);
 void tt_dense_backward_weight_s8(float *dw, const float *dy, const int8_t *x, float x_scale,
                                  int32_t x_zp, int32_t in, int32_t out);
+/* --rounding master (tt_q8_master.c): the four kernels above that read a trained weight, here
+ * reading its 16-bit master 256 * w[i] + shadow[i] */
+void tt_conv2d_s8_master(int8_t *y, const int8_t *x, const int8_t *w, const uint8_t *shadow,
+                         const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q);
+void tt_dense_s8_master(int8_t *y, const int8_t *x, const int8_t *w, const uint8_t *shadow,
+                        const int32_t *b, int32_t in, int32_t out, const tt_q8_requant *q);
+void tt_conv2d_backward_input_s8_master(float *dx, const float *dy, const int8_t *w,
+                                        const uint8_t *shadow, const float *w_scale,
+                                        const tt_conv_geom *g);
+void tt_dense_backward_input_s8_master(float *dx, const float *dy, const int8_t *w,
+                                       const uint8_t *shadow, const float *w_scale, int32_t in,
+                                       int32_t out);
+/* channel streaming's 1x1 input gradients (tt_cs_pw_input_s8, tt_cs_pw_input_add_s8, below)
+ * reading the master */
+void tt_cs_pw_input_s8_master(float *plane, const float *dy, const int8_t *w,
+                              const uint8_t *shadow, const float *w_scale, int32_t n,
+                              int32_t cout, int32_t cin, int32_t c);
+void tt_cs_pw_input_add_s8_master(float *dx, const float *dy, const int8_t *w,
+                                  const uint8_t *shadow, const float *w_scale, int32_t n,
+                                  int32_t dx_c, const int32_t *idx, int32_t k, int32_t c);
 /* fused weight gradient + int8 update; shadow (NULL unless TT_Q8_SHADOW) is shaped like the
  * trained slice; step[oc] = lr / w_scale[oc] with QAS, lr * w_scale[oc] without */
 void tt_conv2d_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,

@@ -100,12 +100,12 @@ static void fill_bits(float *p, int32_t n, uint32_t bits) /* "not written" marke
 /* ---- per-kernel hashes of the optimised outputs (FNV-1a) ---- */
 enum {
     K_PWI_S8, K_PWI_F32, K_ADD_S8, K_ADD_F32, K_PWW_S8, K_PWW_F32, K_DWI_S8, K_DWI_F32,
-    K_DWW_S8, K_DWW_F32, K_MASK, K_CLAMP, K_CLIP, K_BIAS_S32, K_BIAS_F32, K_N
+    K_DWW_S8, K_DWW_F32, K_MASK, K_CLAMP, K_CLIP, K_BIAS_S32, K_BIAS_F32, K_ADD_MASTER, K_N
 };
 static const char *const K_NAME[K_N] = {
     "pw_input_s8", "pw_input_f32", "pw_input_add_s8", "pw_input_add_f32", "pw_weight_sgd_s8",
     "pw_weight_sgd_f32", "dw_input_s8", "dw_input_f32", "dw_weight_sgd_s8", "dw_weight_sgd_f32",
-    "mask", "q8_clamp", "clip_f32", "bias_sgd_s32", "bias_sgd_f32"};
+    "mask", "q8_clamp", "clip_f32", "bias_sgd_s32", "bias_sgd_f32", "pw_input_add_s8_master"};
 static uint32_t g_hash[K_N];
 static uint32_t g_cases[K_N];
 static float g_worst_rel; /* pw_input_s8: largest |opt - ref| / sum|terms| seen */
@@ -245,6 +245,16 @@ static void t_pw_input_add(int32_t n, int32_t dx_c, int32_t k, int32_t rows, int
     same(K_ADD_F32, g_a, g_b, n * dx_c * 4, "dx");
     hash(K_ADD_F32, g_b, n * dx_c * 4);
     ++g_cases[K_ADD_F32];
+    fill8(g_w8b, rows * k); /* --rounding master: the shadow bytes */
+    fill(g_a, n * dx_c);
+    memcpy(g_b, g_a, sizeof(float) * (size_t)(n * dx_c));
+    tt_cs_pw_input_add_s8_master(g_a, g_dy, g_w8, (const uint8_t *)g_w8b, g_ws, n, dx_c, idx, k,
+                                 c);
+    tt_cs_pw_input_add_s8_master_opt(g_b, g_dy, g_w8, (const uint8_t *)g_w8b, g_ws, n, dx_c,
+                                     idx, k, c);
+    same(K_ADD_MASTER, g_a, g_b, n * dx_c * 4, "dx");
+    hash(K_ADD_MASTER, g_b, n * dx_c * 4);
+    ++g_cases[K_ADD_MASTER];
 }
 
 static void random_update(tt_q8_update *u, int packed)

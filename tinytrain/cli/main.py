@@ -26,7 +26,7 @@ from tinytrain.device.qemu import TWIN_FLASH
 from tinytrain.errors import DataError, OptionError
 from tinytrain.passes.add_loss import LOSSES
 from tinytrain.passes.pipeline import KERNELS, Options, pipeline
-from tinytrain.quant.update import MODES as ROUNDINGS
+from tinytrain.quant.update import ROUNDINGS
 from tinytrain.version import __version__
 
 if TYPE_CHECKING:
@@ -173,7 +173,9 @@ def build(
     rounding: str = typer.Option("stochastic", rich_help_panel=INT8,
                                  help=f"int8 models: how updates smaller than one LSB are kept. "
                                  f"{_choices(ROUNDINGS)} stochastic: seeded stochastic "
-                                 "rounding; shadow: a 1-byte fraction per trained weight; "
+                                 "rounding; shadow: a 1-byte fraction per trained weight, "
+                                 "the forward reads the floor; master: the same byte, the "
+                                 "forward reads the whole 16-bit weight (trained whole); "
                                  "truncate: TTE's, drops them."),
     seed: int = typer.Option(0, help="Seed of the stochastic rounding stream.",
                              rich_help_panel=INT8),
@@ -643,11 +645,6 @@ def _print_link_health(prog) -> None:
                   markup=False, highlight=False)
 
 
-def _load_state(path: Path) -> dict[str, np.ndarray]:
-    """The parameters of a state file (its training state is the run's business)."""
-    return state_file.read(path).params
-
-
 @app.command(cls=GroupedCommand)
 def infer(
     build_dir: Path = typer.Argument(..., help="A directory made by `tinytrain build`."),
@@ -677,7 +674,10 @@ def infer(
         with open_program(build_dir, port=port, qemu=qemu) as prog:
             x, _ = load_npz(data, prog.info, need_y=False)
             if state:
-                prog.set_params(_load_state(state))
+                saved = state_file.read(state)
+                prog.set_params(saved.params)
+                if prog.info.get("master_read"):  # its forward reads the shadows too
+                    _restore_training_state(prog, saved)
             with progress("infer", len(x)) as adv:
                 y = infer_all(prog, x, adv)
         np.save(out_path, y)
@@ -695,10 +695,14 @@ def export(
     from tinytrain.device.runner import load_program_info
     from tinytrain.export.to_onnx import export_onnx
     from tinytrain.export.to_tflite import export_tflite
+    from tinytrain.quant.params import with_masters
 
     with user_errors():
-        tflite = load_program_info(build_dir).get("source_format") == "tflite"
-        (export_tflite if tflite else export_onnx)(build_dir, _load_state(state), out_path)
+        info = load_program_info(build_dir)
+        tflite = info.get("source_format") == "tflite"
+        saved = state_file.read(state)
+        params = with_masters(info, saved.params, saved.state, exact=not tflite)
+        (export_tflite if tflite else export_onnx)(build_dir, params, out_path)
         console.print(f"wrote {out_path}")
 
 

@@ -102,6 +102,8 @@ class ChannelStream(OpDef):
             dy, dx = shapes[ins[0]], shapes[n.outputs[0]]
             ws = f", {floats(cg, a['w_scale'])}" if q8 else ""
             sfx = "s8" if q8 else "f32"
+            if a.get("master"):  # 1x1 only (the pass): the weight's 16-bit master
+                ws, sfx = f", {p(ins[2])}{ws}", "s8_master"
             if dw:
                 return (f"tt_cs_dw_input_{sfx}({p(n.outputs[0])}, {p(ins[0])}, {p(ins[1])}{ws}, "
                         f"&{geom_decl(cg, n, dx, dy)}, c);")

@@ -4,6 +4,8 @@ and its fp32 backward read straight from the int8 tensors.
 attrs: the conv geometry of ops/conv2d.py plus in_offset (-x zero point), out_offset (y zero
 point), act_min/act_max (fused activation, int8 domain), mult/shift (per output channel),
 x_scale/x_zp, w_scale (per output channel). Gradients are float32 w.r.t. real values.
+With attr `master` (--rounding master) the last input is the weight's shadow, and the forward
+and the input gradient read the 16-bit master 256 w + s (see `master_acc`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,44 @@ from tinytrain.ops.conv2d import (
     out_hw,
 )
 from tinytrain.quant.fixedpoint import mbqm, mbqm_double_rounding
+from tinytrain.quant.update import master_real, master_values
+
+INT32 = (-(2**31), 2**31 - 1)
+
+
+def bias_input(node) -> str | None:
+    """The bias input of a conv/dense node (x, w[, b][, shadow when attr master])."""
+    n = len(node.inputs) - (1 if node.attrs.get("master") else 0)
+    return node.inputs[2] if n > 2 else None
+
+
+def shadow_input(node) -> str | None:
+    return node.inputs[-1] if node.attrs.get("master") else None
+
+
+def weight_values(node, xs: list[np.ndarray]) -> tuple[np.ndarray, int]:
+    """The weight a node's numpy forward multiplies by, and its scale in LSBs of w: the int8
+    weight (1), or with attr master the master 256 w + s (256)."""
+    if node.attrs.get("master"):
+        return master_values(xs[1], xs[-1]), 256
+    return xs[1].astype(np.int64), 1
+
+
+def master_acc(acc: np.ndarray, unit: int) -> np.ndarray:
+    """Accumulators over master weights (256 times the int8 ones, bias included) back to the
+    int8 layer's units, rounding half up, saturated to int32 as the C does."""
+    if unit == 1:
+        return acc
+    return np.clip((acc + unit // 2) >> 8, *INT32)
+
+
+def real_weight(node, xs: list[np.ndarray]) -> np.ndarray:
+    """The real-valued weight an input gradient reads: w (or the master w + s/256) * w_scale."""
+    if node.attrs.get("master"):
+        scale = np.asarray(node.attrs["w_scale"], np.float32)
+        return (master_real(xs[1], xs[-1]) * scale.reshape((-1,) + (1,) * (xs[1].ndim - 1))
+                ).astype(np.float32)
+    return dequant_w(xs[1], node.attrs)
 
 
 def clamp_range(a: dict) -> dict[str, int]:
@@ -112,10 +152,12 @@ class Conv2dQ8(OpDef):
         return [(oh, ow, w[0])]
 
     def forward(self, node, xs):
-        x, w = xs[0], xs[1]
-        b = xs[2] if len(xs) > 2 else None
+        x = xs[0]
+        w, unit = weight_values(node, xs)
+        b = xs[2].astype(np.int64) * unit if bias_input(node) else None
         g = geom(node, x.shape, self.infer(node, [x.shape, w.shape])[0])
-        return [requantize(conv_acc(x, w, b, node.attrs, g), node.attrs, double_rounding=True)]
+        acc = master_acc(conv_acc(x, w, b, node.attrs, g), unit)
+        return [requantize(acc, node.attrs, double_rounding=True)]
 
     def gradient(self, node, gb):
         x, w = node.inputs[0], node.inputs[1]
@@ -129,19 +171,28 @@ class Conv2dQ8(OpDef):
                                      out_shape=gb.shape(x)))
         if gb.needs_grad(w):
             gb.accumulate_param(w, "conv2d_backward_weight_q8", [dy, x], a)
-        if len(node.inputs) > 2 and gb.needs_grad(node.inputs[2]):
-            gb.accumulate_param(node.inputs[2], "bias_backward", [dy])
+        b = bias_input(node)
+        if b is not None and gb.needs_grad(b):
+            gb.accumulate_param(b, "bias_backward", [dy])
 
     def c_call(self, node, cg):
         x, y = cg.shape(node.inputs[0]), cg.shape(node.outputs[0])
-        b = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
+        b = bias_input(node)
+        b = cg.ptr(b) if b else "NULL"
         _check_kernel_height(node)
+        gd, rq = geom_decl(cg, node, x, y), requant_decl(cg, node.attrs)
+        sh = shadow_input(node)
+        if sh:  # the master's kernel (tt_q8_master.c; pointwise: tt_q8_master_opt.c)
+            return (f"{cg.kernel('tt_conv2d_s8_master')}({cg.ptr(node.outputs[0])}, "
+                    f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {cg.ptr(sh)}, {b}, "
+                    f"&{gd}, &{rq});")
         k = kernel_variant(cg, geom(node, x, y))
         return (f"tt_conv2d_s8{k}({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
-                f"{cg.ptr(node.inputs[1])}, {b}, &{geom_decl(cg, node, x, y)}, "
-                f"&{requant_decl(cg, node.attrs)});")
+                f"{cg.ptr(node.inputs[1])}, {b}, &{gd}, &{rq});")
 
     def row_inputs(self, node, shapes):
+        if node.attrs.get("master"):
+            return None  # no row kernel reads a master: the layer runs whole
         return (0,) if len(shapes[0]) == 3 else None
 
     def row_window(self, node, shapes, row):
@@ -152,7 +203,8 @@ class Conv2dQ8(OpDef):
 
     def row_call(self, node, cg, rings, out, row):
         x, y = cg.shape(node.inputs[0]), cg.shape(node.outputs[0])
-        b = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
+        b = bias_input(node)
+        b = cg.ptr(b) if b else "NULL"
         _check_kernel_height(node)
         k = kernel_variant(cg, geom(node, x, y))
         return (f"tt_conv2d_s8{k}_row(&{out}, &{rings[0]}, {row}, {cg.ptr(node.inputs[1])}, {b}, "
@@ -185,14 +237,16 @@ class Conv2dBackwardInputQ8(OpDef):
         return [tuple(node.attrs["out_shape"])]
 
     def forward(self, node, xs):
-        dy, w = xs
         x_shape = tuple(node.attrs["out_shape"])
-        return [conv_backward_input(dy, dequant_w(w, node.attrs), geom(node, x_shape, dy.shape))]
+        return [conv_backward_input(xs[0], real_weight(node, xs),
+                                    geom(node, x_shape, xs[0].shape))]
 
     def in_place(self, node, shapes):
         """Depthwise, stride 1, dx the shape of dy: a ring of pb + 1 rows of one channel
         (TT_DW_LINE floats) holds the dy values still to be read."""
         a = node.attrs
+        if a.get("master"):
+            return False
         dy, x = shapes[0], tuple(a["out_shape"])
         pb = (a["kernel"][0] - 1) * a["dilation"][0] - a["pads"][0]
         return (tuple(dy) == x and a.get("groups", 1) == x[2] and tuple(a["stride"]) == (1, 1)
@@ -200,6 +254,11 @@ class Conv2dBackwardInputQ8(OpDef):
 
     def c_call(self, node, cg):
         g = geom_decl(cg, node, cg.shape(node.outputs[0]), cg.shape(node.inputs[0]))
+        sh = shadow_input(node)
+        if sh:
+            return (f"tt_conv2d_backward_input_s8_master({cg.ptr(node.outputs[0])}, "
+                    f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {cg.ptr(sh)}, "
+                    f"{floats(cg, node.attrs['w_scale'])}, &{g});")
         if cg.same_buffer(node.outputs[0], node.inputs[0]):
             return (f"tt_dw_backward_input_inplace_s8({cg.ptr(node.outputs[0])}, "
                     f"{cg.ptr(node.inputs[1])}, {floats(cg, node.attrs['w_scale'])}, &{g});")
@@ -210,6 +269,8 @@ class Conv2dBackwardInputQ8(OpDef):
     # In a backward region run row by row (passes/stream_backward.py): a 1x1 conv's input
     # gradient row r needs dy's row r; a depthwise one the dy rows whose taps reach row r.
     def row_inputs(self, node, shapes):
+        if node.attrs.get("master"):
+            return None
         return (0,) if _row_geometry(node, shapes[0], shapes[1]) else None
 
     def row_window(self, node, shapes, row):
@@ -262,5 +323,6 @@ class Conv2dBackwardWeightQ8(OpDef):
 
 OPS = (Conv2dQ8(), Conv2dBackwardInputQ8(), Conv2dBackwardWeightQ8())
 
-__all__ = ["OPS", "backward_call", "dequant_w", "dequant_x", "floats", "requant_decl",
-           "requantize"]
+__all__ = ["OPS", "backward_call", "bias_input", "dequant_w", "dequant_x", "floats",
+           "master_acc", "real_weight", "requant_decl", "requantize", "shadow_input",
+           "weight_values"]

@@ -2,7 +2,8 @@
 
 attrs as conv2d_q8: in_offset, out_offset, act_min, act_max, mult/shift (per output, a
 per-tensor multiplier is repeated), x_scale, x_zp, w_scale (per output). Weights are
-symmetric (zero point 0), as TFLite requires for int8 FULLY_CONNECTED.
+symmetric (zero point 0), as TFLite requires for int8 FULLY_CONNECTED. With attr `master`
+the last input is the weight's shadow, read as conv2d_q8 reads it.
 """
 
 from __future__ import annotations
@@ -11,12 +12,16 @@ import numpy as np
 
 from tinytrain.ops.base import OpDef, c_float, size
 from tinytrain.ops.conv2d_q8 import (
+    bias_input,
     clamp_range,
-    dequant_w,
     dequant_x,
     floats,
+    master_acc,
+    real_weight,
     requant_decl,
     requantize,
+    shadow_input,
+    weight_values,
 )
 
 
@@ -29,11 +34,12 @@ class DenseQ8(OpDef):
         return [(shapes[1][0],)]
 
     def forward(self, node, xs):
-        x, w = xs[0].reshape(-1).astype(np.int64) + node.attrs["in_offset"], xs[1]
-        acc = w.astype(np.int64) @ x
-        if len(xs) > 2:
-            acc = acc + xs[2].astype(np.int64)
-        return [requantize(acc, node.attrs)]
+        x = xs[0].reshape(-1).astype(np.int64) + node.attrs["in_offset"]
+        w, unit = weight_values(node, xs)
+        acc = w @ x
+        if bias_input(node):
+            acc = acc + xs[2].astype(np.int64) * unit
+        return [requantize(master_acc(acc, unit), node.attrs)]
 
     def gradient(self, node, gb):
         x, w = node.inputs[0], node.inputs[1]
@@ -47,12 +53,19 @@ class DenseQ8(OpDef):
                                      out_shape=gb.shape(x)))
         if gb.needs_grad(w):
             gb.accumulate_param(w, "dense_backward_weight_q8", [dy, x], a)
-        if len(node.inputs) > 2 and gb.needs_grad(node.inputs[2]):
-            gb.accumulate_param(node.inputs[2], "bias_backward", [dy])
+        b = bias_input(node)
+        if b is not None and gb.needs_grad(b):
+            gb.accumulate_param(b, "bias_backward", [dy])
 
     def c_call(self, node, cg):
         out, inp = cg.shape(node.inputs[1])
-        b = cg.ptr(node.inputs[2]) if len(node.inputs) > 2 else "NULL"
+        b = bias_input(node)
+        b = cg.ptr(b) if b else "NULL"
+        sh = shadow_input(node)
+        if sh:  # the master's kernel (tt_q8_master.c, tt_q8_master_opt.c)
+            return (f"{cg.kernel('tt_dense_s8_master')}({cg.ptr(node.outputs[0])}, "
+                    f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {cg.ptr(sh)}, {b}, "
+                    f"{inp}, {out}, &{requant_decl(cg, node.attrs)});")
         return (f"{cg.kernel('tt_dense_s8')}({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
                 f"{cg.ptr(node.inputs[1])}, {b}, {inp}, {out}, &{requant_decl(cg, node.attrs)});")
 
@@ -67,12 +80,16 @@ class DenseBackwardInputQ8(OpDef):
         return [tuple(node.attrs["out_shape"])]
 
     def forward(self, node, xs):
-        dy, w = xs
-        dx = dequant_w(w, node.attrs).astype(np.float64).T @ dy.astype(np.float64)
+        dx = real_weight(node, xs).astype(np.float64).T @ xs[0].astype(np.float64)
         return [dx.astype(np.float32).reshape(node.attrs["out_shape"])]
 
     def c_call(self, node, cg):
         out, inp = cg.shape(node.inputs[1])
+        sh = shadow_input(node)
+        if sh:
+            return (f"tt_dense_backward_input_s8_master({cg.ptr(node.outputs[0])}, "
+                    f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {cg.ptr(sh)}, "
+                    f"{floats(cg, node.attrs['w_scale'])}, {inp}, {out});")
         return (f"tt_dense_backward_input_s8({cg.ptr(node.outputs[0])}, "
                 f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, "
                 f"{floats(cg, node.attrs['w_scale'])}, {inp}, {out});")

@@ -60,6 +60,8 @@ def _classify(g: Graph, n: Node, t: str) -> str | None:
     output), or None (not per channel: the region is declined)."""
     if not n.inputs or n.inputs[0] != t or t in n.inputs[1:] or n.phase != "backward":
         return None
+    if n.attrs.get("master") and not (n.op in CONV_INPUT and _pointwise(n)):
+        return None  # a master is read per channel by the 1x1 input-gradient kernels only
     if n.op in MASKS:
         return "map"
     if n.op in CONV_INPUT:

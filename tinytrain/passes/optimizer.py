@@ -9,7 +9,7 @@ import numpy as np
 
 from tinytrain.errors import CompileError, OptionError
 from tinytrain.ir import OPT_STATE, Graph, Node, Tensor
-from tinytrain.quant.update import MODES
+from tinytrain.quant.update import ROUNDINGS
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class SGDConfig:
     weight_decay: float = 0.0
     batch: int = 1
     qas: bool = True  # int8: quantisation-aware scaling of weight and bias steps
-    rounding: str = "stochastic"  # int8: stochastic | shadow | truncate (see quant/update.py)
+    rounding: str = "stochastic"  # int8: stochastic | shadow | master | truncate (quant/update)
     seed: int = 0  # int8 stochastic rounding stream
 
     def check(self) -> None:
@@ -31,8 +31,8 @@ class SGDConfig:
             raise OptionError(f"--weight-decay must be >= 0, got {self.weight_decay}")
         if self.batch < 1:
             raise OptionError(f"--batch must be >= 1, got {self.batch}")
-        if self.rounding not in MODES:
-            raise OptionError(f"--rounding must be one of {', '.join(MODES)}, "
+        if self.rounding not in ROUNDINGS:
+            raise OptionError(f"--rounding must be one of {', '.join(ROUNDINGS)}, "
                               f"got '{self.rounding}'")
 
 
@@ -74,6 +74,7 @@ def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
     cfg.check()
     tensors, nodes = [], []
     step_counter = Tensor("rng_step", (1,), OPT_STATE, dtype="s32")
+    masters: dict[str, str] = {}  # weight -> its shadow, read whole by --rounding master
     for p in g.params(trainable=True):
         gname = f"{p.name}_grad"
         if gname not in g.tensors:
@@ -85,11 +86,14 @@ def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
             if step_counter not in tensors:
                 tensors.append(step_counter)
             inputs = [p.name, gname, step_counter.name]
-            if cfg.rounding == "shadow" and p.dtype == "s8":
+            mode = ROUNDINGS[cfg.rounding]
+            if mode == "shadow" and p.dtype == "s8":
                 sh = Tensor(f"{p.name}_shadow", g.t(gname).shape, OPT_STATE, dtype="u8")
                 tensors.append(sh)
                 inputs.append(sh.name)
-            attrs = {"step": q8_steps(p, cfg), "mode": cfg.rounding, "scale": 1.0 / cfg.batch,
+                if cfg.rounding == "master" and sh.shape == p.shape:
+                    masters[p.name] = sh.name
+            attrs = {"step": q8_steps(p, cfg), "mode": mode, "scale": 1.0 / cfg.batch,
                      "salt": zlib.crc32(f"{cfg.seed}:{p.name}".encode()), **_partial(g, p.name)}
             nodes.append(Node(f"{p.name}_sgd", "sgd_q8", tuple(inputs), (p.name,), attrs,
                               phase="update"))
@@ -105,4 +109,25 @@ def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
     meta = {**g.meta, "sgd": {"lr": cfg.lr, "momentum": cfg.momentum,
                               "weight_decay": cfg.weight_decay, "batch": cfg.batch,
                               "qas": cfg.qas, "rounding": cfg.rounding, "seed": cfg.seed}}
-    return g.with_tensors(tensors).replace(nodes=g.nodes + tuple(nodes), meta=meta)
+    if masters:
+        meta["master_read"] = masters
+    return g.with_tensors(tensors).replace(nodes=_read_masters(g.nodes, masters) + tuple(nodes),
+                                           meta=meta)
+
+
+# ops that can read a weight's master (its shadow appended as their last input, attr master)
+MASTER_READERS = ("conv2d_q8", "dense_q8", "conv2d_backward_input_q8", "dense_backward_input_q8")
+
+
+def _read_masters(nodes: tuple[Node, ...], masters: dict[str, str]) -> tuple[Node, ...]:
+    """--rounding master: the forward and input gradient of a weight trained whole read the
+    16-bit master 256 w + s instead of w, its floor. A weight trained in part keeps the floored
+    read (its shadow holds just the trained slice)."""
+    out = []
+    for n in nodes:
+        w = n.inputs[1] if len(n.inputs) > 1 else None
+        if n.op in MASTER_READERS and w in masters:
+            n = Node(n.name, n.op, n.inputs + (masters[w],), n.outputs,
+                     {**n.attrs, "master": True}, n.phase)
+        out.append(n)
+    return tuple(out)

@@ -64,7 +64,7 @@ def _rewrite(g: Graph, pool: Node, readers: dict[str, list[Node]]) -> dict[str, 
             out[r.name] = None
         for u in users:
             if (u.op not in INNER or u.inputs[0] != dy or dy in u.inputs[1:]
-                    or u.name in out):
+                    or u.name in out or u.attrs.get("master")):
                 return {}
             out[u.name] = _pooled(u, v, gate, shape)
     return out

@@ -40,3 +40,14 @@ def verify(g: Graph) -> None:
     for o in g.outputs:
         if o not in defined:
             raise CompileError(f"IR: graph output {o} is never written")
+    _check_master_reads(g)
+
+
+def _check_master_reads(g: Graph) -> None:
+    """--rounding master: every node that reads such a weight reads its shadow too, so no pass
+    has swapped in a kernel that would read the floor."""
+    for w, sh in g.meta.get("master_read", {}).items():
+        for node in g.nodes:
+            if w in node.inputs and sh not in node.inputs:
+                raise CompileError(f"IR: node {node.name} ({node.op}) reads {w} without its "
+                                   f"master {sh}")

@@ -67,3 +67,22 @@ def real_values(p: dict[str, Any], v: np.ndarray) -> np.ndarray:
     if scale.size > 1:
         scale = scale.reshape((-1,) + (1,) * (v.ndim - 1))
     return (v.astype(np.float64) * scale).astype(np.float32)
+
+
+def with_masters(info: dict[str, Any], params: dict[str, np.ndarray],
+                 state: dict[str, np.ndarray] | None, exact: bool) -> dict[str, np.ndarray]:
+    """The weights a `--rounding master` build's forward reads, for export: each int8 weight
+    with its shadow byte s from the saved training state, as w + s/256 (float, `exact`: an
+    fp32 export holds it whole) or rounded to the nearest int8 (an int8 export). Weights
+    without a saved shadow, and every other build, are returned as they are."""
+    masters = info.get("master_read") or {}
+    if not masters or not state:
+        return params
+    out = dict(params)
+    for w, sh in masters.items():
+        if w not in params or sh not in state or np.shape(state[sh]) != np.shape(params[w]):
+            continue
+        m = np.asarray(params[w], np.int64) * 256 + np.asarray(state[sh], np.int64)
+        out[w] = (m.astype(np.float32) / np.float32(256) if exact
+                  else np.clip((m + 128) >> 8, -127, 127).astype(np.int8))
+    return out

@@ -1,10 +1,12 @@
 """numpy references of the int8/int32 parameter updates in runtime_c/reference/tt_q8_core.c.
 
-A real-valued step `delta` (in LSBs of the parameter) is applied in one of three ways:
+A real-valued step `delta` (in LSBs of the parameter) is applied in one of these ways:
 - stochastic: q -= floor(delta + u), u uniform in [0, 1) from a counter-based hash, so small
   steps survive in expectation and runs are reproducible from the seed;
 - shadow: an extra byte per trained element holds 1/256-LSB fractions (a 16-bit master weight
   for just the trained slice, whose floor the forward reads);
+- master: the shadow's update, but the forward and the input gradient read the whole 16-bit
+  master 256 w + s (see `master_values`) where the weight is trained whole, not its floor;
 - truncate: TTE's `int8 -= float`, which silently drops every step below one LSB.
 """
 
@@ -12,7 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-MODES = {"stochastic": 0, "shadow": 1, "truncate": 2}
+MODES = {"stochastic": 0, "shadow": 1, "truncate": 2}  # the C kernels' update modes
+# --rounding choices -> update mode: master updates as shadow does and differs in the reads
+ROUNDINGS = {"stochastic": "stochastic", "shadow": "shadow", "master": "shadow",
+             "truncate": "truncate"}
 DELTA_LIMIT = np.float32(16777216.0)  # |delta| clamp that keeps int conversions in range
 M32 = 0xFFFFFFFF
 # shadow steps beyond this many LSB saturate the master anyway; C clamps them so that
@@ -63,6 +68,16 @@ def update_s8(w: np.ndarray, delta: np.ndarray, mode: str, salt: int, step: int,
         t = (w32.astype(np.float32) - d).astype(np.float32)
         v = np.trunc(np.clip(t, -127, 127)).astype(np.int64)
     return np.clip(v, -127, 127).astype(np.int8)
+
+
+def master_values(w: np.ndarray, shadow: np.ndarray) -> np.ndarray:
+    """The 16-bit master weights 256 w + s (int64) that --rounding master reads."""
+    return np.asarray(w, np.int64) * 256 + np.asarray(shadow, np.int64)
+
+
+def master_real(w: np.ndarray, shadow: np.ndarray) -> np.ndarray:
+    """The master in LSBs of w, w + s / 256, as float32 (exact: 16 significant bits)."""
+    return master_values(w, shadow).astype(np.float32) * np.float32(1.0 / 256.0)
 
 
 def update_s32(b: np.ndarray, delta: np.ndarray, mode: str, salt: int, step: int,

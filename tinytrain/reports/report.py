@@ -50,11 +50,23 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
         "remat": list(g.meta.get("remat", [])),  # saved activations recomputed (passes/remat)
         # int8 weights whose scales were widened for training (passes/weight_headroom)
         "weight_headroom": g.meta.get("weight_headroom"),
+        # --rounding master: the weights whose forward reads the 16-bit master, and the int8
+        # weights trained in part, which read their floor (their shadow holds just the slice)
+        "master_read": _master_read(g),
         "params": {"trainable": sum(t.size for t in ts if t.kind == PARAM and t.trainable),
                    "frozen": sum(t.size for t in ts if t.kind == PARAM and not t.trainable)},
         "nodes": {ph: sum(1 for n in g.nodes if n.phase == ph)
                   for ph in ("forward", "loss", "backward", "update")},
     }
+
+
+def _master_read(g: Graph) -> dict[str, list[str]] | None:
+    if g.meta.get("sgd", {}).get("rounding") != "master":
+        return None
+    whole = sorted(g.meta.get("master_read", {}))
+    floored = sorted(t.name for t in g.params(trainable=True)
+                     if t.dtype == "s8" and t.name not in whole)
+    return {"whole": whole, "floored": floored}
 
 
 def kb(n: int) -> str:
@@ -82,6 +94,12 @@ def summary(r: dict[str, Any]) -> str:
         lines.append(f"  int8: the scales of the {len(h['weights'])} trained weights are "
                      f"{h['factor']:g}x calibration's, room to grow (--weight-headroom 1 "
                      "keeps them)")
+    if r.get("master_read"):
+        mr = r["master_read"]
+        lines.append(f"  int8 master: {len(mr['whole'])} trained weights read their 16-bit "
+                     "master in the forward and input gradient"
+                     + (f"; {len(mr['floored'])} trained in part read their floor, as "
+                        "--rounding shadow" if mr["floored"] else ""))
     if r.get("checkpoint"):
         c = r["checkpoint"]
         lines.append(f"  checkpoint {kb(c['bytes'])} in each of two {kb(c['slot'])} flash "
