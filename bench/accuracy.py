@@ -1,4 +1,4 @@
-"""int8 on-device adaptation accuracy on real data (sklearn digits), five arms, one sparse plan.
+"""int8 on-device adaptation accuracy on real data (sklearn digits), seven arms, one sparse plan.
 
     python bench/accuracy.py            # Markdown table; --json FILE keeps the numbers
 
@@ -8,9 +8,10 @@ A small CNN is pretrained in PyTorch (fp32) on upright digits, then adapted to a
   2. tinytrain fp32 (the ONNX model, host C build);
   3. tinytrain int8 + QAS (--quantize int8, calibrated on upright digits: what a deployed
      model was quantised with), stochastic rounding (the default);
-  4. the same with the 1-byte shadow instead of stochastic rounding;
-  5. int8 without QAS (--no-qas);
-  6. int8 with QAS but TTE's truncating updates (--rounding truncate).
+  4. the same with the 1-byte shadow instead of stochastic rounding (the forward reads the
+     floor of the 16-bit master), and 5. with the shadow read whole (--rounding master);
+  6. int8 without QAS (--no-qas);
+  7. int8 with QAS but TTE's truncating updates (--rounding truncate).
 All arms see the same samples in the same order (batch 1, plain SGD, same lr and epochs).
 Accuracy is on held-out rotated digits, by the C programs themselves (`tinytrain run --eval`).
 """
@@ -143,6 +144,8 @@ def main() -> None:
         arms = [("tinytrain fp32", []),
                 ("tinytrain int8 + QAS, stochastic rounding", q8),
                 ("tinytrain int8 + QAS, 1-byte shadow", [*q8, "--rounding", "shadow"]),
+                ("tinytrain int8 + QAS, 1-byte shadow read whole (master)",
+                 [*q8, "--rounding", "master"]),
                 ("tinytrain int8, no QAS", [*q8, "--no-qas"]),
                 ("tinytrain int8 + QAS, truncating updates (TTE)", [*q8, "--rounding",
                                                                    "truncate"])]

@@ -39,7 +39,7 @@ from tinytrain.device.online import OnlineModel, connect  # noqa: E402
 from tinytrain.device.runner import load_program_info  # noqa: E402
 from tinytrain.device.train import sample_order  # noqa: E402
 from tinytrain.errors import TinyTrainError  # noqa: E402
-from tinytrain.quant.params import real_values  # noqa: E402
+from tinytrain.quant.params import real_values, with_masters  # noqa: E402
 
 TINY = 1e-30  # keeps a ratio defined where fp32 has not moved a parameter at all
 
@@ -68,13 +68,18 @@ def _check(f32: dict, q8: dict) -> None:
             raise SystemExit(f"the builds differ in --{k}: {f32['sgd'][k]} vs {q8['sgd'][k]}")
 
 
+def _read(m: OnlineModel, info: dict) -> dict[str, np.ndarray]:
+    """The weights the int8 build's forward reads: w, or with --rounding master w + s/256."""
+    return with_masters(info, m.params(), m.device.get_state(), exact=True)
+
+
 def _rows(step: int, a0: dict, b0: dict, a: OnlineModel, b: OnlineModel,
-          trained: dict[str, dict]) -> list[Row]:
-    pa, pb = a.params(), b.params()
+          trained: dict[str, dict], info: dict) -> list[Row]:
+    pa, pb = a.params(), _read(b, info)
     rows = []
     for name in sorted(trained):
         rec = trained[name]
-        lsb = real_values(rec, np.ones(pb[name].shape, np.int8))  # one LSB, per element
+        lsb = real_values(rec, np.ones(np.shape(pb[name]), np.int8))  # one LSB, per element
         da = pa[name].astype(np.float64) - a0[name]
         db = real_values(rec, pb[name]).astype(np.float64) - b0[name]
         na, nb = float(np.linalg.norm(da)), float(np.linalg.norm(db))
@@ -105,7 +110,7 @@ def compare(fp32_build: Path, int8_build: Path, x: np.ndarray, y: np.ndarray, *,
     with connect(fp32_build) as a, connect(int8_build) as b:
         a0 = {k: v.astype(np.float64) for k, v in a.params().items()}
         b0 = {k: real_values(trained.get(k, {}), v).astype(np.float64)
-              for k, v in b.params().items()}
+              for k, v in _read(b, q8).items()}
         step = 0
         for epoch in range(epochs):
             for i in sample_order(len(y), epoch, shuffle, seed):
@@ -114,12 +119,12 @@ def compare(fp32_build: Path, int8_build: Path, x: np.ndarray, y: np.ndarray, *,
                 if ra.updated:
                     step += 1
                     if step in at:
-                        rows += _rows(step, a0, b0, a, b, trained)
+                        rows += _rows(step, a0, b0, a, b, trained, q8)
             a.flush()
             b.flush()
             if len(y) % f32["sgd"]["batch"]:
                 step += 1
-        rows += _rows(step, a0, b0, a, b, trained)
+        rows += _rows(step, a0, b0, a, b, trained, q8)
         if eval_set is not None:
             acc = {"fp32": _accuracy(a, *eval_set), "int8": _accuracy(b, *eval_set)}
     return rows, acc
