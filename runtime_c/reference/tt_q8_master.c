@@ -85,43 +85,10 @@ void tt_dense_s8_master(int8_t *y, const int8_t *x, const int8_t *w, const uint8
     }
 }
 
-void tt_conv2d_backward_input_s8_master(float *dx, const float *dy, const int8_t *w,
-                                        const uint8_t *shadow, const float *w_scale,
-                                        const tt_conv_geom *g)
-{
-    const int32_t cin_g = g->cin / g->groups;
-    const int32_t cout_g = g->cout / g->groups;
-    int32_t i, oy, ox, oc, ky, kx, ic;
-
-    for (i = 0; i < g->h * g->w * g->cin; ++i) {
-        dx[i] = 0.0f;
-    }
-    for (oy = 0; oy < g->oh; ++oy) {
-        for (ox = 0; ox < g->ow; ++ox) {
-            for (oc = 0; oc < g->cout; ++oc) {
-                const int32_t grp = oc / cout_g;
-                const float d = dy[(oy * g->ow + ox) * g->cout + oc] * w_scale[oc];
-                for (ky = 0; ky < g->kh; ++ky) {
-                    const int32_t iy = oy * g->sh - g->pt + ky * g->dh;
-                    if (iy < 0 || iy >= g->h) {
-                        continue;
-                    }
-                    for (kx = 0; kx < g->kw; ++kx) {
-                        const int32_t ix = ox * g->sw - g->pl + kx * g->dw;
-                        const int32_t wo = ((oc * g->kh + ky) * g->kw + kx) * cin_g;
-                        if (ix < 0 || ix >= g->w) {
-                            continue;
-                        }
-                        for (ic = 0; ic < cin_g; ++ic) {
-                            dx[(iy * g->w + ix) * g->cin + grp * cin_g + ic] +=
-                                d * master_real(w, shadow, wo + ic);
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
+#define TT_BWDI_NAME tt_conv2d_backward_input_s8_master
+#define TT_BWDI_ARGS const uint8_t *shadow, const float *w_scale
+#define TT_BWDI_W(i) master_real(w, shadow, i)
+#include "tt_conv_bwd_input_s8_body.h"
 
 void tt_dense_backward_input_s8_master(float *dx, const float *dy, const int8_t *w,
                                        const uint8_t *shadow, const float *w_scale, int32_t in,
