@@ -254,14 +254,14 @@ def test_help_groups_options_and_lists_the_choices() -> None:
     from tinytrain.boards import available
     from tinytrain.passes.add_loss import LOSSES
     from tinytrain.passes.pipeline import KERNELS
-    from tinytrain.quant.update import MODES
+    from tinytrain.quant.update import ROUNDINGS
 
     h = tinytrain("build", "--help").stdout
     flat = " ".join(h.split())
     for heading in ("Target:", "Training (SGD):", "int8:", "Memory:", "Debugging:", "Examples:"):
         assert f"\n{heading}" in h or f"\n  {heading}" in h, heading
     assert "One of: " + ", ".join(available()) in flat
-    for values in (LOSSES, MODES, KERNELS, ("int8",)):
+    for values in (LOSSES, ROUNDINGS, KERNELS, ("int8",)):
         assert "One of: " + ", ".join(values) in flat, values
     assert "tinytrain build examples/digits/digits_cnn.onnx --board stm32f746" in h
     h = tinytrain("run", "--help").stdout
@@ -272,7 +272,7 @@ def test_help_groups_options_and_lists_the_choices() -> None:
 
 @pytest.mark.parametrize("args, needle", [
     (["--board", "nope"], r"unknown board 'nope'. Available boards: host, "),
-    (["--rounding", "nope"], r"--rounding must be one of stochastic, shadow, truncate"),
+    (["--rounding", "nope"], r"--rounding must be one of stochastic, shadow, master, truncate"),
     (["--kernels", "nope"], r"--kernels must be one of optimized, reference"),
 ])
 def test_bad_choices_are_still_clear_errors(args: list[str], needle: str,
