@@ -3,10 +3,10 @@ trained whole reading its 16-bit master 256 w + s instead of w.
 
 The numpy reference (ops/conv2d_q8.py, dense_q8.py) is checked against PyTorch's float64
 convolution over the exact integers; the C kernels (runtime_c/reference/tt_q8_master.c,
-the optimised runtime_c/optimized/tt_q8_master_opt.c) against numpy bit for bit on the host
-and the twins; whole builds through the CLI: the C
-training against the numpy simulation, `infer --state` reading the saved shadows, export
-writing the master, and the IR check that no pass leaves a reader without its shadow."""
+the optimised ones at the end of runtime_c/optimized/tt_q8_conv_opt.c) against numpy bit for
+bit on the host and the twins; whole builds through the CLI: the C training against the
+numpy simulation, `infer --state` reading the saved shadows, export writing the master, and the
+IR check that no pass leaves a reader without its shadow."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def test_the_c_kernels_are_the_numpy_ones(target, tmp_path) -> None:
     prog = tmp_path / "test_master.c"
     shutil.copy(ckernel.HERE / "test_master.c", prog)
     r = ckernel.run(prog, target, tmp_path, sources=[
-        ckernel.RUNTIME[f] for f in ("tt_q8_master.c", "tt_q8_master_opt.c", "tt_q8_core.c")])
+        ckernel.RUNTIME[f] for f in ("tt_q8_master.c", "tt_q8_conv_opt.c", "tt_q8_core.c")])
     assert r.returncode == 0 and "done" in r.stdout, r.stdout[-2000:]
     found = re.findall(r"case (\S+) fwd (\d+) zero (\d+) bwd_zero (\d+) err (\S+) top (\S+)",
                        r.stdout)

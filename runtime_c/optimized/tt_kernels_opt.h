@@ -29,7 +29,7 @@ extern __typeof__(tt_conv2d_backward_weight_pooled_f32) tt_conv2d_backward_weigh
 /* (one line: tests/test_runtime_layers.py reads the declarations as text) */
 extern __typeof__(tt_conv2d_backward_weight_sgd_pooled_f32) tt_conv2d_backward_weight_sgd_pooled_f32_opt;
 
-/* --rounding master's forward, pointwise and fully connected (tt_q8_master_opt.c), and the
+/* --rounding master's forward, pointwise and fully connected (tt_q8_conv_opt.c), and the
  * channel-streamed 1x1 input gradient (tt_f32_bwd_opt.c) */
 extern __typeof__(tt_conv2d_s8_master) tt_conv2d_s8_master_opt;
 extern __typeof__(tt_dense_s8_master) tt_dense_s8_master_opt;

@@ -1,6 +1,7 @@
 /*
  * Optimised int8 forward kernels: pointwise (1x1) and regular (groups == 1) convolution and
- * fully connected, bit-identical with tt_conv2d_s8 / tt_conv2d_s8_row / tt_dense_s8.
+ * fully connected, bit-identical with tt_conv2d_s8 / tt_conv2d_s8_row / tt_dense_s8; and the
+ * --rounding master forward of pointwise convs and dense layers (at the end of this file).
  *
  * Structure (the usual one of CMSIS-NN's s8 kernels, written independently):
  *   - input pixels (pointwise) or kh*kw*cin patches (regular conv) are converted once into a
@@ -61,6 +62,13 @@ static inline int32_t sx_hi(uint32_t w)                          /* bytes 1, 3 *
     __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(w));
     return r;
 }
+static inline int32_t ux_lo(uint32_t w) { return (int32_t)__uxtb16(w); } /* unsigned */
+static inline int32_t ux_hi(uint32_t w)
+{
+    int32_t r;
+    __asm__("uxtb16 %0, %1, ror #8" : "=r"(r) : "r"(w));
+    return r;
+}
 static inline int32_t sxa_lo(int32_t o, uint32_t x) { return __sxtab16(o, x); }
 static inline int32_t sxa_hi(int32_t o, uint32_t x)
 {
@@ -96,6 +104,8 @@ static inline int32_t byte(uint32_t w, int32_t i)
 }
 static inline int32_t sx_lo(uint32_t w) { return lanes(byte(w, 0), byte(w, 2)); }
 static inline int32_t sx_hi(uint32_t w) { return lanes(byte(w, 1), byte(w, 3)); }
+static inline int32_t ux_lo(uint32_t w) { return lanes((w >> 0) & 255u, (w >> 16) & 255u); }
+static inline int32_t ux_hi(uint32_t w) { return lanes((w >> 8) & 255u, (w >> 24) & 255u); }
 static inline int32_t sxa_lo(int32_t o, uint32_t x)
 {
     return lanes(lane(o) + byte(x, 0), lane(o >> 16) + byte(x, 2));
@@ -944,5 +954,107 @@ void tt_dense_s8_opt(int8_t *y, const int8_t *x, const int8_t *w, const int32_t 
             y[o + c] = tt_sat8((int32_t)((uint32_t)a + (uint32_t)q->out_offset), q->act_min,
                                q->act_max);
         }
+    }
+}
+
+/* ---- --rounding master (tt_q8_master.c): pointwise and fully connected ----
+ * The master sum splits exactly: sum (x + off) * (256 w + s) = 256 * A + C with
+ * A = sum (x + off) * w and C = sum (x + off) * s. Both fit an int32 for up to MS_KMAX inputs
+ * per output (|x + off| <= 255, |w| <= 128, s <= 255), so each is a dual 16-bit MAC loop: x + off
+ * formed in the lanes (sxa), w sign- and s zero-extended (sx, ux), four SMLADs per 4 inputs.
+ * Only the combination 256 A + C (+ 256 b) needs 64 bits. */
+#define MS_KMAX 32768 /* inputs per output: 255 * 255 * MS_KMAX < 2^31 */
+
+/* 256 * sum (x_k + off) * w + sum (x_k + off) * s for the `np` (1 or 2) inputs x_k, one
+ * weight row: each w and s word serves both */
+static CV_INLINE void master_dots(const int8_t *x0, const int8_t *x1, int32_t np,
+                                  const int8_t *w, const uint8_t *s, int32_t n, int32_t off,
+                                  int64_t acc[2])
+{
+    const int32_t off2 = (int32_t)(((uint32_t)off & 0xffffu) | ((uint32_t)off << 16));
+    int32_t i = 0, a0 = 0, c0 = 0, a1 = 0, c1 = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        const uint32_t wv = ld32(w + i), sv = ld32(s + i), u0 = ld32(x0 + i);
+        const int32_t wl = sx_lo(wv), wh = sx_hi(wv), sl = ux_lo(sv), sh = ux_hi(sv);
+        const int32_t xl0 = sxa_lo(off2, u0), xh0 = sxa_hi(off2, u0);
+        a0 = smlad(xh0, wh, smlad(xl0, wl, a0));
+        c0 = smlad(xh0, sh, smlad(xl0, sl, c0));
+        if (np == 2) {
+            const uint32_t u1 = ld32(x1 + i);
+            const int32_t xl1 = sxa_lo(off2, u1), xh1 = sxa_hi(off2, u1);
+            a1 = smlad(xh1, wh, smlad(xl1, wl, a1));
+            c1 = smlad(xh1, sh, smlad(xl1, sl, c1));
+        }
+    }
+    for (; i < n; ++i) {
+        const int32_t w_ = (int32_t)w[i], s_ = (int32_t)s[i];
+        const int32_t xo0 = (int32_t)x0[i] + off, xo1 = (int32_t)x1[i] + off;
+        a0 += xo0 * w_;
+        c0 += xo0 * s_;
+        a1 += xo1 * w_;
+        c1 += xo1 * s_;
+    }
+    acc[0] = (int64_t)a0 * 256 + c0;
+    acc[1] = (int64_t)a1 * 256 + c1;
+}
+
+/* output channel oc from its master sum (bias added here), rounded once or twice as the
+ * reference dense / conv kernel does */
+static CV_INLINE int8_t master_out(int64_t acc, const int32_t *b, int32_t oc,
+                                   const tt_q8_requant *q, int twice)
+{
+    int32_t v;
+
+    if (b != NULL) {
+        acc += (int64_t)b[oc] * 256;
+    }
+    v = tt_q8_master_round(acc);
+    v = twice ? tt_mbqm_double_rounding(v, q->mult[oc], q->shift[oc])
+              : tt_mbqm(v, q->mult[oc], q->shift[oc]);
+    return tt_sat8(v + q->out_offset, q->act_min, q->act_max);
+}
+
+void tt_conv2d_s8_master_opt(int8_t *y, const int8_t *x, const int8_t *w, const uint8_t *shadow,
+                             const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    const int32_t cin = g->cin, cout = g->cout, n = g->h * g->w;
+    int32_t p, oc, k;
+
+    if (g->kh != 1 || g->kw != 1 || g->sh != 1 || g->sw != 1 || g->pt != 0 || g->pl != 0 ||
+        g->groups != 1 || g->oh != g->h || g->ow != g->w || cin > MS_KMAX) {
+        tt_conv2d_s8_master(y, x, w, shadow, b, g, q);
+        return;
+    }
+    for (p = 0; p < n; p += 2) { /* two pixels per weight row, the last may be alone */
+        const int8_t *const x0 = &x[p * cin];
+        for (oc = 0; oc < cout; ++oc) {
+            int64_t acc[2];
+            if (p + 1 < n) { /* np a constant in each call: the inlined loop has no test */
+                master_dots(x0, x0 + cin, 2, &w[oc * cin], &shadow[oc * cin], cin,
+                            q->in_offset, acc);
+            } else {
+                master_dots(x0, x0, 1, &w[oc * cin], &shadow[oc * cin], cin, q->in_offset, acc);
+            }
+            for (k = 0; k < 2 && p + k < n; ++k) {
+                y[(p + k) * cout + oc] = master_out(acc[k], b, oc, q, 1);
+            }
+        }
+    }
+}
+
+void tt_dense_s8_master_opt(int8_t *y, const int8_t *x, const int8_t *w, const uint8_t *shadow,
+                            const int32_t *b, int32_t in, int32_t out, const tt_q8_requant *q)
+{
+    int32_t o;
+
+    if (in > MS_KMAX) {
+        tt_dense_s8_master(y, x, w, shadow, b, in, out, q);
+        return;
+    }
+    for (o = 0; o < out; ++o) {
+        int64_t acc[2];
+        master_dots(x, x, 1, &w[o * in], &shadow[o * in], in, q->in_offset, acc);
+        y[o] = master_out(acc[0], b, o, q, 0);
     }
 }

@@ -1,5 +1,5 @@
 /* --rounding master's kernels (runtime_c/reference/tt_q8_master.c and the optimised
- * tt_q8_master_opt.c) on the cases that tests/test_q8_master.py writes to master_cases.h next
+ * tt_q8_conv_opt.c) on the cases that tests/test_q8_master.py writes to master_cases.h next
  * to this file (a copy of it in the test's directory): the int8 forward, reference and
  * optimised, against numpy's outputs bit for bit; the input gradient against numpy's float64
  * one (the largest error is printed for Python to judge); both with all-zero shadows against

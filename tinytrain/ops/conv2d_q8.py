@@ -182,7 +182,7 @@ class Conv2dQ8(OpDef):
         _check_kernel_height(node)
         gd, rq = geom_decl(cg, node, x, y), requant_decl(cg, node.attrs)
         sh = shadow_input(node)
-        if sh:  # the master's kernel (tt_q8_master.c; pointwise: tt_q8_master_opt.c)
+        if sh:  # the master's kernel (tt_q8_master.c; pointwise: tt_q8_conv_opt.c)
             return (f"{cg.kernel('tt_conv2d_s8_master')}({cg.ptr(node.outputs[0])}, "
                     f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {cg.ptr(sh)}, {b}, "
                     f"&{gd}, &{rq});")

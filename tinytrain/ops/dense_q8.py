@@ -62,7 +62,7 @@ class DenseQ8(OpDef):
         b = bias_input(node)
         b = cg.ptr(b) if b else "NULL"
         sh = shadow_input(node)
-        if sh:  # the master's kernel (tt_q8_master.c, tt_q8_master_opt.c)
+        if sh:  # the master's kernel (tt_q8_master.c, tt_q8_conv_opt.c)
             return (f"{cg.kernel('tt_dense_s8_master')}({cg.ptr(node.outputs[0])}, "
                     f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {cg.ptr(sh)}, {b}, "
                     f"{inp}, {out}, &{requant_decl(cg, node.attrs)});")
