@@ -5,7 +5,11 @@
  *
  * Every output element is computed with the reference's operations in the reference's order
  * (the same first value, the same products added one by one in the same sequence), so the
- * results are bit-identical; only the loop nesting differs. The work is split into a few
+ * results are bit-identical; only the loop nesting differs. One exception: the plain update of
+ * a dense layer (no momentum buffer, wd == 0; sgd_rows_lr) computes p - (lr*dy)*x, one
+ * multiply per weight, where the reference computes p - lr*(0 + dy*x + 0*p): the step is a few
+ * roundings (2^-24 each) from the reference's, a p of -0 may come out +0, and an infinite p
+ * stays infinite where the reference's 0*p makes it NaN. The work is split into a few
  * micro-kernels that each keep several independent accumulators in registers:
  *   dot4/dot1:  acc[r] += sum_k x[k] * w_r[k]        (4 or 1 weight rows: conv / dense fwd)
  *   dot4p:      the same for a run of pixels, each from a bias (pointwise conv forward)
@@ -16,7 +20,8 @@
  *   ger / vger: y[p][j] += a[p] * w[j] / P[p][j] * w[j] over the pixels p a tap reaches,
  *               w in registers (thin stems / depthwise: one pass per tap, taps in the
  *               reference's order)
- *   sgd_rows / sgd_vec: the fused SGD update of a dense layer / of a computed gradient.
+ *   sgd_rows / sgd_vec: the fused SGD update of a dense layer / of a computed gradient;
+ *   sgd_rows_lr: the plain one of a dense layer, two rows per block of x.
  * The 2-D ones run over "rows" of n steps (pointers advanced by byte strides) so that one
  * call covers a whole convolution window or tap rectangle.
  *
@@ -97,6 +102,7 @@ void ttk_dot4p(const ttk_args *p);
 /* y[i] += *d * x[i], i < n */
 void ttk_axpy(float *y, const float *x, int32_t n, const float *d);
 void ttk_sgd_rows(const ttk_sgd_args *p);
+void ttk_sgd_rows_lr(const ttk_sgd_args *p);
 /* p[i] = tt_sgd_elem(p[i], g[i], m ? m + i : NULL, prm[0], prm[1], prm[2]), i < n */
 void ttk_sgd_vec(float *p, float *m, const float *g, int32_t n, const float *prm);
 
@@ -663,6 +669,84 @@ __asm__(
     "  pop {r4-r8, pc}\n"
     TTK_END(ttk_sgd_rows)
 
+    /* sgd_rows_lr: the plain update (no momentum buffer, wd == 0) as p = p - (lr*d)*x, one
+     * VMLS per weight with lr*d rounded once per row (the reference: p - lr*(0 + d*x + 0*p)):
+     * two rows share each block of x. s26/s27 lr*dy of the two rows, s29 lr; r1 row 0, r2
+     * row 1, r0 bytes from one row's start to the next, r8 x cursor, ip count; x s0-s7,
+     * row 0 s8-s15, row 1 s16-s23. */
+    TTK_FUNC(ttk_sgd_rows_lr)
+    "  push {r4-r8, lr}\n"
+    "  vpush {s16-s31}\n"
+    "  ldm r0!, {r1-r7}\n"
+    "  vldmia r0, {s29}\n"
+    "  add r0, r7, r5, lsl #2\n"
+    "  subs r6, r6, #2\n"
+    "  blt 40f\n"
+    "30:\n"
+    "  vldmia r4!, {s26-s27}\n"
+    "  vmul.f32 s26, s29, s26\n"
+    "  vmul.f32 s27, s29, s27\n"
+    "  add r2, r1, r0\n"
+    "  mov r8, r3\n"
+    "  subs ip, r5, #8\n"
+    "  blt 32f\n"
+    "31:\n"
+    "  vldmia r8!, {s0-s7}\n"
+    "  vldmia r1, {s8-s15}\n"
+    "  vldmia r2, {s16-s23}\n"
+    "  TTK_OP vmls.f32, 8, 1, 26, 0, 0, 1, 8\n"
+    "  TTK_OP vmls.f32, 16, 1, 27, 0, 0, 1, 8\n"
+    "  vstmia r1!, {s8-s15}\n"
+    "  vstmia r2!, {s16-s23}\n"
+    "  subs ip, ip, #8\n"
+    "  bge 31b\n"
+    "32:\n"
+    "  adds ip, ip, #8\n"
+    "  beq 34f\n"
+    "33:\n"
+    "  vldmia r8!, {s0}\n"
+    "  vldr s8, [r1]\n"
+    "  vldr s16, [r2]\n"
+    "  vmls.f32 s8, s26, s0\n"
+    "  vmls.f32 s16, s27, s0\n"
+    "  vstmia r1!, {s8}\n"
+    "  vstmia r2!, {s16}\n"
+    "  subs ip, ip, #1\n"
+    "  bne 33b\n"
+    "34:\n"
+    "  add r1, r2, r7\n"
+    "  subs r6, r6, #2\n"
+    "  bge 30b\n"
+    "40:\n"
+    "  adds r6, r6, #2\n"
+    "  beq 50f\n"
+    "  vldmia r4!, {s26}\n"
+    "  vmul.f32 s26, s29, s26\n"
+    "  mov r8, r3\n"
+    "  subs ip, r5, #8\n"
+    "  blt 42f\n"
+    "41:\n"
+    "  vldmia r8!, {s0-s7}\n"
+    "  vldmia r1, {s8-s15}\n"
+    "  TTK_OP vmls.f32, 8, 1, 26, 0, 0, 1, 8\n"
+    "  vstmia r1!, {s8-s15}\n"
+    "  subs ip, ip, #8\n"
+    "  bge 41b\n"
+    "42:\n"
+    "  adds ip, ip, #8\n"
+    "  beq 50f\n"
+    "43:\n"
+    "  vldmia r8!, {s0}\n"
+    "  vldr s8, [r1]\n"
+    "  vmls.f32 s8, s26, s0\n"
+    "  vstmia r1!, {s8}\n"
+    "  subs ip, ip, #1\n"
+    "  bne 43b\n"
+    "50:\n"
+    "  vpop {s16-s31}\n"
+    "  pop {r4-r8, pc}\n"
+    TTK_END(ttk_sgd_rows_lr)
+
     /* sgd_vec: p[i] = tt_sgd_elem(p[i], g[i], m + i, ...) for a computed gradient g:
      * g = g + wd*p; [m = g + momentum*m; g = m]; p = p - lr*g (VMLS). r0 p, r1 m, r2 g,
      * r3 n, prm = {lr, momentum, wd} in s29-s31; g s0-s3, p s4-s7, m s12-s15. */
@@ -899,6 +983,21 @@ static void ttk_sgd_rows(const ttk_sgd_args *p)
         }
         w = (float *)(void *)((char *)(w + p->k) + p->wskip);
         m = (m != NULL) ? m + p->k : NULL;
+    }
+}
+
+/* p - (lr * d) * x: see the assembly */
+static void ttk_sgd_rows_lr(const ttk_sgd_args *p)
+{
+    float *w = p->w;
+    int32_t o, j;
+
+    for (o = 0; o < p->out; ++o) {
+        const float step = p->lr * p->dy[o];
+        for (j = 0; j < p->k; ++j) {
+            w[j] = w[j] - step * p->x[j];
+        }
+        w = (float *)(void *)((char *)(w + p->k) + p->wskip);
     }
 }
 
@@ -1781,7 +1880,8 @@ void tt_dense_backward_weight_sgd_f32_opt(float *w, float *m, const float *dy,
         p.lr = lr;
         p.momentum = momentum;
         p.wd = wd;
-        ttk_sgd_rows(&p);
+        /* plain SGD without weight decay: one multiply per weight (see ttk_sgd_rows_lr) */
+        (m == NULL && wd == 0.0f ? ttk_sgd_rows_lr : ttk_sgd_rows)(&p);
         return;
     }
     for (o = 0; o < out; ++o) {

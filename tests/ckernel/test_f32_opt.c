@@ -21,6 +21,12 @@
  * output element (only the loop nesting and the instructions differ), so any difference at
  * all, even of one ulp, is a bug: the tolerance is zero, and bits are compared. */
 #define TOL_ULPS 0
+/* The one exception: the plain dense update (no momentum buffer, wd == 0) computes
+ * p - (lr*d)*x where the reference computes p - lr*(d*x): its step is 4 roundings of 2^-24
+ * from the reference's at most, and the result can round to the neighbouring float. */
+#define STEP_REL 2.4e-7 /* 4 * 2^-24, plus slack for the product of the bounds */
+#define RESULT_REL 1.2e-7 /* 2^-23: one ulp of the result */
+#define TINY 1.5e-45 /* subnormal products: one rounding is at most 2^-149 absolute */
 
 #define MAXN 16384
 
@@ -39,6 +45,52 @@ static void check(const char *name, const char *what, const float *ref, const fl
                   int32_t n)
 {
     th_check_f32(name, what, ref, opt, n, TOL_ULPS, &failures);
+}
+
+/* A plain update (no momentum buffer, wd 0) from the weights w0: within STEP_REL of its step
+ * (w0 - ref, the reference's step up to a rounding) and one ulp of the result of the
+ * reference, element by element; prints the hash of the optimised bits. */
+static void check_plain(const char *name, const char *what, const float *w0, const float *ref,
+                        const float *opt, int32_t n)
+{
+    int32_t i, bad = 0;
+    uint32_t h = 2166136261u;
+
+    for (i = 0; i < n; ++i) {
+        const double r = ref[i], v = opt[i], step = (double)w0[i] - r;
+        const double tol = STEP_REL * (step < 0 ? -step : step) +
+                           RESULT_REL * (r < 0 ? -r : r) + 4 * TINY;
+        const uint32_t u = th_bits(opt[i]);
+        if (!(r - v <= tol && v - r <= tol) && bad++ < 5) {
+            snprintf(line, sizeof line, "MISMATCH %s %s [%ld] ref %08lx opt %08lx\n", name, what,
+                     (long)i, (unsigned long)th_bits(ref[i]), (unsigned long)u);
+            th_puts(line);
+        }
+        h = (h ^ u) * 16777619u;
+    }
+    failures += bad != 0;
+    snprintf(line, sizeof line, "ck %s.%s %08lx\n", name, what, (unsigned long)h);
+    th_puts(line);
+}
+
+/* The plain update of a whole weight (and of a bias): the reference's and the optimised
+ * kernel's from the same w0 (kept in MR), compared by check_plain. */
+static void plain_conv(const char *name, const tt_conv_geom *g, int32_t nw, float lr)
+{
+    fill(MR, nw);
+    memcpy(WR, MR, sizeof(float) * (size_t)nw);
+    memcpy(WO, MR, sizeof(float) * (size_t)nw);
+    tt_conv2d_backward_weight_sgd_f32(WR, NULL, DY, X, g, g->cin / g->groups, NULL, lr, 0.0f,
+                                      0.0f);
+    tt_conv2d_backward_weight_sgd_f32_opt(WO, NULL, DY, X, g, g->cin / g->groups, NULL, lr,
+                                          0.0f, 0.0f);
+    check_plain(name, "sgd_plain", MR, WR, WO, nw);
+    fill(MR, g->cout);
+    memcpy(WR, MR, sizeof(float) * (size_t)g->cout);
+    memcpy(WO, MR, sizeof(float) * (size_t)g->cout);
+    tt_bias_backward_sgd_f32(WR, NULL, DY, g->oh * g->ow, g->cout, lr, 0.0f, 0.0f);
+    tt_bias_backward_sgd_f32_opt(WO, NULL, DY, g->oh * g->ow, g->cout, lr, 0.0f, 0.0f);
+    check_plain(name, "sgd_plain_b", MR, WR, WO, g->cout);
 }
 
 static tt_conv_geom geom(int32_t h, int32_t w, int32_t cin, int32_t cout, int32_t kh,
@@ -98,7 +150,8 @@ static void conv_case(const char *name, const tt_conv_geom *g)
     const int32_t *idx = (extra > 0) ? random_idx(cin_g, w_cin) : NULL;
     const int32_t nwf = g->cout * g->kh * g->kw * w_cin;
     const int use_m = (th_rand(&seed) & 1u) != 0;
-    const float lr = 0.0625f + 0.25f * rnd(), mom = use_m ? 0.9f : 0.0f, wd = 1e-3f * rnd();
+    const float lr = 0.0625f + 0.25f * rnd(), mom = use_m ? 0.9f : 0.0f;
+    const float wd = 1e-3f * (1.5f + rnd()); /* never 0: the exact path */
 
     if (nx > MAXN || ny > MAXN || nw > MAXN || nwf > MAXN) {
         th_puts("geometry too large for the test buffers\n");
@@ -147,6 +200,8 @@ static void conv_case(const char *name, const tt_conv_geom *g)
                                  wd);
     check(name, "sgd_b", WR, WO, g->cout);
     check(name, "sgd_bm", MR, MO, g->cout);
+
+    plain_conv(name, g, nw, lr);
 }
 
 static void dense_case(const char *name, int32_t in, int32_t out)
@@ -155,7 +210,8 @@ static void dense_case(const char *name, int32_t in, int32_t out)
     const int32_t w_in = in + extra;
     const int32_t *idx = (extra > 0 && (th_rand(&seed) & 1u)) ? random_idx(in, w_in) : NULL;
     const int use_m = (th_rand(&seed) & 1u) != 0;
-    const float lr = 0.0625f + 0.25f * rnd(), mom = use_m ? 0.9f : 0.0f, wd = 1e-3f * rnd();
+    const float lr = 0.0625f + 0.25f * rnd(), mom = use_m ? 0.9f : 0.0f;
+    const float wd = 1e-3f * (1.5f + rnd()); /* never 0: the exact path */
 
     if (w_in * out > MAXN) {
         th_puts("dense too large for the test buffers\n");
@@ -200,6 +256,20 @@ static void dense_case(const char *name, int32_t in, int32_t out)
     tt_bias_backward_sgd_f32(WR, use_m ? MR : NULL, DY, 1, out, lr, mom, wd);
     tt_bias_backward_sgd_f32_opt(WO, use_m ? MO : NULL, DY, 1, out, lr, mom, wd);
     check(name, "sgd_b", WR, WO, out);
+
+    /* plain SGD, whole weight and bias: the optimised path of one multiply per weight */
+    fill(MR, in * out);
+    memcpy(WR, MR, sizeof(float) * (size_t)(in * out));
+    memcpy(WO, MR, sizeof(float) * (size_t)(in * out));
+    tt_dense_backward_weight_sgd_f32(WR, NULL, DY, X, in, out, in, NULL, lr, 0.0f, 0.0f);
+    tt_dense_backward_weight_sgd_f32_opt(WO, NULL, DY, X, in, out, in, NULL, lr, 0.0f, 0.0f);
+    check_plain(name, "sgd_plain", MR, WR, WO, in * out);
+    fill(MR, out);
+    memcpy(WR, MR, sizeof(float) * (size_t)out);
+    memcpy(WO, MR, sizeof(float) * (size_t)out);
+    tt_bias_backward_sgd_f32(WR, NULL, DY, 1, out, lr, 0.0f, 0.0f);
+    tt_bias_backward_sgd_f32_opt(WO, NULL, DY, 1, out, lr, 0.0f, 0.0f);
+    check_plain(name, "sgd_plain_b", MR, WR, WO, out);
 }
 
 static void pool_case(const char *name, const tt_conv_geom *g)
