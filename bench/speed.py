@@ -40,6 +40,7 @@ from tests.torch_models import MLP, AifesCNN, DigitsCNN, export  # noqa: E402
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES  # noqa: E402
 from tinytrain.device.bench import measure  # noqa: E402
 from tinytrain.device.build import build  # noqa: E402
+from tinytrain.device.runner import load_program_info  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
 from tinytrain.passes.pipeline import Options  # noqa: E402
 
@@ -115,13 +116,35 @@ def _floor(kind: str, phase: str) -> float:
     return FLOOR_INT8 if kind == "int8" and phase == "forward" else FLOOR_FP32
 
 
-def _row(m: dict, board: str, kernels: str, r: dict) -> dict:
+def _leaves(r: dict, inside: dict | None) -> list[dict]:
+    """The ops of measurement `r`, with each row or channel stream replaced by the ops it
+    runs, counted one by one in `inside` (a profile_members build's measurement), and the
+    rest of the stream (its loop, ring bookkeeping and the counting) as its own row."""
+    if not inside or not inside.get("members"):
+        return r["ops"]
+    kids: dict[str, list[dict]] = {}
+    for m in inside["members"]:
+        kids.setdefault(m["parent"], []).append(m)
+    whole = {o["name"]: o for o in inside["ops"]}
+    out = []
+    for o in r["ops"]:
+        if o["name"] not in kids:
+            out.append(o)
+            continue
+        out += kids[o["name"]]
+        rest = whole[o["name"]]["instructions"] - sum(k["instructions"] for k in kids[o["name"]])
+        out.append({"name": f"{o['name']} (loop)", "op": o["op"], "phase": o["phase"],
+                    "instructions": rest, "macs": 0})
+    return out
+
+
+def _row(m: dict, board: str, kernels: str, r: dict, inside: dict | None = None) -> dict:
     label, anchor = m["anchor"]
     target = (anchor * TARGET_VS_TTE if m["kind"] == "int8" else
               anchor * TARGET_VS_AIFES if label.startswith("AIfES") else anchor)
     ops = [{"name": o["name"], "op": o["op"], "instructions": o["instructions"],
             "macs": o.get("macs", 0), "floor": _floor(m["kind"], o["phase"])}
-           for o in r["ops"]]
+           for o in _leaves(r, inside)]
     for o in ops:  # what the op executes beyond floor x MACs
         o["above"] = o["instructions"] - o["floor"] * o["macs"]
     return {"model": m["name"], "board": board, "kernels": kernels, "kind": m["kind"],
@@ -155,7 +178,17 @@ def main() -> None:
                     out = t / f"{m['name']}-{board}-{k}".replace(" ", "_")
                     build(m["path"], out, Options(board=board, kernels=k, **m["opts"]))
                     steps = args.steps if m["kind"] == "int8" else 10 * args.steps
-                    rows.append(_row(m, board, k, measure(out, steps=steps, data=m["data"])))
+                    r = measure(out, steps=steps, data=m["data"])
+                    inside = None
+                    if k == "optimized" and load_program_info(out).get("profile_members"):
+                        # the streams' ops one by one, from a second build that counts them
+                        # (the step above stays the plain build's: counting costs ~1 %)
+                        build(m["path"], out.with_name(out.name + "-members"),
+                              Options(board=board, kernels=k, profile_members=True,
+                                      **m["opts"]))
+                        inside = measure(out.with_name(out.name + "-members"), steps=steps,
+                                         data=m["data"])
+                    rows.append(_row(m, board, k, r, inside))
                     print(f"measured {m['name']} on {board} ({k}): "
                           f"{rows[-1]['instructions'] / 1e6:.2f} M", file=sys.stderr)
     print("| model | board | kernels | weights | instructions / sample | instr. / MAC | floor | "
@@ -170,7 +203,8 @@ def main() -> None:
               f"{r['anchor_label']} {r['anchor']:,.0f} | {ratio:.2f}× | ≤ {r['target']:,.0f} | "
               f"{'yes' if r['instructions'] <= r['target'] else 'no'} |")
     print(f"\n### top {TOP} ops per sample by instructions above the floor (optimised kernels; "
-          "floor: 0.5 instructions per int8 MAC with SMLAD, 1 per fp32 MAC with VMLA)\n")
+          "floor: 0.5 instructions per int8 MAC with SMLAD, 1 per fp32 MAC with VMLA; the ops "
+          "inside row and channel streams one by one, from a build with profile_members)\n")
     print("| model | board | op | kind | instructions | MACs | instr. / MAC | floor | "
           "above floor |")
     print("|---|---|---|---|---:|---:|---:|---:|---:|")

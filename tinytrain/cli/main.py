@@ -159,7 +159,9 @@ def build(
                                        rich_help_panel=MEMORY,
                                        help="Fused updates (batch 1), 1-bit ReLU masks, "
                                        "backward reordering and in-place ops. Results are "
-                                       "identical either way; only memory differs."),
+                                       "identical either way (to a rounding per update for "
+                                       "plain SGD of dense layers, optimised kernels); only "
+                                       "memory differs."),
     remat: str = typer.Option("auto", "--remat", rich_help_panel=MEMORY,
                               help="Recompute saved activations in the backward instead of "
                               "keeping them. auto: only when the plan would not fit the "
@@ -199,6 +201,10 @@ def build(
     dump_ir: Optional[str] = typer.Option(None, "--dump-ir", rich_help_panel=DEBUG,
                                           help="Print the IR after this pass. "
                                           f"{_choices(DUMP_IR_PASSES)}"),
+    profile_members: bool = typer.Option(False, "--profile-members", rich_help_panel=DEBUG,
+                                         help="Count the ops inside row and channel streams "
+                                         "one by one as well, for `tinytrain bench` (two "
+                                         "timer reads per call: 1-3 % of a step)."),
     kernels: str = typer.Option("optimized", rich_help_panel=TARGET,
                                 help=f"{_choices(KERNELS)} optimized: Cortex-M kernels "
                                 "specialised per layer shape (DSP extension intrinsics on "
@@ -228,7 +234,8 @@ def build(
                                                               qas, rounding, seed),
                        update=update, memory_passes=memory_passes, quantize=quantize,
                        calib=calib, kernels=kernels, prefix=prefix, new_head=new_head,
-                       remat=remat, **_headroom(weight_headroom, quantize))
+                       remat=remat, profile_members=profile_members,
+                       **_headroom(weight_headroom, quantize))
         parse_remat(remat)
         if dump_ir is not None:
             _check_dump_ir(dump_ir, opts)

@@ -60,6 +60,8 @@ class CContext:
     # build's SGD scalars as literals and the default arena name.
     arena = f"{DEFAULT_PREFIX}_arena"
     hyper: str | None = None  # model.c's run-time SGD scalars (None: literals)
+    # fused node name -> the profile counter of its first member (render.member_bases)
+    member_base: dict[str, int] = {}
 
     def __init__(self, g: Graph, plan: Plan, optimized: bool = True,
                  prefix: str = DEFAULT_PREFIX) -> None:
@@ -79,6 +81,12 @@ class CContext:
         if t.kind in (PARAM, CONST, PARAM_GRAD, OPT_STATE):
             return c_symbol(t)
         return f"(({C_TYPES[t.dtype]} *)({self.arena} + {self.plan.offset(name)}))"
+
+    def member(self, node, k: int, call: str) -> str:
+        """`call`, member k of the fused `node`, counted on its own in TT_PROFILE_MEMBERS
+        builds (model.c's TT_MEMBER); as it is where the node has no counters."""
+        base = self.member_base.get(node.name)
+        return call if base is None else f"TT_MEMBER({base + k}, {call});"
 
     def sgd_scalars(self, a: dict) -> str:
         """`lr, momentum, wd` of an fp32 update call: the model's run-time values (the

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tinytrain.boards import Board
-from tinytrain.codegen.render import model_id, profile_ops
+from tinytrain.codegen.render import model_id, profile_members, profile_ops
 from tinytrain.ir import Graph
 from tinytrain.passes.memory_layout import state_table
 
@@ -27,6 +27,8 @@ def program_info(g: Graph, board: Board, prefix: str = "tt") -> dict[str, Any]:
         "c_prefix": prefix,  # the model's C names (tinytrain export-lib names its files so)
         "model_id": model_id(g),
         "profile_ops": profile_ops(g),
+        # counted after the ops' counters, when count_members (Options.profile_members)
+        "profile_members": profile_members(g),
         **{k: v for k, v in g.meta.items() if k != "sgd"},
         "sgd": g.meta.get("sgd"),
         "input_shape_ir": list(x.shape),

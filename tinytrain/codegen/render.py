@@ -125,6 +125,35 @@ def profile_ops(g: Graph) -> list[dict[str, Any]]:
              else n.phase, "macs": macs(n)} for n in g.nodes]
 
 
+def member_bases(g: Graph) -> dict[str, int]:
+    """Fused node name -> the profile counter of its first member: the members' counters
+    follow the nodes' (one per node, in order), node by node."""
+    out, at = {}, len(g.nodes)
+    for n in g.nodes:
+        members = get_op(n.op).members(n)
+        if members:
+            out[n.name] = at
+            at += len(members)
+    return out
+
+
+def profile_members(g: Graph) -> list[dict[str, Any]]:
+    """The members of fused nodes (row and channel streams), in counter order after the
+    nodes': counted when a build has TT_PROFILE_MEMBERS (Options.profile_members), with their
+    MACs and the fused node they run in."""
+    out = []
+    for n in g.nodes:
+        a = n.attrs
+        for m in get_op(n.op).members(n):
+            sh = a["_shapes"]
+            macs = get_op(m.op).macs(m, [sh.get(i, ()) for i in m.inputs],
+                                     [sh.get(o, ()) for o in m.outputs])
+            out.append({"name": m.name, "op": m.op, "parent": n.name,
+                        "phase": "recompute" if n.attrs.get("remat_of") else n.phase,
+                        "macs": macs})
+    return out
+
+
 def render(g: Graph, plan: Plan, board: Board | str,
            kernels: str = "optimized", prefix: str = DEFAULT_PREFIX) -> dict[str, str]:
     """Return {relative path: file text} for the whole generated project. `prefix` names the
@@ -132,6 +161,7 @@ def render(g: Graph, plan: Plan, board: Board | str,
     board = load_board(board) if isinstance(board, str) else board
     check_prefix(prefix)
     cg = CContext(g, plan, optimized=kernels == "optimized", prefix=prefix)
+    cg.member_base = member_bases(g)
     calls = {ph: [] for ph in ("forward", "loss", "backward", "update")}
     for k, n in enumerate(g.nodes):
         call = get_op(n.op).c_call(n, cg)
@@ -160,7 +190,8 @@ def render(g: Graph, plan: Plan, board: Board | str,
         "loss_calls": calls["loss"],
         "backward": calls["backward"],
         "model_id": model_id(g),
-        "profile_ops": len(g.nodes),
+        "profile_ops": len(g.nodes) + len(profile_members(g)),
+        "profile_members": bool(g.meta.get("count_members")),
         "update": calls["update"],
         **_input_context(g, cg),
         "step_counter": c_symbol(g.t("rng_step")) if "rng_step" in g.tensors else "",

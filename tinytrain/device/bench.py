@@ -72,22 +72,25 @@ def measure(build_dir: Path, steps: int = 10, data: Path | None = None,
     board = load_board(info.get("board", "host"))
     xs, ys = _samples(info, data, steps, seed)
     ops = info.get("profile_ops", [])
+    members = info.get("profile_members", [])  # their counters follow the ops'
     with open_program(build_dir, port=port, qemu=port is None, icount=port is None,
                       timeout=REQUEST_TIMEOUT) as dev:
-        if dev.device.profile_ops != len(ops):
+        if dev.device.profile_ops != len(ops) + len(members):
             raise BuildError(f"{build_dir}: the firmware counts {dev.device.profile_ops} ops, "
-                             f"program.json lists {len(ops)}; rebuild")
+                             f"program.json lists {len(ops) + len(members)}; rebuild")
         # a twin started here runs under -icount, whatever older firmware says of its ticks
         unit = counter(dev.device if port else replace(dev.device, tick_unit=TICKS_SYSTICK))
         bits = dev.device.tick_bits
         dev.train_full(xs[0], ys[0])  # warm-up
         dev.apply_update()  # a partial batch would otherwise land inside the measured steps
         dev.profile(reset=True)
-        step_ticks, per_op, skipped, wraps = [], np.zeros(len(ops), np.int64), 0, 0
+        step_ticks, skipped, wraps = [], 0, 0
+        per_op = np.zeros(len(ops) + len(members), np.int64)
         for i in range(steps):
             r = dev.train_full(xs[i % len(xs)], ys[i % len(ys)])
             now = np.array(dev.profile(), np.int64)
-            ticks, k = _unwrap(r.ticks, int((now - per_op).sum()), bits, len(ops))
+            op_sum = int((now - per_op)[:len(ops)].sum())  # the members run inside ops
+            ticks, k = _unwrap(r.ticks, op_sum, bits, len(ops))
             step_ticks.append(ticks)
             wraps += k > 0
             skipped += r.skipped
@@ -98,9 +101,31 @@ def measure(build_dir: Path, steps: int = 10, data: Path | None = None,
         infer_ops = np.array(dev.profile(), np.int64)
         repeat_ticks = _repeats(dev, xs[0], ys[0])
     where = port or (board.qemu.machine if board.qemu else "")
-    return _result(build_dir, info, board.name, where, board.clock_hz, ops, steps, step_ticks,
-                   per_op, infer_ops, repeat_ticks, skipped, wraps, bits,
-                   "random" if data is None else str(data), seed, unit, port is None)
+    result = _result(build_dir, info, board.name, where, board.clock_hz, ops, steps,
+                     step_ticks, per_op[:len(ops)], infer_ops[:len(ops)], repeat_ticks, skipped,
+                     wraps, bits, "random" if data is None else str(data), seed, unit,
+                     port is None)
+    if info.get("count_members"):
+        result["members"] = _members(members, per_op[len(ops):], steps, result)
+    return result
+
+
+def _members(members: list[dict[str, Any]], ticks: np.ndarray, steps: int,
+             result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of the ops inside row and channel streams, each with its share of the step
+    and of the stream it runs in (the rest of a stream is its loop and the calls' counting)."""
+    u, per_tick = result["unit"], result["per_tick"]
+    parent = {o["name"]: o[u] for o in result["ops"]}
+    step = result["step"][u]
+    out = []
+    for k, m in enumerate(members):
+        v = per_tick * float(ticks[k]) / steps
+        out.append({"index": len(result["ops"]) + k, "name": m["name"], "op": m["op"],
+                    "parent": m["parent"], "phase": m["phase"], "macs": m.get("macs", 0),
+                    u: v, "share": 100.0 * v / step if step else 0.0,
+                    "of_parent": 100.0 * v / parent[m["parent"]] if parent[m["parent"]]
+                    else 0.0})
+    return out
 
 
 def with_twin(result: dict[str, Any], twin: dict[str, Any]) -> dict[str, Any]:
@@ -241,6 +266,18 @@ def format_table(result: dict[str, Any], top: int = 10) -> str:
         twin_col = f"{_n(tw['ops'][k]):>14}" if tw else ""
         lines.append(f"{o['name']:<{width}}  {o['op']:<24}{o['phase']:<10}"
                      f"{_n(o[u]):>14}{o['share']:>7.1f}%{per_mac}{twin_col}")
+    inside = r.get("members")
+    if inside:
+        order = sorted(range(len(inside)), key=lambda k: -inside[k][u])[:top]
+        width = max([len(inside[k]["name"]) for k in order] + [4])
+        lines += ["", f"top {len(order)} ops inside row and channel streams (counted one by "
+                  "one: the build has profile_members)",
+                  f"{'name':<{width}}  {'op':<24}{u:>14}{'share':>8}{'of its':>8}{'per MAC':>9}"]
+        for k in order:
+            m = inside[k]
+            per_mac = f"{m[u] / m['macs']:>9.2f}" if m.get("macs") else f"{'':>9}"
+            lines.append(f"{m['name']:<{width}}  {m['op']:<24}{_n(m[u]):>14}"
+                         f"{m['share']:>7.1f}%{m['of_parent']:>7.1f}%{per_mac}")
     c, rep = r["profile_check"], r["repeat"]
     verdict = "agree" if c["agrees"] else f"DISAGREE by more than {100 * c['tolerance']:.0f}%"
     lines += ["", f"per-op sum {_n(c['ops_sum'])} vs whole step {_n(c['step'])} {u}: "

@@ -113,6 +113,8 @@ def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | N
         opts = replace(opts, max_sram=max_sram)
     layers = LayerCapture(on_pass)  # the layers as --update numbers them, for the report
     g, plan = compile_model(model, opts, layers)
+    if opts.profile_members:
+        g = g.replace(meta={**g.meta, "count_members": True})
     report = memory_report(g, plan, board)
     memory = memory_details(g, plan, report, layers)
     report["memory"] = {k: memory[k] for k in PEAK_KEYS}

@@ -58,6 +58,11 @@ class OpDef:
     def macs(self, node: Node, shapes: Sequence[Shape], out_shapes: Sequence[Shape]) -> int:
         return 0
 
+    def members(self, node: Node) -> list[Node]:
+        """The fused ops a fused node runs, in order, each counted on its own in builds with
+        TT_PROFILE_MEMBERS (codegen.render.profile_members); [] for an ordinary op."""
+        return []
+
     def in_place(self, node: Node, shapes: Sequence[Shape]) -> bool:
         """True if the kernel may write its output over input 0 (passes/inplace.py)."""
         return False

@@ -56,11 +56,11 @@ class ChannelStream(OpDef):
 
         zero, body = [], []
         xf = a.get("x_float", {})  # int8 update inputs converted once (passes/x_float.py)
-        for n in subs:
+        for k, n in enumerate(self.members(node)):
             call = self._sub_call(n, cg, p, slots, shapes, merged, zero, xf)
-            if call:  # the reference kernel, or its optimised twin when the build uses them
-                kernel = call.split("(", 1)[0]
-                body.append("        " + cg.kernel(kernel) + call[len(kernel):])
+            # the reference kernel, or its optimised twin when the build uses them
+            kernel = call.split("(", 1)[0]
+            body.append("        " + cg.member(node, k, cg.kernel(kernel) + call[len(kernel):]))
         return "\n".join([
             "{",
             f"    float *const pl = {cg.ptr(a['scratch'])};",
@@ -74,14 +74,16 @@ class ChannelStream(OpDef):
             "}",
         ])
 
+    def members(self, node):
+        # a merge_channels only names the whole tensor its parts already fill: no call
+        return [n for n in node.attrs["_nodes"] if n.op != "merge_channels"]
+
     @staticmethod
     def _sub_call(n, cg, p, slots, shapes, merged, zero, xf) -> str:
         """Channel c's share of sub-op n, as one C statement."""
         a = n.attrs
         q8 = n.op.endswith("_q8")
         ins = n.inputs
-        if n.op == "merge_channels":
-            return ""
         if n.op in ("mask_backward", "q8_clamp_backward", "clip_backward"):
             dy = shapes[ins[0]]
             args = f"{p(n.outputs[0])}, {p(ins[0])}, {p(ins[1])}, {_hw(dy)}, {dy[-1]}, c"

@@ -62,7 +62,7 @@ class RowStream(OpDef):
             out = (cg.ptr(n.outputs[0]) if n.outputs[0] in node.outputs[2:]  # a whole mask
                    else f"r[{idx[n.outputs[0]]}]")
             call = op.row_call(n, cg, [f"r[{idx[n.inputs[i]]}]" for i in ins], out, "row")
-            cases.append(f"        case {k}: {call} break;")
+            cases.append(f"        case {k}: {cg.member(node, k, call)} break;")
         if a.get("fetch"):  # the sample's next row, from the caller's input source
             ring = f"r[{idx[a['fetch']]}]"
             cases.append(f"        case {len(a['_nodes'])}: tt_fetch_input(tt_row(&{ring}, row), "
@@ -71,6 +71,9 @@ class RowStream(OpDef):
 
     def macs(self, node, shapes, out_shapes):
         return inner_macs(node)
+
+    def members(self, node):
+        return list(node.attrs["_nodes"])
 
 
 def inner_macs(node) -> int:

@@ -58,15 +58,19 @@ class RowStreamBackward(OpDef):
             # a bias adds its rows to its sums, then updates after the loop
             out = (f"(float *)((int8_t *){scratch} + {sums[k]})" if k in sums
                    else f"r[{idx[n.outputs[0]]}]")
-            cases.append(f"        case {k}: {op.row_call(n, cg, rows_in, out, 'row')} break;")
+            call = op.row_call(n, cg, rows_in, out, "row")
+            cases.append(f"        case {k}: {cg.member(node, k, call)} break;")
             if k in sums:
-                finish.append(f"    {op.row_finish(n, cg, out)}")
+                finish.append(f"    {cg.member(node, k, op.row_finish(n, cg, out))}")
         zero = [f"    memset((int8_t *){scratch} + {off}, 0, "
                 f"{4 * shapes[a['_nodes'][k].inputs[0]][-1]}u);" for k, off in sorted(sums.items())]
         return schedule_loop(cg, a["_schedule"], decl, cases, tuple(zero), tuple(finish))
 
     def macs(self, node, shapes, out_shapes):
         return inner_macs(node)
+
+    def members(self, node):
+        return list(node.attrs["_nodes"])
 
 
 OPS = (RowStreamBackward(),)

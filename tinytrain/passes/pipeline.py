@@ -58,6 +58,9 @@ class Options:
     # training to grow them (passes/weight_headroom.py); 1 keeps the calibrated scales
     weight_headroom: float = TRAINED_WEIGHT_HEADROOM
     max_sram: int | None = None  # bytes: --max-sram, the SRAM figure the build must stay within
+    # count the ops inside row and channel streams one by one too (`tinytrain bench` lists
+    # them); costs a few instructions per member call, so off by default
+    profile_members: bool = False
 
 
 def load_model(path: Path) -> Graph:
