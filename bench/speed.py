@@ -14,7 +14,9 @@ fp32 examples (MLP 64-32-10; CNN 1x16x16 c3x3x8-pool-c3x3x16-pool-fc10; full upd
 batch 1) and the digits CNN of the parity tests (fp32, full update, SGD batch 1; its last
 conv's gradients read the global pool's per-channel gradient, tt_pooled_opt.c). Counts come
 from `tinytrain.device.bench.measure` (`-icount shift=0`: 1 SysTick tick = 40 instructions),
-the figures `tinytrain bench DIR --qemu` prints. Instructions under QEMU are not cycles: a
+the figures `tinytrain bench DIR --qemu` prints; the per-op table takes the ops inside row
+and channel streams one by one from a second build with `profile_members` (whose counting
+adds 1-3 %: the step column stays the plain build's). Instructions under QEMU are not cycles: a
 Cortex-M7 dual-issues and flash wait states differ. On a real board the firmware's step and
 per-op counters read DWT->CYCCNT, i.e. cycles.
 """
