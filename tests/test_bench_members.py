@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -36,20 +35,13 @@ TICK = 40  # instructions per SysTick tick on the twin: each reading may be a ti
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory) -> dict[str, Path]:
-    torch = pytest.importorskip("torch")
-    from tests.torch_models import MobileNetV2, export
+    pytest.importorskip("torch")
+    from tests.mbv2_training import mbv2_files
     from tinytrain.device.build import build
     from tinytrain.passes.pipeline import Options
 
     d = tmp_path_factory.mktemp("members")
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        path = export(MobileNetV2(0.35, 48, 10), d / "mbv2.onnx")
-    rng = np.random.default_rng(0)
-    np.savez(d / "calib.npz", x=rng.uniform(0, 1, (4, 3, 48, 48)).astype(np.float32))
-    np.savez(d / "train.npz", x=rng.uniform(0, 1, (3, 3, 48, 48)).astype(np.float32),
-             y=rng.integers(0, 10, 3))
+    path = mbv2_files(d, 48, 3)
     # the plain build through the API, the counting one as a user would: the CLI
     build(path, d / "plain", Options(board="stm32f746", update=SCHEME, quantize="int8",
                                      calib=d / "calib.npz"))
