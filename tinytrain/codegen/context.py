@@ -83,8 +83,8 @@ class CContext:
         return f"(({C_TYPES[t.dtype]} *)({self.arena} + {self.plan.offset(name)}))"
 
     def member(self, node, k: int, call: str) -> str:
-        """`call`, member k of the fused `node`, counted on its own in TT_PROFILE_MEMBERS
-        builds (model.c's TT_MEMBER); as it is where the node has no counters."""
+        """`call`, member k of the fused `node`, wrapped in model.c's TT_MEMBER: counted on
+        its own in a `--profile-members` build; as it is where the node has no counters."""
         base = self.member_base.get(node.name)
         return call if base is None else f"TT_MEMBER({base + k}, {call});"
 

@@ -139,7 +139,7 @@ def member_bases(g: Graph) -> dict[str, int]:
 
 def profile_members(g: Graph) -> list[dict[str, Any]]:
     """The members of fused nodes (row and channel streams), in counter order after the
-    nodes': counted when a build has TT_PROFILE_MEMBERS (Options.profile_members), with their
+    nodes': counted in a `--profile-members` build (Options.profile_members), with their
     MACs and the fused node they run in."""
     out = []
     for n in g.nodes:

@@ -59,8 +59,8 @@ class OpDef:
         return 0
 
     def members(self, node: Node) -> list[Node]:
-        """The fused ops a fused node runs, in order, each counted on its own in builds with
-        TT_PROFILE_MEMBERS (codegen.render.profile_members); [] for an ordinary op."""
+        """The fused ops a fused node runs, in order, each counted on its own in a
+        `--profile-members` build (codegen.render.profile_members); [] for an ordinary op."""
         return []
 
     def in_place(self, node: Node, shapes: Sequence[Shape]) -> bool:
