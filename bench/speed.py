@@ -185,11 +185,10 @@ def main() -> None:
                     if k == "optimized" and load_program_info(out).get("profile_members"):
                         # the streams' ops one by one, from a second build that counts them
                         # (the step above stays the plain build's: counting costs ~1 %)
-                        build(m["path"], out.with_name(out.name + "-members"),
-                              Options(board=board, kernels=k, profile_members=True,
-                                      **m["opts"]))
-                        inside = measure(out.with_name(out.name + "-members"), steps=steps,
-                                         data=m["data"])
+                        counted = out.with_name(out.name + "-members")
+                        build(m["path"], counted, Options(board=board, kernels=k,
+                                                          profile_members=True, **m["opts"]))
+                        inside = measure(counted, steps=steps, data=m["data"])
                     rows.append(_row(m, board, k, r, inside))
                     print(f"measured {m['name']} on {board} ({k}): "
                           f"{rows[-1]['instructions'] / 1e6:.2f} M", file=sys.stderr)

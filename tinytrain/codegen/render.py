@@ -114,27 +114,19 @@ def model_id(g: Graph) -> int:
     return zlib.crc32(json.dumps(layout).encode())
 
 
+def _phase(n) -> str:
+    """A node's profile phase: a forward layer recomputed in the backward (passes/remat) is
+    counted as "recompute"."""
+    return "recompute" if n.attrs.get("remat_of") else n.phase
+
+
 def profile_ops(g: Graph) -> list[dict[str, Any]]:
     """The op call sites counted by TT_PROFILE builds, in counter order, with their MACs."""
     def macs(n) -> int:
         return get_op(n.op).macs(n, [g.t(i).shape for i in n.inputs],
                                  [g.t(o).shape for o in n.outputs])
 
-    # a forward layer recomputed in the backward (passes/remat) is counted as "recompute"
-    return [{"name": n.name, "op": n.op, "phase": "recompute" if n.attrs.get("remat_of")
-             else n.phase, "macs": macs(n)} for n in g.nodes]
-
-
-def member_bases(g: Graph) -> dict[str, int]:
-    """Fused node name -> the profile counter of its first member: the members' counters
-    follow the nodes' (one per node, in order), node by node."""
-    out, at = {}, len(g.nodes)
-    for n in g.nodes:
-        members = get_op(n.op).members(n)
-        if members:
-            out[n.name] = at
-            at += len(members)
-    return out
+    return [{"name": n.name, "op": n.op, "phase": _phase(n), "macs": macs(n)} for n in g.nodes]
 
 
 def profile_members(g: Graph) -> list[dict[str, Any]]:
@@ -143,14 +135,21 @@ def profile_members(g: Graph) -> list[dict[str, Any]]:
     MACs and the fused node they run in."""
     out = []
     for n in g.nodes:
-        a = n.attrs
+        sh = n.attrs.get("_shapes", {})
         for m in get_op(n.op).members(n):
-            sh = a["_shapes"]
             macs = get_op(m.op).macs(m, [sh.get(i, ()) for i in m.inputs],
                                      [sh.get(o, ()) for o in m.outputs])
-            out.append({"name": m.name, "op": m.op, "parent": n.name,
-                        "phase": "recompute" if n.attrs.get("remat_of") else n.phase,
+            out.append({"name": m.name, "op": m.op, "parent": n.name, "phase": _phase(n),
                         "macs": macs})
+    return out
+
+
+def member_bases(members: list[dict[str, Any]], n_ops: int) -> dict[str, int]:
+    """Fused node name -> the profile counter of its first member: the members' counters
+    (profile_members) follow the nodes' one per node."""
+    out: dict[str, int] = {}
+    for k, m in enumerate(members):
+        out.setdefault(m["parent"], n_ops + k)
     return out
 
 
@@ -161,7 +160,8 @@ def render(g: Graph, plan: Plan, board: Board | str,
     board = load_board(board) if isinstance(board, str) else board
     check_prefix(prefix)
     cg = CContext(g, plan, optimized=kernels == "optimized", prefix=prefix)
-    cg.member_base = member_bases(g)
+    members = profile_members(g)
+    cg.member_base = member_bases(members, len(g.nodes))
     calls = {ph: [] for ph in ("forward", "loss", "backward", "update")}
     for k, n in enumerate(g.nodes):
         call = get_op(n.op).c_call(n, cg)
@@ -190,7 +190,7 @@ def render(g: Graph, plan: Plan, board: Board | str,
         "loss_calls": calls["loss"],
         "backward": calls["backward"],
         "model_id": model_id(g),
-        "profile_ops": len(g.nodes) + len(profile_members(g)),
+        "profile_ops": len(g.nodes) + len(members),
         "profile_members": bool(g.meta.get("count_members")),
         "update": calls["update"],
         **_input_context(g, cg),
