@@ -70,6 +70,8 @@ def test_int8_tte_network_optimized_matches_reference(name, tmp_path, cli):
     y = rng.integers(0, 10, STEPS).astype(np.int32)
     ref, opt = _builds(cli, model, tmp_path, "--update", SCHEMES[name, MAIN_SCHEME[name]],
                        "--quantize", "int8", "--calib", tmp_path / "calib.npz")
+    # frozen depthwise convs read their constants from a flash pack (tinytrain/quant/dw_pack.py)
+    assert "tt_conv2d_s8_dw_pk" in (opt / "model.c").read_text()
     info = json.loads((opt / "program.json").read_text())
     x = x.reshape(STEPS, *info["input_shape_ir"])
     ref_losses, ref_out = _train_and_infer(ref, x, y)

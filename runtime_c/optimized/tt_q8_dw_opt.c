@@ -223,6 +223,48 @@ TT_DW_INLINE uint32_t dw_clamp4(uint32_t r, uint32_t lo, uint32_t hi)
                 : [c] "r"(C_), DW_KW(WL, (ROW) * 5 + 3, 3), DW_KW(WL, (ROW) * 5 + 4, 4));  \
     } while (0)
 
+/* ---- strip blocks: one kernel row R of a pixel pair from a padded strip (dw_strip_group).
+ * The strip holds one word of 4 channels per column, so column j of the row is at byte 4j
+ * from p and tap (R, j)'s weights at byte 8 (R K + j) from w: literal offsets, no borders.
+ * Pixel A's window starts at column 0, B's at column S. Each column is loaded and extended
+ * once; B's weights are A's of S columns before (still in registers when S = 1). The block
+ * ends by stepping p to the next strip row (its stride read from memory: all 14 registers
+ * are in use). */
+#define DW_SX(j) "ldr %[x], [%[p], #" #j "*4]\n\t" DW_EXT_R
+#define DW_SW(K, R, t) "ldrd %[w0], %[w1], [%[w], #((" #R ")*" #K "+" #t ")*8]\n\t"
+#define DW_S1A(K, R, j) DW_SX(j) DW_SW(K, R, j) DW_MAC_A           /* column 0 */
+#define DW_S1AB(K, R, j) DW_SX(j) DW_MAC_B DW_SW(K, R, j) DW_MAC_A /* columns 1 .. K-1 */
+#define DW_S1B(j) DW_SX(j) DW_MAC_B                                /* column K */
+#define DW_S2A(K, R, j) DW_SX(j) DW_SW(K, R, j) DW_MAC_A           /* columns 0, 1 */
+#define DW_S2AB(K, R, j) DW_SX(j) DW_SW(K, R, j - 2) DW_MAC_B DW_SW(K, R, j) DW_MAC_A
+#define DW_S2B(K, R, j) DW_SX(j) DW_SW(K, R, j - 2) DW_MAC_B       /* columns K, K+1 */
+#define DW_STRIP_3_1(R) DW_S1A(3, R, 0) DW_S1AB(3, R, 1) DW_S1AB(3, R, 2) DW_S1B(3)
+#define DW_STRIP_3_2(R)                                                                    \
+    DW_S2A(3, R, 0) DW_S2A(3, R, 1) DW_S2AB(3, R, 2) DW_S2B(3, R, 3) DW_S2B(3, R, 4)
+#define DW_STRIP_5_1(R)                                                                    \
+    DW_S1A(5, R, 0) DW_S1AB(5, R, 1) DW_S1AB(5, R, 2) DW_S1AB(5, R, 3) DW_S1AB(5, R, 4)    \
+    DW_S1B(5)
+#define DW_STRIP_5_2(R)                                                                    \
+    DW_S2A(5, R, 0) DW_S2A(5, R, 1) DW_S2AB(5, R, 2) DW_S2AB(5, R, 3) DW_S2AB(5, R, 4)     \
+    DW_S2B(5, R, 5) DW_S2B(5, R, 6)
+#define DW_STRIP_7_1(R)                                                                    \
+    DW_S1A(7, R, 0) DW_S1AB(7, R, 1) DW_S1AB(7, R, 2) DW_S1AB(7, R, 3) DW_S1AB(7, R, 4)    \
+    DW_S1AB(7, R, 5) DW_S1AB(7, R, 6) DW_S1B(7)
+#define DW_STRIP_7_2(R)                                                                    \
+    DW_S2A(7, R, 0) DW_S2A(7, R, 1) DW_S2AB(7, R, 2) DW_S2AB(7, R, 3) DW_S2AB(7, R, 4)     \
+    DW_S2AB(7, R, 5) DW_S2AB(7, R, 6) DW_S2B(7, R, 7) DW_S2B(7, R, 8)
+/* kernel row R of a pair at p_ (then stepped to the next strip row); weights at w_, the
+ * strip's row stride in bytes in the variable RS */
+#define DW_STRIP_ROW(K, S, R, p_, w_, RS)                                                  \
+    do {                                                                                   \
+        uint32_t x_, t_, w0_, w1_;                                                         \
+        __asm__(DW_STRIP_##K##_##S(R) "ldr %[x], %[rs]\n\tadd %[p], %[p], %[x]"            \
+                : DW_OPS_A, [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [b3] "+r"(b3),     \
+                  [p] "+r"(p_)                                                             \
+                : [w] "r"(w_), [rs] "m"(RS)                                                \
+                : "memory");                                                               \
+    } while (0)
+
 #else /* portable C with the instructions' exact semantics */
 
 TT_DW_INLINE int32_t dw_lo16(int32_t v)
@@ -325,6 +367,27 @@ TT_DW_INLINE void dw_row_c(int32_t *a0, int32_t *a1, int32_t *a2, int32_t *a3,
 #define DW_PAIR3S2(P_, C_, WL, ROW) DW_PAIRK(P_, C_, WL, ROW, 3, 2)
 #define DW_PAIR5S1(P_, C_, WL, ROW) DW_PAIRK(P_, C_, WL, ROW, 5, 1)
 
+/* one kernel row of a pixel pair from a strip (see the DSP blocks): A's taps at columns
+ * 0 .. K-1, B's at S .. S+K-1 */
+TT_DW_INLINE void dw_strip_row_c(int32_t *a, int32_t *b, const uint32_t *p, const uint32_t *w,
+                                 int32_t k, int32_t s)
+{
+    int32_t j;
+    for (j = 0; j < k; ++j) {
+        dw_tap_c(a, p[j], 0, w + 2 * j);
+        dw_tap_c(b, p[j + s], 0, w + 2 * j);
+    }
+}
+
+#define DW_STRIP_ROW(K, S, R, p_, w_, RS)                                                  \
+    do {                                                                                   \
+        int32_t ra_[4] = {a0, a1, a2, a3}, rb_[4] = {b0, b1, b2, b3};                      \
+        dw_strip_row_c(ra_, rb_, (p_), (w_) + 2 * (R) * (K), (K), (S));                    \
+        a0 = ra_[0], a1 = ra_[1], a2 = ra_[2], a3 = ra_[3];                                \
+        b0 = rb_[0], b1 = rb_[1], b2 = rb_[2], b3 = rb_[3];                                \
+        (p_) += (RS) / 4;                                                                  \
+    } while (0)
+
 #endif
 
 /* ================================ depthwise convolution ================================ */
@@ -357,6 +420,7 @@ typedef struct {
     const tt_q8_requant *q;
     int32_t oxa, oxb; /* output columns whose window lies inside the input columns */
     int32_t pairs;    /* pixel pairs per full row (from oxa on), or 0 */
+    const int32_t *pack; /* tt_conv2d_s8_dw_pack's constants, or NULL: derive them per call */
 } dw_job;
 
 /* Channel group c0: its weights repacked into wb (per tap two words: 2w of channels 0, 2 and
@@ -418,6 +482,28 @@ static void dw_setup(dw_consts *k, uint32_t *wb, int32_t c0, const dw_job *J)
     k->lohi.w[1] = (int32_t)dw_bcast8(q->act_max);
 }
 
+/* Words of one group in a pack: its constants, then its repacked weights. */
+/* (the pack's format, tt_q8_dw_opt.h: 23 words of constants; C99 has no static assert) */
+typedef char dw_consts_is_23_words[sizeof(dw_consts) == 23 * sizeof(int32_t) ? 1 : -1];
+#define DW_PACK_CONSTS ((int32_t)(sizeof(dw_consts) / sizeof(int32_t)))
+
+static int32_t dw_pack_group_words(const tt_conv_geom *g)
+{
+    return DW_PACK_CONSTS + 2 * g->kh * g->kw;
+}
+
+/* Group c0's constants and weights: copied from the pack, or derived (dw_setup). */
+static void dw_load(dw_consts *k, uint32_t *wb, int32_t c0, const dw_job *J)
+{
+    if (J->pack != NULL) {
+        const int32_t *p = J->pack + (c0 / 4) * dw_pack_group_words(J->g);
+        memcpy(k, p, sizeof *k);
+        memcpy(wb, p + DW_PACK_CONSTS, sizeof(uint32_t) * 2u * (uint32_t)(J->g->kh * J->g->kw));
+    } else {
+        dw_setup(k, wb, c0, J);
+    }
+}
+
 /* The reference requantisation of doubled accumulators (exact sums: halve, add the bias with
  * int32 wrap-around as the reference does) for channels c0..c0+3, stored at o. */
 TT_DW_NOINLINE void dw_store4_ref(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32_t a3,
@@ -469,29 +555,16 @@ TT_DW_INLINE void dw_store4(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32
         ROW(rp[ky] + xo, cin, wp);                                                         \
     }
 
-/* Pixel pairs: np pairs from output o and input column offset x on, all kernel rows in the
- * input (rp). PAIR is the row block, K the kernel size, S the stride. */
-#define DW_PAIRS(PAIR, K, S)                                                               \
-    for (; np > 0; --np, o += 2 * cin, x += 2 * (S) * cin) {                              \
-        int32_t a0, a1, a2, a3, b0, b1, b2, b3, m, c, e;                                   \
+/* Requantise a pixel pair's accumulators A (a0..a3) and B (b0..b3), channels c0..c0+3,
+ * and store them at OA and OB (the constants k loaded once for both). */
+#define DW_PAIR_STORE(OA, OB)                                                              \
+    do {                                                                                   \
+        int32_t m, c, e;                                                                   \
         uint32_t lo, hi;                                                                   \
-        DW_LDRD(a0, a1, k.ini_i[0]);                                                       \
-        DW_LDRD(a2, a3, k.ini_i[1]);                                                       \
-        b0 = a0;                                                                           \
-        b1 = a1;                                                                           \
-        b2 = a2;                                                                           \
-        b3 = a3;                                                                           \
-        PAIR(rp[0] + x, cin, wb, 0);                                                      \
-        PAIR(rp[1] + x, cin, wb, 1);                                                      \
-        PAIR(rp[2] + x, cin, wb, 2);                                                      \
-        if ((K) == 5) {                                                                    \
-            PAIR(rp[3] + x, cin, wb, 3 % (K));                                            \
-            PAIR(rp[4] + x, cin, wb, 4 % (K));                                            \
-        }                                                                                  \
         if (!k.fast) {                                                                     \
-            dw_store4_ref(o, a0, a1, a2, a3, c0, J);                                       \
-            dw_store4_ref(o + cin, b0, b1, b2, b3, c0, J);                                 \
-            continue;                                                                      \
+            dw_store4_ref((OA), a0, a1, a2, a3, c0, J);                                    \
+            dw_store4_ref((OB), b0, b1, b2, b3, c0, J);                                    \
+            break;                                                                         \
         }                                                                                  \
         DW_LDRD(m, c, k.mc[0]);                                                            \
         e = k.e[0];                                                                        \
@@ -515,9 +588,30 @@ TT_DW_INLINE void dw_store4(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32
         DW_RQ(b3, b3, m, c, e);                                                            \
         DW_INS8(a0, a3, 24);                                                               \
         DW_INS8(b0, b3, 24);                                                               \
-        DW_LDRD(lo, hi, k.lohi);                                                            \
-        dw_store32(o, dw_clamp4((uint32_t)a0, lo, hi));                                    \
-        dw_store32(o + cin, dw_clamp4((uint32_t)b0, lo, hi));                              \
+        DW_LDRD(lo, hi, k.lohi);                                                           \
+        dw_store32((OA), dw_clamp4((uint32_t)a0, lo, hi));                                 \
+        dw_store32((OB), dw_clamp4((uint32_t)b0, lo, hi));                                 \
+    } while (0)
+
+/* Pixel pairs: np pairs from output o and input column offset x on, all kernel rows in the
+ * input (rp). PAIR is the row block, K the kernel size, S the stride. */
+#define DW_PAIRS(PAIR, K, S)                                                               \
+    for (; np > 0; --np, o += 2 * cin, x += 2 * (S) * cin) {                              \
+        int32_t a0, a1, a2, a3, b0, b1, b2, b3;                                            \
+        DW_LDRD(a0, a1, k.ini_i[0]);                                                       \
+        DW_LDRD(a2, a3, k.ini_i[1]);                                                       \
+        b0 = a0;                                                                           \
+        b1 = a1;                                                                           \
+        b2 = a2;                                                                           \
+        b3 = a3;                                                                           \
+        PAIR(rp[0] + x, cin, wb, 0);                                                      \
+        PAIR(rp[1] + x, cin, wb, 1);                                                      \
+        PAIR(rp[2] + x, cin, wb, 2);                                                      \
+        if ((K) == 5) {                                                                    \
+            PAIR(rp[3] + x, cin, wb, 3 % (K));                                            \
+            PAIR(rp[4] + x, cin, wb, 4 % (K));                                            \
+        }                                                                                  \
+        DW_PAIR_STORE(o, o + cin);                                                         \
     }
 
 /* Output rows oy0..oy1 of channels c0..c0+3. Each pixel runs its window clipped to the input,
@@ -536,7 +630,7 @@ TT_DW_NOINLINE void dw_group(const dw_job *J, int32_t c0)
                                    ((uint32_t)J->q->in_offset << 16));
     int32_t oy, ox, ky;
 
-    dw_setup(&k, wb, c0, J);
+    dw_load(&k, wb, c0, J);
     for (oy = J->oy0; oy < J->oy1; ++oy) {
         const int32_t iy0 = oy * g->sh - g->pt;
         const int32_t ky0 = iy0 < 0 ? -iy0 : 0;
@@ -595,6 +689,159 @@ TT_DW_NOINLINE void dw_group(const dw_job *J, int32_t c0)
     }
 }
 
+/* ---- the strip path: square 3x3, 5x5, 7x7 kernels at column stride 1 or 2 ----
+ * Per 4-channel group, the input rows under a run of output rows are copied into a stack
+ * buffer, one word (4 channels) per column, padding columns and rows filled with the input
+ * zero point: a padding tap then adds (zp + in_offset) * w = 0, as the reference's skipped
+ * tap does, once the offset is folded into the start value. Every output pixel then runs in
+ * a pair with literal offsets (DW_STRIP_ROW), borders included: no clipped windows, no row
+ * pointers. Whole tensors whose padded rows fit are copied once per group; row calls copy
+ * the K rows under their output row. */
+
+#define DW_STRIP_WORDS 384 /* the strip buffer: 1.5 KB of stack */
+
+/* rows [iy, iy + n) of the padded input (channels c0..c0+3) into d, `cols` words per row:
+ * column j holds input column j - pl */
+static void dw_fill(uint32_t *d, int32_t iy, int32_t n, int32_t cols, uint32_t pad,
+                    const dw_job *J, int32_t c0)
+{
+    const tt_conv_geom *g = J->g;
+    const int32_t cin = g->cin;
+    const int32_t j0 = g->pl < cols ? g->pl : cols;                 /* first input column */
+    const int32_t j1 = g->pl + g->w < cols ? g->pl + g->w : cols;   /* past the last */
+    int32_t r, j;
+
+    for (r = 0; r < n; ++r, ++iy, d += cols) {
+        if (iy < 0 || iy >= g->h) {
+            for (j = 0; j < cols; ++j) {
+                d[j] = pad;
+            }
+            continue;
+        }
+        const int8_t *x = tt_row(J->x, iy) + c0;
+        for (j = 0; j < j0; ++j) {
+            d[j] = pad;
+        }
+        for (; j + 4 <= j1; j += 4, x += 4 * cin) {
+            const uint32_t v0 = dw_load32(x), v1 = dw_load32(x + cin);
+            const uint32_t v2 = dw_load32(x + 2 * cin), v3 = dw_load32(x + 3 * cin);
+            d[j] = v0;
+            d[j + 1] = v1;
+            d[j + 2] = v2;
+            d[j + 3] = v3;
+        }
+        for (; j < j1; ++j, x += cin) {
+            d[j] = dw_load32(x);
+        }
+        for (; j < cols; ++j) {
+            d[j] = pad;
+        }
+    }
+}
+
+/* the columns a row of ow outputs reads, in pairs (a last single pixel pairs with a phantom
+ * one, which reads padding and is not stored) */
+static int32_t dw_strip_cols(const tt_conv_geom *g)
+{
+    return ((g->ow + 1) / 2 * 2 - 1) * g->sw + g->kw;
+}
+
+/* Where strips beat the clipped-window kernel (measured, TT_DW_BENCH in test_dw_opt.c): maps
+ * wider than the kernel (narrower ones are mostly padding, which clipped windows skip); for a
+ * single output row (row streaming copies K input rows per output row) only 5x5 and 7x7,
+ * whose clipped kernel has no pixel pairs at stride 2 or 7 taps; and not 3x3 stride 2 on maps
+ * over 32 wide, whose copy costs more than the borders it saves. */
+static int dw_strip_ok(const tt_conv_geom *g, const tt_q8_requant *q, int whole)
+{
+    const int32_t k = g->kw;
+    return g->kh == k && (k == 3 || k == 5 || k == 7) && (g->sw == 1 || g->sw == 2) &&
+           g->w > k && q->in_offset >= -127 && q->in_offset <= 128 &&
+           dw_strip_cols(g) * k <= DW_STRIP_WORDS &&
+           (whole ? !(k == 3 && g->sw == 2 && g->w > 32) : k > 3);
+}
+
+/* One output row of a group from the strip rows at s (rs bytes apart): n pixel pairs at o,
+ * then (odd) one more pixel, its partner stored to a spare word. */
+#define DW_STRIP_PAIR(K, S, OB)                                                            \
+    do {                                                                                   \
+        int32_t a0, a1, a2, a3, b0, b1, b2, b3;                                            \
+        const uint32_t *sp = s;                                                            \
+        DW_LDRD(a0, a1, k.ini_i[0]);                                                       \
+        DW_LDRD(a2, a3, k.ini_i[1]);                                                       \
+        b0 = a0;                                                                           \
+        b1 = a1;                                                                           \
+        b2 = a2;                                                                           \
+        b3 = a3;                                                                           \
+        DW_STRIP_ROW(K, S, 0, sp, wb, rs);                                                 \
+        DW_STRIP_ROW(K, S, 1, sp, wb, rs);                                                 \
+        DW_STRIP_ROW(K, S, 2, sp, wb, rs);                                                 \
+        if ((K) > 3) {                                                                     \
+            DW_STRIP_ROW(K, S, 3, sp, wb, rs);                                             \
+            DW_STRIP_ROW(K, S, 4, sp, wb, rs);                                             \
+        }                                                                                  \
+        if ((K) > 5) {                                                                     \
+            DW_STRIP_ROW(K, S, 5, sp, wb, rs);                                             \
+            DW_STRIP_ROW(K, S, 6, sp, wb, rs);                                             \
+        }                                                                                  \
+        DW_PAIR_STORE(o, (OB));                                                            \
+    } while (0)
+#define DW_STRIP_PAIRS(K, S)                                                               \
+    do {                                                                                   \
+        const uint32_t *s = srow;                                                          \
+        int8_t *o = orow;                                                                  \
+        int32_t n;                                                                         \
+        for (n = ow >> 1; n > 0; --n, s += 2 * (S), o += 2 * cin) {                        \
+            DW_STRIP_PAIR(K, S, o + cin);                                                  \
+        }                                                                                  \
+        if (ow & 1) {                                                                      \
+            DW_STRIP_PAIR(K, S, (int8_t *)spare);                                          \
+        }                                                                                  \
+    } while (0)
+
+/* Output rows oy0..oy1 of channels c0..c0+3 through strips (dw_strip_ok), strip: the caller's
+ * DW_STRIP_WORDS (in the caller's frame: this one stays small enough for DW_LDRD's 1 KB
+ * reach from SP at every optimisation level). */
+TT_DW_NOINLINE void dw_strip_group(const dw_job *J, int32_t c0, uint32_t *strip)
+{
+    dw_consts k;
+    uint32_t wb[2 * DW_MAX_TAPS];
+    uint32_t spare[1];
+    const tt_conv_geom *g = J->g;
+    const int32_t cin = g->cin, kk = g->kw, sw = g->sw, sh = g->sh, ow = g->ow;
+    const int32_t cols = dw_strip_cols(g), rs = 4 * cols;
+    /* output rows per fill: their input rows must fit */
+    const int32_t run = (DW_STRIP_WORDS / cols - kk) / sh + 1;
+    const uint32_t pad = dw_bcast8(-J->q->in_offset);
+    int32_t oy, r0;
+
+    dw_load(&k, wb, c0, J);
+    for (r0 = J->oy0; r0 < J->oy1; r0 += run) {
+        const int32_t r1 = r0 + run < J->oy1 ? r0 + run : J->oy1;
+        dw_fill(strip, r0 * sh - g->pt, (r1 - r0 - 1) * sh + kk, cols, pad, J, c0);
+        for (oy = r0; oy < r1; ++oy) {
+            const uint32_t *const srow = strip + (oy - r0) * sh * cols;
+            int8_t *const orow = tt_row(J->y, oy) + c0;
+            if (kk == 3) {
+                if (sw == 1) {
+                    DW_STRIP_PAIRS(3, 1);
+                } else {
+                    DW_STRIP_PAIRS(3, 2);
+                }
+            } else if (kk == 5) {
+                if (sw == 1) {
+                    DW_STRIP_PAIRS(5, 1);
+                } else {
+                    DW_STRIP_PAIRS(5, 2);
+                }
+            } else if (sw == 1) {
+                DW_STRIP_PAIRS(7, 1);
+            } else {
+                DW_STRIP_PAIRS(7, 2);
+            }
+        }
+    }
+}
+
 /* The reference arithmetic for channels c0..cin-1 (fewer than 4 left over). */
 static void dw_tail(const dw_job *J, int32_t c0)
 {
@@ -642,7 +889,7 @@ static int dw_supported(const tt_conv_geom *g, const tt_q8_requant *q)
 /* Output rows [oy0, oy1) (rings as tt_conv2d_s8_row). */
 TT_DW_INLINE void dw_rows(const tt_rows *y, const tt_rows *x, int32_t oy0, int32_t oy1,
                     const int8_t *w, const int32_t *b, const tt_conv_geom *g,
-                    const tt_q8_requant *q)
+                    const tt_q8_requant *q, const int32_t *pack)
 {
     dw_job J;
     int32_t c0, oxa, oxb;
@@ -655,6 +902,7 @@ TT_DW_INLINE void dw_rows(const tt_rows *y, const tt_rows *x, int32_t oy0, int32
     J.b = b;
     J.g = g;
     J.q = q;
+    J.pack = pack;
     /* ox * sw - pl >= 0 and ox * sw - pl + kw <= w */
     oxa = (g->pl + g->sw - 1) / g->sw;
     oxb = g->w - g->kw + g->pl >= 0 ? (g->w - g->kw + g->pl) / g->sw + 1 : 0;
@@ -665,26 +913,34 @@ TT_DW_INLINE void dw_rows(const tt_rows *y, const tt_rows *x, int32_t oy0, int32
         !((g->kw == 3 && g->sw <= 2) || (g->kw == 5 && g->sw == 1))) {
         J.pairs = 0;
     }
-    for (c0 = 0; c0 + 4 <= g->cin; c0 += 4) {
-        dw_group(&J, c0);
+    if (dw_strip_ok(g, q, oy1 - oy0 > 1)) {
+        uint32_t strip[DW_STRIP_WORDS];
+        for (c0 = 0; c0 + 4 <= g->cin; c0 += 4) {
+            dw_strip_group(&J, c0, strip);
+        }
+    } else {
+        for (c0 = 0; c0 + 4 <= g->cin; c0 += 4) {
+            dw_group(&J, c0);
+        }
     }
     if (c0 < g->cin) {
         dw_tail(&J, c0);
     }
 }
 
-void tt_conv2d_s8_dw_row(const tt_rows *y, const tt_rows *x, int32_t oy, const int8_t *w,
-                         const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q)
+void tt_conv2d_s8_dw_pk_row(const tt_rows *y, const tt_rows *x, int32_t oy, const int8_t *w,
+                            const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q,
+                            const int32_t *pack)
 {
     if (!dw_supported(g, q)) {
         tt_conv2d_s8_row(y, x, oy, w, b, g, q);
         return;
     }
-    dw_rows(y, x, oy, oy + 1, w, b, g, q);
+    dw_rows(y, x, oy, oy + 1, w, b, g, q, pack);
 }
 
-void tt_conv2d_s8_dw(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
-                     const tt_conv_geom *g, const tt_q8_requant *q)
+void tt_conv2d_s8_dw_pk(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
+                        const tt_conv_geom *g, const tt_q8_requant *q, const int32_t *pack)
 {
     /* whole tensors are rings as tall as the tensor; x is only read */
     const tt_rows yr = {y, g->oh, g->ow * g->cout};
@@ -694,7 +950,42 @@ void tt_conv2d_s8_dw(int8_t *y, const int8_t *x, const int8_t *w, const int32_t 
         tt_conv2d_s8(y, x, w, b, g, q);
         return;
     }
-    dw_rows(&yr, &xr, 0, g->oh, w, b, g, q);
+    dw_rows(&yr, &xr, 0, g->oh, w, b, g, q, pack);
+}
+
+void tt_conv2d_s8_dw_row(const tt_rows *y, const tt_rows *x, int32_t oy, const int8_t *w,
+                         const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    tt_conv2d_s8_dw_pk_row(y, x, oy, w, b, g, q, NULL);
+}
+
+void tt_conv2d_s8_dw(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
+                     const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    tt_conv2d_s8_dw_pk(y, x, w, b, g, q, NULL);
+}
+
+int32_t tt_conv2d_s8_dw_pack_words(const tt_conv_geom *g)
+{
+    return g->cin / 4 * dw_pack_group_words(g);
+}
+
+void tt_conv2d_s8_dw_pack(int32_t *pack, const int8_t *w, const int32_t *b,
+                          const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    dw_job J;
+    int32_t c0;
+
+    memset(&J, 0, sizeof J);
+    J.w = w;
+    J.b = b;
+    J.g = g;
+    J.q = q;
+    for (c0 = 0; c0 + 4 <= g->cin; c0 += 4, pack += dw_pack_group_words(g)) {
+        dw_consts k;
+        dw_setup(&k, (uint32_t *)(pack + DW_PACK_CONSTS), c0, &J);
+        memcpy(pack, &k, sizeof k);
+    }
 }
 
 /* ===================================== residual add ===================================== */

@@ -15,6 +15,7 @@
 static int8_t xbuf[MAX_X], ring[MAX_X];
 static int8_t yref[MAX_Y], yopt[MAX_Y], yring[MAX_Y];
 static int8_t wbuf[MAX_C * MAX_TAPS];
+static int32_t pack[MAX_C / 4 * (23 + 2 * MAX_TAPS)];
 static int32_t bias[MAX_C], mult[MAX_C], shift[MAX_C];
 static uint32_t seed = 12345u;
 static int failures = 0;
@@ -158,6 +159,13 @@ static void test_dw(const tt_conv_geom *g, int32_t style, int32_t use_bias, int3
     if (check(yref, yopt, g->oh * yrow, "dw", id)) {
         return;
     }
+    /* the frozen-parameter kernels, from a pack of the same constants */
+    tt_conv2d_s8_dw_pack(pack, wbuf, b, g, &q);
+    memset(yopt, 0x5A, (size_t)(g->oh * yrow));
+    tt_conv2d_s8_dw_pk(yopt, xbuf, wbuf, b, g, &q, pack);
+    if (check(yref, yopt, g->oh * yrow, "dw_pk", id)) {
+        return;
+    }
     /* the input ring: kh rows (+1 so a wrap lands mid-window), output ring: 2 rows */
     xr.base = ring;
     xr.rows = g->kh + 1 < g->h ? g->kh + 1 : g->h;
@@ -177,6 +185,11 @@ static void test_dw(const tt_conv_geom *g, int32_t style, int32_t use_bias, int3
         memset(tt_row(&yr, oy), 0x5A, (size_t)yrow);
         tt_conv2d_s8_dw_row(&yr, &xr, oy, wbuf, b, g, &q);
         if (check(yref + oy * yrow, tt_row(&yr, oy), yrow, "dw_row", id)) {
+            return;
+        }
+        memset(tt_row(&yr, oy), 0x5A, (size_t)yrow);
+        tt_conv2d_s8_dw_pk_row(&yr, &xr, oy, wbuf, b, g, &q, pack);
+        if (check(yref + oy * yrow, tt_row(&yr, oy), yrow, "dw_pk_row", id)) {
             return;
         }
     }
@@ -455,12 +468,15 @@ static void bench_dw(int32_t h, int32_t c, int32_t k, int32_t st, int32_t rows)
     t0 = th_ticks();
     tt_conv2d_s8(yref, xbuf, wbuf, bias, &g, &q);
     tref = th_elapsed(t0);
+    if (rows == 2) {
+        tt_conv2d_s8_dw_pack(pack, wbuf, bias, &g, &q);
+    }
     t0 = th_ticks();
     if (rows) {
         const tt_rows xr = {xbuf, g.h, g.w * c}, yr = {yopt, g.oh, g.ow * c};
         int32_t oy;
         for (oy = 0; oy < g.oh; ++oy) {
-            tt_conv2d_s8_dw_row(&yr, &xr, oy, wbuf, bias, &g, &q);
+            tt_conv2d_s8_dw_pk_row(&yr, &xr, oy, wbuf, bias, &g, &q, rows == 2 ? pack : NULL);
         }
     } else {
         tt_conv2d_s8_dw(yopt, xbuf, wbuf, bias, &g, &q);
@@ -468,7 +484,7 @@ static void bench_dw(int32_t h, int32_t c, int32_t k, int32_t st, int32_t rows)
     topt = th_elapsed(t0);
     check(yref, yopt, g.oh * g.ow * c, "bench", 0);
     snprintf(s, sizeof s, "dw %2ldx%-2ld c%-3ld k%ld s%ld %s | ref %s opt %s instr/MAC\n",
-             (long)h, (long)h, (long)c, (long)k, (long)st, rows ? "row " : "full",
+             (long)h, (long)h, (long)c, (long)k, (long)st, rows ? (rows == 2 ? "rowp" : "row ") : "full",
              fmt2(ra, tref, macs), fmt2(rb, topt, macs));
     say(s);
 }
@@ -505,8 +521,16 @@ static void run_bench(void)
     th_ticks_start();
     bench_dw(64, 16, 3, 1, 0);
     bench_dw(64, 16, 3, 1, 1);
+    bench_dw(64, 16, 3, 1, 2);
     bench_dw(32, 48, 3, 1, 0);
+    bench_dw(32, 48, 3, 1, 1);
+    bench_dw(32, 48, 3, 1, 2);
     bench_dw(64, 48, 3, 2, 0);
+    bench_dw(64, 48, 3, 2, 1);
+    bench_dw(64, 48, 3, 2, 2);
+    bench_dw(32, 48, 3, 2, 2);
+    bench_dw(16, 96, 3, 1, 1);
+    bench_dw(16, 96, 3, 1, 2);
     bench_dw(16, 96, 3, 1, 0);
     bench_dw(8, 144, 3, 1, 0);
     bench_dw(4, 576, 3, 1, 0);
@@ -517,6 +541,10 @@ static void run_bench(void)
     bench_dw(32, 48, 7, 2, 0);
     bench_dw(8, 160, 7, 1, 0);
     bench_dw(4, 384, 7, 1, 0);
+    bench_dw(64, 24, 5, 2, 2);
+    bench_dw(32, 48, 7, 2, 2);
+    bench_dw(16, 48, 5, 1, 2);
+    bench_dw(16, 96, 7, 1, 2);
     bench_add(32, 16, 0);
     bench_add(32, 16, 1);
     bench_add(8, 48, 0);

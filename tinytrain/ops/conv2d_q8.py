@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinytrain.errors import CompileError
+from tinytrain.ir import CONST, PARAM
 from tinytrain.ops.base import OpDef, c_float
 from tinytrain.ops.conv2d import (
     _groups,
@@ -24,6 +25,7 @@ from tinytrain.ops.conv2d import (
     geom_decl,
     out_hw,
 )
+from tinytrain.quant.dw_pack import dw_pack
 from tinytrain.quant.fixedpoint import mbqm, mbqm_double_rounding
 from tinytrain.quant.update import master_real, master_values
 
@@ -135,6 +137,19 @@ def kernel_variant(cg, g: dict[str, int]) -> str:
     return ""
 
 
+def dw_pack_arg(cg, node, variant: str) -> str:
+    """`, pack` for a depthwise conv whose weights and bias are frozen (flash constants): the
+    kernel's per-call constants made once (quant/dw_pack.py), which spares a row-streamed
+    layer their derivation on every output row; "" otherwise."""
+    if variant != "_dw":
+        return ""
+    ts = [cg.g.tensors[n] for n in (node.inputs[1], bias_input(node)) if n]
+    if any(t.kind not in (PARAM, CONST) or t.trainable or t.data is None for t in ts):
+        return ""
+    words = dw_pack(ts[0].data, ts[1].data if len(ts) > 1 else None, node.attrs)
+    return f", {cg.ints(words)}" if words else ""
+
+
 def _check_kernel_height(node) -> None:
     if node.attrs["kernel"][0] > MAX_KH:
         raise CompileError(f"node {node.name}: int8 conv kernels up to {MAX_KH} rows tall are "
@@ -187,8 +202,9 @@ class Conv2dQ8(OpDef):
                     f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {cg.ptr(sh)}, {b}, "
                     f"&{gd}, &{rq});")
         k = kernel_variant(cg, geom(node, x, y))
-        return (f"tt_conv2d_s8{k}({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
-                f"{cg.ptr(node.inputs[1])}, {b}, &{gd}, &{rq});")
+        pack = dw_pack_arg(cg, node, k)
+        return (f"tt_conv2d_s8{k}{'_pk' if pack else ''}({cg.ptr(node.outputs[0])}, "
+                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {b}, &{gd}, &{rq}{pack});")
 
     def row_inputs(self, node, shapes):
         if node.attrs.get("master"):
@@ -207,8 +223,10 @@ class Conv2dQ8(OpDef):
         b = cg.ptr(b) if b else "NULL"
         _check_kernel_height(node)
         k = kernel_variant(cg, geom(node, x, y))
-        return (f"tt_conv2d_s8{k}_row(&{out}, &{rings[0]}, {row}, {cg.ptr(node.inputs[1])}, {b}, "
-                f"&{geom_decl(cg, node, x, y)}, &{requant_decl(cg, node.attrs)});")
+        pack = dw_pack_arg(cg, node, k)
+        return (f"tt_conv2d_s8{k}{'_pk' if pack else ''}_row(&{out}, &{rings[0]}, {row}, "
+                f"{cg.ptr(node.inputs[1])}, {b}, &{geom_decl(cg, node, x, y)}, "
+                f"&{requant_decl(cg, node.attrs)}{pack});")
 
     def macs(self, node, shapes, out_shapes):
         w = shapes[1]
