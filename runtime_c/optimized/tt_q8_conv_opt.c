@@ -38,7 +38,7 @@
 #include <arm_acle.h>
 #endif
 
-#define CV_BUF 144     /* pointwise input buffer words (2 int16 lanes each): 576 bytes */
+#define CV_BUF 512     /* pointwise input buffer words (2 int16 lanes each): 2 KB */
 #define CV_BUF_REG 120 /* regular-conv patch buffer words: 480 bytes (a 3x3x3 stem: 8 px) */
 #define CV_KMAX 16384  /* taps per output; keeps 2 * |sum| well inside int32 */
 #define CV_ROWS 8      /* kernel rows whose input rows are looked up once per output row */
@@ -396,31 +396,58 @@ static inline int32_t *slot(int32_t *buf, int32_t i, int32_t kp)
         y1[oc1] = (int8_t)r11;                                                            \
     } while (0)
 
-/* Fast path, pair layout: every pixel pair meets every channel pair, the requantisation
- * constants read straight from the parameters per block. */
+/* Requantise the 2 x 2 block (fast path) and store it at y0 / y1 (the two pixels' outputs of
+ * channel oc) and d bytes on (channel oc1; d = 0 for a repeated channel). The constants m?,
+ * c?, e? of the two channels are the caller's. */
+#define CV_STORE_PAIR(d)                                                                   \
+    do {                                                                                  \
+        int32_t r00 = rq_fast(a00, m0, c0, e0), r10 = rq_fast(a10, m0, c0, e0);           \
+        int32_t r01 = rq_fast(a01, m1, c1, e1), r11 = rq_fast(a11, m1, c1, e1);           \
+        if (clamp) {                                                                      \
+            r00 = tt_sat8(r00, lo, hi);                                                   \
+            r01 = tt_sat8(r01, lo, hi);                                                   \
+            r10 = tt_sat8(r10, lo, hi);                                                   \
+            r11 = tt_sat8(r11, lo, hi);                                                   \
+        }                                                                                 \
+        y0[0] = (int8_t)r00;                                                              \
+        y0[d] = (int8_t)r01;                                                              \
+        y1[0] = (int8_t)r10;                                                              \
+        y1[d] = (int8_t)r11;                                                              \
+    } while (0)
+
+/* Fast path, pair layout: channel pairs outside, the pixel pairs of the buffer inside, so a
+ * channel pair's requantisation constants and start values are derived once per buffer. */
 static CV_INLINE void xs_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx,
                              int32_t nk, int32_t tail, int32_t clamp)
 {
     const int32_t cout = cx->cout, k = cx->k, kp = cx->kp, k1 = cx->k1;
     const int32_t lo = cx->lo, hi = cx->hi;
     const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
-    int32_t p, oc;
+    const int32_t *const xend = buf + (npx >> 1) * kp; /* the whole pairs */
+    int32_t oc;
 
-    for (p = 0; p < npx; p += 2) {
-        const int32_t *const xb = buf + (p >> 1) * kp;
-        int8_t *const y0 = y + p * cout;
-        int8_t *const y1 = p + 1 < npx ? y0 + cout : y0; /* the partner slot repeats it */
-        const int8_t *w0 = cx->w;
-        for (oc = 0; oc < cout; oc += 2) {
-            const int32_t oc1 = oc + 1 < cout ? oc + 1 : oc;
-            const int8_t *const w1 = w0 + (oc1 - oc) * k;
+    for (oc = 0; oc < cout; oc += 2) {
+        const int32_t d = oc + 1 < cout ? 1 : 0, oc1 = oc + d;
+        const int8_t *const w0 = cx->w + oc * k, *const w1 = w0 + d * k;
+        const int32_t e0 = -shift[oc], e1 = -shift[oc1], m0 = mult[oc], m1 = mult[oc1];
+        const int32_t c0 = fast_c(k1, e0), c1 = fast_c(k1, e1);
+        const int32_t i0 = bias != NULL ? 2 * bias[oc] : 0;
+        const int32_t i1 = bias != NULL ? 2 * bias[oc1] : 0;
+        const int32_t *xb = buf;
+        int8_t *y0 = y + oc;
+        for (; xb != xend; xb += kp, y0 += 2 * cout) {
+            int8_t *const y1 = y0 + cout;
             const int32_t *xp = xb;
-            int32_t a00 = bias != NULL ? 2 * bias[oc] : 0;
-            int32_t a01 = bias != NULL ? 2 * bias[oc1] : 0;
-            int32_t a10 = a00, a11 = a01;
+            int32_t a00 = i0, a01 = i1, a10 = i0, a11 = i1;
             CV_MAC2x2(xp, w0, w1, k, nk, tail);
-            CV_STORE_FAST(oc, oc1);
-            w0 = w1 + k;
+            CV_STORE_PAIR(d);
+        }
+        if (npx & 1) { /* the last pixel, its partner slot a copy of it */
+            int8_t *const y1 = y0;
+            const int32_t *xp = xb;
+            int32_t a00 = i0, a01 = i1, a10 = i0, a11 = i1;
+            CV_MAC2x2(xp, w0, w1, k, nk, tail);
+            CV_STORE_PAIR(d);
         }
     }
 }
