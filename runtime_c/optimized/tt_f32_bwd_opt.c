@@ -33,7 +33,7 @@
 
 #define CS_INLINE static inline __attribute__((always_inline))
 
-#define CS_OB 64    /* weight column chunk of the 1x1 source (floats on the stack) */
+#define CS_OB 128   /* weight column chunk of the 1x1 source (floats on the stack) */
 
 /* acc + a * b, rounded twice (VMLA on the FPU) */
 CS_INLINE float cs_mla(float acc, float a, float b)
@@ -233,11 +233,51 @@ static float cs_sum(const float *v, int32_t n)
     return a;
 }
 
+/* a0 += x0[.] * w[.], a1 += x1[.] * w[.] over 8 floats, in order; x0, x1, w step past them */
+CS_INLINE void cs_dot8x2w(float *a0, float *a1, const float **x0, const float **x1,
+                          const float **w)
+{
+#if CS_VFP
+    float b0 = *a0, b1 = *a1;
+    __asm__("vldmia %[w]!, {s16-s23}\n\t"
+            "vldmia %[x0]!, {s0-s7}\n\t"
+            "vldmia %[x1]!, {s8-s15}\n\t"
+            "vmla.f32 %[b0], s0, s16\n\tvmla.f32 %[b1], s8, s16\n\t"
+            "vmla.f32 %[b0], s1, s17\n\tvmla.f32 %[b1], s9, s17\n\t"
+            "vmla.f32 %[b0], s2, s18\n\tvmla.f32 %[b1], s10, s18\n\t"
+            "vmla.f32 %[b0], s3, s19\n\tvmla.f32 %[b1], s11, s19\n\t"
+            "vmla.f32 %[b0], s4, s20\n\tvmla.f32 %[b1], s12, s20\n\t"
+            "vmla.f32 %[b0], s5, s21\n\tvmla.f32 %[b1], s13, s21\n\t"
+            "vmla.f32 %[b0], s6, s22\n\tvmla.f32 %[b1], s14, s22\n\t"
+            "vmla.f32 %[b0], s7, s23\n\tvmla.f32 %[b1], s15, s23"
+            : [b0] "+t"(b0), [b1] "+t"(b1), [x0] "+r"(*x0), [x1] "+r"(*x1), [w] "+r"(*w)
+            : "m"(**(const float(*)[8]) * x0), "m"(**(const float(*)[8]) * x1),
+              "m"(**(const float(*)[8]) * w)
+            : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12",
+              "s13", "s14", "s15", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23");
+    *a0 = b0, *a1 = b1;
+#else
+    int32_t i;
+    float b0 = *a0, b1 = *a1;
+    for (i = 0; i < 8; ++i) {
+        b0 = b0 + (*x0)[i] * (*w)[i];
+        b1 = b1 + (*x1)[i] * (*w)[i];
+    }
+    *a0 = b0, *a1 = b1;
+    *x0 += 8, *x1 += 8, *w += 8;
+#endif
+}
+
 /* ---- the source: channel c of a 1x1 conv's input gradient ----
- * plane[p] += sum over o < nb of dy[p * cout + o] * wc[o], o ascending (dy offset to the
- * chunk); 8 weights in registers, two pixels at a time */
-static void pw_src(float *plane, const float *dy, const float *wc, int32_t n, int32_t cout,
-                   int32_t nb)
+ * plane[p] (+)= sum over o < nb of dy[p * cout + o] * wc[o], o ascending (dy offset to the
+ * chunk; `first`: the plane starts at 0). Narrow chunks (nb < CS_PIX_OUTER) keep 8 weights
+ * in registers and stream the pixels past them, two at a time (each pair's sums reloaded per
+ * 8 weights); wider ones take two pixels at a time through the whole chunk, weights and dy
+ * 8 floats per VLDM, the sums in registers. */
+#define CS_PIX_OUTER 24 /* measured: pixel pairs outside win from 24 outputs on */
+
+static void pw_src_narrow(float *plane, const float *dy, const float *wc, int32_t n,
+                          int32_t cout, int32_t nb)
 {
     int32_t o = 0, p;
 
@@ -260,19 +300,56 @@ static void pw_src(float *plane, const float *dy, const float *wc, int32_t n, in
     }
 }
 
+static void pw_src(float *plane, const float *dy, const float *wc, int32_t n, int32_t cout,
+                   int32_t nb, int first)
+{
+    const int32_t n8 = nb & ~7;
+    int32_t o, p;
+
+    if (nb < CS_PIX_OUTER) {
+        if (first) {
+            memset(plane, 0, sizeof(float) * (size_t)n);
+        }
+        pw_src_narrow(plane, dy, wc, n, cout, nb);
+        return;
+    }
+    for (p = 0; p + 2 <= n; p += 2) {
+        const float *x0 = &dy[p * cout], *x1 = x0 + cout, *w = wc;
+        const float *const we = wc + n8;
+        float a0 = first ? 0.0f : plane[p], a1 = first ? 0.0f : plane[p + 1];
+        while (w != we) {
+            cs_dot8x2w(&a0, &a1, &x0, &x1, &w);
+        }
+        for (o = n8; o < nb; ++o) {
+            a0 = cs_mla(a0, dy[p * cout + o], wc[o]);
+            a1 = cs_mla(a1, dy[(p + 1) * cout + o], wc[o]);
+        }
+        plane[p] = a0, plane[p + 1] = a1;
+    }
+    if (p < n) {
+        float a = first ? 0.0f : plane[p];
+        for (o = 0; o < n8; o += 8) {
+            a = cs_dot8(a, &dy[p * cout + o], cs_load8(&wc[o]));
+        }
+        for (; o < nb; ++o) {
+            a = cs_mla(a, dy[p * cout + o], wc[o]);
+        }
+        plane[p] = a;
+    }
+}
+
 void tt_cs_pw_input_s8_opt(float *plane, const float *dy, const int8_t *w, const float *w_scale,
                            int32_t n, int32_t cout, int32_t cin, int32_t c)
 {
     float wc[CS_OB];
     int32_t o0, o;
 
-    memset(plane, 0, sizeof(float) * (size_t)n);
     for (o0 = 0; o0 < cout; o0 += CS_OB) {
         const int32_t nb = cout - o0 < CS_OB ? cout - o0 : CS_OB;
         for (o = 0; o < nb; ++o) {
             wc[o] = w_scale[o0 + o] * (float)w[(o0 + o) * cin + c];
         }
-        pw_src(plane, &dy[o0], wc, n, cout, nb);
+        pw_src(plane, &dy[o0], wc, n, cout, nb, o0 == 0);
     }
 }
 
@@ -282,13 +359,12 @@ void tt_cs_pw_input_f32_opt(float *plane, const float *dy, const float *w, int32
     float wc[CS_OB];
     int32_t o0, o;
 
-    memset(plane, 0, sizeof(float) * (size_t)n);
     for (o0 = 0; o0 < cout; o0 += CS_OB) {
         const int32_t nb = cout - o0 < CS_OB ? cout - o0 : CS_OB;
         for (o = 0; o < nb; ++o) {
             wc[o] = w[(o0 + o) * cin + c];
         }
-        pw_src(plane, &dy[o0], wc, n, cout, nb);
+        pw_src(plane, &dy[o0], wc, n, cout, nb, o0 == 0);
     }
 }
 

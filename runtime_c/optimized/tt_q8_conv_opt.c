@@ -54,6 +54,12 @@ static inline uint32_t ld32(const void *p)
     return v;
 }
 
+static inline void st16(void *p, uint32_t v) /* the low half of v: one STRH */
+{
+    const uint16_t h = (uint16_t)v;
+    memcpy(p, &h, 2);
+}
+
 #if defined(__ARM_FEATURE_DSP)
 static inline int32_t sx_lo(uint32_t w) { return __sxtb16(w); } /* bytes 0, 2 */
 static inline int32_t sx_hi(uint32_t w)                          /* bytes 1, 3 */
@@ -77,6 +83,23 @@ static inline int32_t sxa_hi(int32_t o, uint32_t x)
     return r;
 }
 static inline int32_t dbl16(int32_t v) { return __sadd16(v, v); }
+/* the low bytes of r0 .. r3 as the bytes of one word */
+static inline uint32_t pack4(int32_t r0, int32_t r1, int32_t r2, int32_t r3)
+{
+    uint32_t lo = (uint32_t)r0, hi = (uint32_t)r2, v;
+    __asm__("bfi %0, %1, #8, #8" : "+r"(lo) : "r"(r1));
+    __asm__("bfi %0, %1, #8, #8" : "+r"(hi) : "r"(r3));
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(v) : "r"(lo), "r"(hi));
+    return v;
+}
+/* per signed byte: min(max(v, lo), hi) */
+static inline uint32_t clamp4(uint32_t v, uint32_t lo, uint32_t hi)
+{
+    (void)__ssub8((int32_t)v, (int32_t)lo);
+    v = __sel(v, lo);
+    (void)__ssub8((int32_t)hi, (int32_t)v);
+    return __sel(v, hi);
+}
 static inline int32_t smlad(int32_t a, int32_t b, int32_t acc) { return __smlad(a, b, acc); }
 static inline int32_t sat8(int32_t v) { return __ssat(v, 8); }
 /* (c * 2^32 + a * b + 2^31) >> 32 */
@@ -121,6 +144,21 @@ static inline int32_t smlad(int32_t a, int32_t b, int32_t acc)
                      (uint32_t)(lane(a >> 16) * lane(b >> 16)));
 }
 static inline int32_t sat8(int32_t v) { return v < -128 ? -128 : (v > 127 ? 127 : v); }
+static inline uint32_t pack4(int32_t r0, int32_t r1, int32_t r2, int32_t r3)
+{
+    return ((uint32_t)r0 & 255u) | ((uint32_t)r1 & 255u) << 8 | ((uint32_t)r2 & 255u) << 16 |
+           (uint32_t)r3 << 24;
+}
+static inline uint32_t clamp4(uint32_t v, uint32_t lo, uint32_t hi)
+{
+    uint32_t out = 0;
+    int32_t i;
+    for (i = 0; i < 32; i += 8) {
+        const int32_t x = byte(v, i / 8), l = byte(lo, i / 8), h = byte(hi, i / 8);
+        out |= (uint32_t)(x < l ? l : x > h ? h : x) << i & (255u << i);
+    }
+    return out;
+}
 static inline int32_t smmlar(int32_t a, int32_t b, int32_t c)
 {
     return (int32_t)(((int64_t)c * 4294967296LL + (int64_t)a * b + 2147483648LL) >> 32);
@@ -152,6 +190,7 @@ typedef struct {
     int32_t off2;    /* in_offset in both 16-bit lanes */
     int32_t k1;      /* 1 + 2 * out_offset: c = k1 * 2^(e-1) */
     int32_t lo, hi;  /* activation range */
+    uint32_t lo4, hi4; /* the range byte-broadcast */
     int32_t clamp;   /* activation range narrower than int8 */
     int32_t fast;    /* every channel takes the fast requantisation */
 } cv_ctx;
@@ -179,6 +218,8 @@ static int32_t ctx_init(cv_ctx *cx, const int8_t *w, const int32_t *b, int32_t c
     cx->lo = q->act_min;
     cx->hi = q->act_max;
     cx->clamp = q->act_min != -128 || q->act_max != 127;
+    cx->lo4 = ((uint32_t)q->act_min & 255u) * 0x01010101u;
+    cx->hi4 = ((uint32_t)q->act_max & 255u) * 0x01010101u;
     if (!(k >= 1 && k <= CV_KMAX && off >= -128 && off <= 128 && q->out_offset >= -128 &&
           q->out_offset <= 128 && q->act_min >= -128 && q->act_max <= 127 &&
           q->act_min <= q->act_max)) {
@@ -403,6 +444,12 @@ static inline int32_t *slot(int32_t *buf, int32_t i, int32_t kp)
     do {                                                                                  \
         int32_t r00 = rq_fast(a00, m0, c0, e0), r10 = rq_fast(a10, m0, c0, e0);           \
         int32_t r01 = rq_fast(a01, m1, c1, e1), r11 = rq_fast(a11, m1, c1, e1);           \
+        if (clamp && (d)) { /* both pixels' two bytes at once, clamped as 4 lanes */      \
+            const uint32_t v = clamp4(pack4(r00, r01, r10, r11), cx->lo4, cx->hi4);       \
+            st16(y0, v);                                                                  \
+            st16(y1, v >> 16);                                                            \
+            break;                                                                        \
+        }                                                                                 \
         if (clamp) {                                                                      \
             r00 = tt_sat8(r00, lo, hi);                                                   \
             r01 = tt_sat8(r01, lo, hi);                                                   \
