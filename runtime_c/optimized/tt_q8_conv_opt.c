@@ -586,6 +586,29 @@ static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, cons
         w3l = sx_lo(u);
         w3h = sx_hi(u);
     }
+    if (nk == 2 && mode != 2) { /* cin 8: two pixels per pass (one loop test, one y step) */
+        const int32_t *const xe2 = xp + (npx & ~1) * 2 * nk;
+        while (xp != xe2) {
+            int32_t a, b;
+            LD2(xp, x0, x1);
+            a = smlad(x1, w0h, smlad(x0, w0l, init));
+            LD2(xp, x0, x1);
+            a = smlad(x1, w1h, smlad(x0, w1l, a));
+            LD2(xp, x0, x1);
+            b = smlad(x1, w0h, smlad(x0, w0l, init));
+            LD2(xp, x0, x1);
+            b = smlad(x1, w1h, smlad(x0, w1l, b));
+            a = rq_fast(a, m, c, e);
+            b = rq_fast(b, m, c, e);
+            if (mode == 1) {
+                a = tt_sat8(a, lo, hi);
+                b = tt_sat8(b, lo, hi);
+            }
+            y[0] = (int8_t)a;
+            y[cout] = (int8_t)b;
+            y += 2 * cout;
+        }
+    }
     while (xp != xe) {
         int32_t a;
         LD2(xp, x0, x1);
