@@ -437,6 +437,74 @@ static inline int32_t *slot(int32_t *buf, int32_t i, int32_t kp)
         y1[oc1] = (int8_t)r11;                                                            \
     } while (0)
 
+/* ---- weights extended once per channel pair: each group of 4 inputs as the words (w0, w2),
+ * (w1, w3) of both channels' rows (4 words), the last group's missing inputs 0; the block's
+ * groups then cost 2 LDRD of inputs, 2 of weights and 8 SMLAD (12 instructions per 16 MACs,
+ * 16 with int8 weights extended in every block) */
+#define CV_WX 256 /* extended weight words on the stack: inputs up to 256 wide */
+
+static void extend_pair(int32_t *wx, const int8_t *w0, const int8_t *w1, int32_t k)
+{
+    int32_t g;
+    uint32_t u, v;
+
+    for (g = 0; g + 4 <= k; g += 4, wx += 4) {
+        u = ld32(w0 + g);
+        v = ld32(w1 + g);
+        wx[0] = sx_lo(u);
+        wx[1] = sx_hi(u);
+        wx[2] = sx_lo(v);
+        wx[3] = sx_hi(v);
+    }
+    if (k & 3) {
+        u = tail_word(w0, k);
+        v = tail_word(w1, k);
+        wx[0] = sx_lo(u);
+        wx[1] = sx_hi(u);
+        wx[2] = sx_lo(v);
+        wx[3] = sx_hi(v);
+    }
+}
+
+#define CV_GROUPX                                                                          \
+    do {                                                                                  \
+        LD2(xp, x0l, x0h);                                                                \
+        LD2(xp, x1l, x1h);                                                                \
+        LD2(wp, wl, wh);                                                                  \
+        a00 = smlad(x0l, wl, a00);                                                        \
+        a00 = smlad(x0h, wh, a00);                                                        \
+        a10 = smlad(x1l, wl, a10);                                                        \
+        a10 = smlad(x1h, wh, a10);                                                        \
+        LD2(wp, wl, wh);                                                                  \
+        a01 = smlad(x0l, wl, a01);                                                        \
+        a01 = smlad(x0h, wh, a01);                                                        \
+        a11 = smlad(x1l, wl, a11);                                                        \
+        a11 = smlad(x1h, wh, a11);                                                        \
+    } while (0)
+
+/* the block's ng groups (ng > 0 at compile time: written out) */
+#define CV_MAC2x2_X(xp, wx, ng, nk)                                                        \
+    do {                                                                                  \
+        int32_t x0l, x0h, x1l, x1h, wl, wh;                                               \
+        const int32_t *wp = (wx);                                                         \
+        if (nk > 0) {                                                                     \
+            CV_GROUPX;                                                                    \
+            if (nk > 1) CV_GROUPX;                                                        \
+            if (nk > 2) CV_GROUPX;                                                        \
+            if (nk > 3) CV_GROUPX;                                                        \
+            if (nk > 4) CV_GROUPX;                                                        \
+            if (nk > 5) CV_GROUPX;                                                        \
+            if (nk > 6) CV_GROUPX;                                                        \
+        } else {                                                                          \
+            const int32_t *const xe = xp + 4 * (ng);                                      \
+            if ((ng) & 1) CV_GROUPX;                                                      \
+            while (xp != xe) { /* two groups per iteration */                             \
+                CV_GROUPX;                                                                \
+                CV_GROUPX;                                                                \
+            }                                                                             \
+        }                                                                                 \
+    } while (0)
+
 /* Requantise the 2 x 2 block (fast path) and store it at y0 / y1 (the two pixels' outputs of
  * channel oc) and d bytes on (channel oc1; d = 0 for a repeated channel). The constants m?,
  * c?, e? of the two channels are the caller's. */
@@ -465,8 +533,9 @@ static inline int32_t *slot(int32_t *buf, int32_t i, int32_t kp)
 /* Fast path, pair layout: channel pairs outside, the pixel pairs of the buffer inside, so a
  * channel pair's requantisation constants and start values are derived once per buffer. */
 static CV_INLINE void xs_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx,
-                             int32_t nk, int32_t tail, int32_t clamp)
+                             int32_t nk, int32_t tail, int32_t clamp, int ext)
 {
+    int32_t wx[ext ? CV_WX : 1];
     const int32_t cout = cx->cout, k = cx->k, kp = cx->kp, k1 = cx->k1;
     const int32_t lo = cx->lo, hi = cx->hi;
     const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
@@ -482,36 +551,52 @@ static CV_INLINE void xs_buf(int8_t *y, const int32_t *buf, int32_t npx, const c
         const int32_t i1 = bias != NULL ? 2 * bias[oc1] : 0;
         const int32_t *xb = buf;
         int8_t *y0 = y + oc;
+        if (ext) {
+            extend_pair(wx, w0, w1, k);
+        }
         for (; xb != xend; xb += kp, y0 += 2 * cout) {
             int8_t *const y1 = y0 + cout;
             const int32_t *xp = xb;
             int32_t a00 = i0, a01 = i1, a10 = i0, a11 = i1;
-            CV_MAC2x2(xp, w0, w1, k, nk, tail);
+            if (ext) {
+                CV_MAC2x2_X(xp, wx, kp >> 2, nk);
+            } else {
+                CV_MAC2x2(xp, w0, w1, k, nk, tail);
+            }
             CV_STORE_PAIR(d);
         }
         if (npx & 1) { /* the last pixel, its partner slot a copy of it */
             int8_t *const y1 = y0;
             const int32_t *xp = xb;
             int32_t a00 = i0, a01 = i1, a10 = i0, a11 = i1;
-            CV_MAC2x2(xp, w0, w1, k, nk, tail);
+            if (ext) {
+                CV_MAC2x2_X(xp, wx, kp >> 2, nk);
+            } else {
+                CV_MAC2x2(xp, w0, w1, k, nk, tail);
+            }
             CV_STORE_PAIR(d);
         }
     }
 }
 
-#define CV_XS_FN(name, nk, tail, clamp)                                                    \
+#define CV_XS_FN(name, nk, tail, clamp, ext)                                               \
     static CV_HOT CV_NOINLINE void name(int8_t *y, const int32_t *buf, int32_t npx,        \
                                         const cv_ctx *cx)                                 \
     {                                                                                     \
-        xs_buf(y, buf, npx, cx, nk, tail, clamp);                                         \
+        xs_buf(y, buf, npx, cx, nk, tail, clamp, ext);                                    \
     }
-CV_XS_FN(xs_gen, 0, cx->k & 3, 0)
-CV_XS_FN(xs_gen_c, 0, cx->k & 3, 1)
-CV_XS_FN(xs_24, 6, 0, 0) /* cin 24 */
-CV_XS_FN(xs_24_c, 6, 0, 1)
-CV_XS_FN(xs_27, 6, 1, 0) /* the 3x3x3 stem */
-CV_XS_FN(xs_27_c, 6, 1, 1)
+CV_XS_FN(xs_gen, 0, cx->k & 3, 0, 0) /* int8 weights: inputs over CV_WX, or few pixels */
+CV_XS_FN(xs_gen_c, 0, cx->k & 3, 1, 0)
+CV_XS_FN(xs_genx, 0, 0, 0, 1) /* extended weights */
+CV_XS_FN(xs_genx_c, 0, 0, 1, 1)
+CV_XS_FN(xs_24x, 6, 0, 0, 1) /* cin 24 */
+CV_XS_FN(xs_24x_c, 6, 0, 1, 1)
+CV_XS_FN(xs_27x, 7, 0, 0, 1) /* the 3x3x3 stem (7 groups, the last one padded) */
+CV_XS_FN(xs_27x_c, 7, 0, 1, 1)
 #undef CV_XS_FN
+
+/* extending a channel pair's weights (~8 instructions per group) pays from 3 pixel pairs on */
+#define CV_EXT_MIN_PX 6
 
 /* General path, pair layout: per channel pair, any requantisation. */
 static CV_HOT CV_NOINLINE void any_buf(int8_t *y, const int32_t *buf, int32_t npx,
@@ -543,12 +628,14 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
 {
     if (!cx->fast) {
         any_buf(y, buf, npx, cx);
-    } else if (cx->k == 24) {
-        (cx->clamp ? xs_24_c : xs_24)(y, buf, npx, cx);
-    } else if (cx->k == 27) {
-        (cx->clamp ? xs_27_c : xs_27)(y, buf, npx, cx);
-    } else {
+    } else if (cx->kp > CV_WX || npx < CV_EXT_MIN_PX) {
         (cx->clamp ? xs_gen_c : xs_gen)(y, buf, npx, cx);
+    } else if (cx->k == 24) {
+        (cx->clamp ? xs_24x_c : xs_24x)(y, buf, npx, cx);
+    } else if (cx->k == 27) {
+        (cx->clamp ? xs_27x_c : xs_27x)(y, buf, npx, cx);
+    } else {
+        (cx->clamp ? xs_genx_c : xs_genx)(y, buf, npx, cx);
     }
 }
 
