@@ -38,7 +38,7 @@
 #include <arm_acle.h>
 #endif
 
-#define CV_BUF 512     /* pointwise input buffer words (2 int16 lanes each): 2 KB */
+#define CV_BUF 576     /* pointwise input buffer words (2 int16 lanes each): 2.25 KB */
 #define CV_BUF_REG 512 /* regular-conv patch buffer words: 2 KB (a 3x3x3 stem: 36 px) */
 #define CV_KMAX 16384  /* taps per output; keeps 2 * |sum| well inside int32 */
 #define CV_ROWS 8      /* kernel rows whose input rows are looked up once per output row */
