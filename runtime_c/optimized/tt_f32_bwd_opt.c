@@ -960,12 +960,114 @@ static __attribute__((noinline)) int dw_input_fast(float *dx, const float *dy,
  * scaled dy plane padded with zeros: P[(oy + K - 1 - pt) * pw + ox + K - 1 - pl]. So dx row
  * iy, column ix, tap (ky, K - 1 - t) reads P[(iy + K - 1 - ky) * pw + ix + t]. 4 columns at
  * a time, the first term added to +0.0f as in the reference. */
+#if CS_VFP
+static const float cs_zero8[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+
+/* One kernel row of a 3x3 gather over a whole dx row of 4 or 8 columns: a_i (s24..) +=
+ * e[i + t] * the row's weights (s10.. + 3 r + t), t = 0, 1, 2 in order; the inputs in one
+ * VLDM (register names spelled out: the assembler takes no arithmetic on them) */
+#define CS_G4_0 "vldmia %[e0], {s0-s5}\n\t" \
+    "vmla.f32 s24, s0, s10\n\tvmla.f32 s25, s1, s10\n\t" \
+    "vmla.f32 s26, s2, s10\n\tvmla.f32 s27, s3, s10\n\t" \
+    "vmla.f32 s24, s1, s11\n\tvmla.f32 s25, s2, s11\n\t" \
+    "vmla.f32 s26, s3, s11\n\tvmla.f32 s27, s4, s11\n\t" \
+    "vmla.f32 s24, s2, s12\n\tvmla.f32 s25, s3, s12\n\t" \
+    "vmla.f32 s26, s4, s12\n\tvmla.f32 s27, s5, s12\n\t"
+#define CS_G4_1 "vldmia %[e1], {s0-s5}\n\t" \
+    "vmla.f32 s24, s0, s13\n\tvmla.f32 s25, s1, s13\n\t" \
+    "vmla.f32 s26, s2, s13\n\tvmla.f32 s27, s3, s13\n\t" \
+    "vmla.f32 s24, s1, s14\n\tvmla.f32 s25, s2, s14\n\t" \
+    "vmla.f32 s26, s3, s14\n\tvmla.f32 s27, s4, s14\n\t" \
+    "vmla.f32 s24, s2, s15\n\tvmla.f32 s25, s3, s15\n\t" \
+    "vmla.f32 s26, s4, s15\n\tvmla.f32 s27, s5, s15\n\t"
+#define CS_G4_2 "vldmia %[e2], {s0-s5}\n\t" \
+    "vmla.f32 s24, s0, s16\n\tvmla.f32 s25, s1, s16\n\t" \
+    "vmla.f32 s26, s2, s16\n\tvmla.f32 s27, s3, s16\n\t" \
+    "vmla.f32 s24, s1, s17\n\tvmla.f32 s25, s2, s17\n\t" \
+    "vmla.f32 s26, s3, s17\n\tvmla.f32 s27, s4, s17\n\t" \
+    "vmla.f32 s24, s2, s18\n\tvmla.f32 s25, s3, s18\n\t" \
+    "vmla.f32 s26, s4, s18\n\tvmla.f32 s27, s5, s18\n\t"
+#define CS_G8_0 "vldmia %[e0], {s0-s9}\n\t" \
+    "vmla.f32 s24, s0, s10\n\tvmla.f32 s25, s1, s10\n\t" \
+    "vmla.f32 s26, s2, s10\n\tvmla.f32 s27, s3, s10\n\t" \
+    "vmla.f32 s28, s4, s10\n\tvmla.f32 s29, s5, s10\n\t" \
+    "vmla.f32 s30, s6, s10\n\tvmla.f32 s31, s7, s10\n\t" \
+    "vmla.f32 s24, s1, s11\n\tvmla.f32 s25, s2, s11\n\t" \
+    "vmla.f32 s26, s3, s11\n\tvmla.f32 s27, s4, s11\n\t" \
+    "vmla.f32 s28, s5, s11\n\tvmla.f32 s29, s6, s11\n\t" \
+    "vmla.f32 s30, s7, s11\n\tvmla.f32 s31, s8, s11\n\t" \
+    "vmla.f32 s24, s2, s12\n\tvmla.f32 s25, s3, s12\n\t" \
+    "vmla.f32 s26, s4, s12\n\tvmla.f32 s27, s5, s12\n\t" \
+    "vmla.f32 s28, s6, s12\n\tvmla.f32 s29, s7, s12\n\t" \
+    "vmla.f32 s30, s8, s12\n\tvmla.f32 s31, s9, s12\n\t"
+#define CS_G8_1 "vldmia %[e1], {s0-s9}\n\t" \
+    "vmla.f32 s24, s0, s13\n\tvmla.f32 s25, s1, s13\n\t" \
+    "vmla.f32 s26, s2, s13\n\tvmla.f32 s27, s3, s13\n\t" \
+    "vmla.f32 s28, s4, s13\n\tvmla.f32 s29, s5, s13\n\t" \
+    "vmla.f32 s30, s6, s13\n\tvmla.f32 s31, s7, s13\n\t" \
+    "vmla.f32 s24, s1, s14\n\tvmla.f32 s25, s2, s14\n\t" \
+    "vmla.f32 s26, s3, s14\n\tvmla.f32 s27, s4, s14\n\t" \
+    "vmla.f32 s28, s5, s14\n\tvmla.f32 s29, s6, s14\n\t" \
+    "vmla.f32 s30, s7, s14\n\tvmla.f32 s31, s8, s14\n\t" \
+    "vmla.f32 s24, s2, s15\n\tvmla.f32 s25, s3, s15\n\t" \
+    "vmla.f32 s26, s4, s15\n\tvmla.f32 s27, s5, s15\n\t" \
+    "vmla.f32 s28, s6, s15\n\tvmla.f32 s29, s7, s15\n\t" \
+    "vmla.f32 s30, s8, s15\n\tvmla.f32 s31, s9, s15\n\t"
+#define CS_G8_2 "vldmia %[e2], {s0-s9}\n\t" \
+    "vmla.f32 s24, s0, s16\n\tvmla.f32 s25, s1, s16\n\t" \
+    "vmla.f32 s26, s2, s16\n\tvmla.f32 s27, s3, s16\n\t" \
+    "vmla.f32 s28, s4, s16\n\tvmla.f32 s29, s5, s16\n\t" \
+    "vmla.f32 s30, s6, s16\n\tvmla.f32 s31, s7, s16\n\t" \
+    "vmla.f32 s24, s1, s17\n\tvmla.f32 s25, s2, s17\n\t" \
+    "vmla.f32 s26, s3, s17\n\tvmla.f32 s27, s4, s17\n\t" \
+    "vmla.f32 s28, s5, s17\n\tvmla.f32 s29, s6, s17\n\t" \
+    "vmla.f32 s30, s7, s17\n\tvmla.f32 s31, s8, s17\n\t" \
+    "vmla.f32 s24, s2, s18\n\tvmla.f32 s25, s3, s18\n\t" \
+    "vmla.f32 s26, s4, s18\n\tvmla.f32 s27, s5, s18\n\t" \
+    "vmla.f32 s28, s6, s18\n\tvmla.f32 s29, s7, s18\n\t" \
+    "vmla.f32 s30, s8, s18\n\tvmla.f32 s31, s9, s18\n\t"
+
+/* dx row (N columns) = the 3x3 gather of P rows e0, e1, e2 (kernel rows 2, 1, 0), weights
+ * wr[0..8] = wf[8..0]; the sums start at +0.0f as in the reference */
+#define CS_GATHER_ROW(N, ZERO, ACC)                                                         \
+    __asm__("vldmia %[w], {s10-s18}\n\t"                                                     \
+            "vldmia %[z], {s24-s" #ACC "}\n\t"                                               \
+            CS_G##N##_0 CS_G##N##_1 CS_G##N##_2                                            \
+            "vstmia %[o], {s24-s" #ACC "}"                                                   \
+            : "=m"(*(float(*)[N])o)                                                          \
+            : [e0] "r"(e0), [e1] "r"(e1), [e2] "r"(e2), [w] "r"(wr), [z] "r"(ZERO),          \
+              [o] "r"(o), "m"(*(const float(*)[N + 2])e0), "m"(*(const float(*)[N + 2])e1),  \
+              "m"(*(const float(*)[N + 2])e2), "m"(*(const float(*)[9])wr),                  \
+              "m"(*(const float(*)[8])ZERO)                                                  \
+            : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11",       \
+              "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s24", "s25", "s26", "s27",   \
+              "s28", "s29", "s30", "s31")
+#endif
+
 CS_INLINE void dwi_gather(float *dx, const float *P, int32_t pw, const float *wf, int32_t h,
                           int32_t w, const int K)
 {
     float v[CS_KW + 3];
     int32_t iy, ix, ky, t;
 
+#if CS_VFP
+    if (K == 3 && (w == 4 || w == 8)) { /* whole rows in registers */
+        float wr[9];
+        for (t = 0; t < 9; ++t) {
+            wr[t] = wf[8 - t];
+        }
+        for (iy = 0; iy < h; ++iy) {
+            const float *const e0 = &P[iy * pw], *const e1 = e0 + pw, *const e2 = e1 + pw;
+            float *const o = &dx[iy * w];
+            if (w == 8) {
+                CS_GATHER_ROW(8, cs_zero8, 31);
+            } else {
+                CS_GATHER_ROW(4, cs_zero8, 27);
+            }
+        }
+        return;
+    }
+#endif
     for (iy = 0; iy < h; ++iy) {
         for (ix = 0; ix + 4 <= w; ix += 4) {
             float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
@@ -1028,7 +1130,20 @@ static __attribute__((noinline)) int dw_input_small(float *dx, const float *dy,
         const float *d = &dy[oy * g->ow];
         float *pr = &P[(oy + r0) * pw + q0];
         if (wq != NULL) {
-            for (ox = 0; ox < ow; ++ox) {
+            ox = 0;
+#if CS_VFP
+            for (; ox + 4 <= ow; ox += 4) { /* the reference's d, 4 per VLDM / VSTM */
+                __asm__("vldmia %[d], {s0-s3}\n\t"
+                        "vmul.f32 s0, s0, %[sc]\n\tvmul.f32 s1, s1, %[sc]\n\t"
+                        "vmul.f32 s2, s2, %[sc]\n\tvmul.f32 s3, s3, %[sc]\n\t"
+                        "vstmia %[o], {s0-s3}"
+                        : "=m"(*(float(*)[4]) & pr[ox])
+                        : [d] "r"(&d[ox]), [o] "r"(&pr[ox]), [sc] "t"(sc),
+                          "m"(*(const float(*)[4]) & d[ox])
+                        : "s0", "s1", "s2", "s3");
+            }
+#endif
+            for (; ox < ow; ++ox) {
                 pr[ox] = d[ox] * sc; /* the reference's d */
             }
         } else {
