@@ -773,7 +773,7 @@ void tt_cs_clip_f32_opt(float *out, const float *in, const float *x, int32_t n, 
 #define CS_ROW 80                   /* widest plane row of the fast paths (64 in the networks) */
 #define CS_PAD (CS_ROW + 2 * CS_KW) /* a row and its zero margins */
 #define CS_CLS 4                    /* largest column stride of the input gradient's fast path */
-#define CS_PLANE 144                /* a small plane and its zero margins */
+#define CS_PLANE 196                /* a small plane and its zero margins (8x8, 7x7) */
 
 CS_INLINE int cs_finite(float v)
 {
@@ -961,11 +961,70 @@ static __attribute__((noinline)) int dw_input_fast(float *dx, const float *dy,
  * iy, column ix, tap (ky, K - 1 - t) reads P[(iy + K - 1 - ky) * pw + ix + t]. 4 columns at
  * a time, the first term added to +0.0f as in the reference. */
 #if CS_VFP
-static const float cs_zero8[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+/* One kernel row of a KxK gather over a whole dx row of N (4 or 8) columns: the row's
+ * N + K - 1 inputs (s0..) and K weights (s16.., tap order) each in one VLDM, then sum i
+ * += input i + t times weight t, t ascending (register names spelled out: the assembler
+ * takes no arithmetic on them; the sums stay in s24.. across the rows) */
+#define CS_MLA_3x4 \
+    "vmla.f32 %[a0], s0, s16\n\tvmla.f32 %[a1], s1, s16\n\tvmla.f32 %[a2], s2, s16\n\tvmla.f32 %[a3], s3, s16\n\t" \
+    "vmla.f32 %[a0], s1, s17\n\tvmla.f32 %[a1], s2, s17\n\tvmla.f32 %[a2], s3, s17\n\tvmla.f32 %[a3], s4, s17\n\t" \
+    "vmla.f32 %[a0], s2, s18\n\tvmla.f32 %[a1], s3, s18\n\tvmla.f32 %[a2], s4, s18\n\tvmla.f32 %[a3], s5, s18\n\t"
 
-/* One kernel row of a 3x3 gather over a whole dx row of 4 or 8 columns: a_i (s24..) +=
- * e[i + t] * the row's weights (s10.. + 3 r + t), t = 0, 1, 2 in order; the inputs in one
- * VLDM (register names spelled out: the assembler takes no arithmetic on them) */
+#define CS_MLA_3x8 \
+    "vmla.f32 %[a0], s0, s16\n\tvmla.f32 %[a1], s1, s16\n\tvmla.f32 %[a2], s2, s16\n\tvmla.f32 %[a3], s3, s16\n\t" \
+    "vmla.f32 %[a4], s4, s16\n\tvmla.f32 %[a5], s5, s16\n\tvmla.f32 %[a6], s6, s16\n\tvmla.f32 %[a7], s7, s16\n\t" \
+    "vmla.f32 %[a0], s1, s17\n\tvmla.f32 %[a1], s2, s17\n\tvmla.f32 %[a2], s3, s17\n\tvmla.f32 %[a3], s4, s17\n\t" \
+    "vmla.f32 %[a4], s5, s17\n\tvmla.f32 %[a5], s6, s17\n\tvmla.f32 %[a6], s7, s17\n\tvmla.f32 %[a7], s8, s17\n\t" \
+    "vmla.f32 %[a0], s2, s18\n\tvmla.f32 %[a1], s3, s18\n\tvmla.f32 %[a2], s4, s18\n\tvmla.f32 %[a3], s5, s18\n\t" \
+    "vmla.f32 %[a4], s6, s18\n\tvmla.f32 %[a5], s7, s18\n\tvmla.f32 %[a6], s8, s18\n\tvmla.f32 %[a7], s9, s18\n\t"
+
+#define CS_MLA_5x4 \
+    "vmla.f32 %[a0], s0, s16\n\tvmla.f32 %[a1], s1, s16\n\tvmla.f32 %[a2], s2, s16\n\tvmla.f32 %[a3], s3, s16\n\t" \
+    "vmla.f32 %[a0], s1, s17\n\tvmla.f32 %[a1], s2, s17\n\tvmla.f32 %[a2], s3, s17\n\tvmla.f32 %[a3], s4, s17\n\t" \
+    "vmla.f32 %[a0], s2, s18\n\tvmla.f32 %[a1], s3, s18\n\tvmla.f32 %[a2], s4, s18\n\tvmla.f32 %[a3], s5, s18\n\t" \
+    "vmla.f32 %[a0], s3, s19\n\tvmla.f32 %[a1], s4, s19\n\tvmla.f32 %[a2], s5, s19\n\tvmla.f32 %[a3], s6, s19\n\t" \
+    "vmla.f32 %[a0], s4, s20\n\tvmla.f32 %[a1], s5, s20\n\tvmla.f32 %[a2], s6, s20\n\tvmla.f32 %[a3], s7, s20\n\t"
+
+#define CS_MLA_5x8 \
+    "vmla.f32 %[a0], s0, s16\n\tvmla.f32 %[a1], s1, s16\n\tvmla.f32 %[a2], s2, s16\n\tvmla.f32 %[a3], s3, s16\n\t" \
+    "vmla.f32 %[a4], s4, s16\n\tvmla.f32 %[a5], s5, s16\n\tvmla.f32 %[a6], s6, s16\n\tvmla.f32 %[a7], s7, s16\n\t" \
+    "vmla.f32 %[a0], s1, s17\n\tvmla.f32 %[a1], s2, s17\n\tvmla.f32 %[a2], s3, s17\n\tvmla.f32 %[a3], s4, s17\n\t" \
+    "vmla.f32 %[a4], s5, s17\n\tvmla.f32 %[a5], s6, s17\n\tvmla.f32 %[a6], s7, s17\n\tvmla.f32 %[a7], s8, s17\n\t" \
+    "vmla.f32 %[a0], s2, s18\n\tvmla.f32 %[a1], s3, s18\n\tvmla.f32 %[a2], s4, s18\n\tvmla.f32 %[a3], s5, s18\n\t" \
+    "vmla.f32 %[a4], s6, s18\n\tvmla.f32 %[a5], s7, s18\n\tvmla.f32 %[a6], s8, s18\n\tvmla.f32 %[a7], s9, s18\n\t" \
+    "vmla.f32 %[a0], s3, s19\n\tvmla.f32 %[a1], s4, s19\n\tvmla.f32 %[a2], s5, s19\n\tvmla.f32 %[a3], s6, s19\n\t" \
+    "vmla.f32 %[a4], s7, s19\n\tvmla.f32 %[a5], s8, s19\n\tvmla.f32 %[a6], s9, s19\n\tvmla.f32 %[a7], s10, s19\n\t" \
+    "vmla.f32 %[a0], s4, s20\n\tvmla.f32 %[a1], s5, s20\n\tvmla.f32 %[a2], s6, s20\n\tvmla.f32 %[a3], s7, s20\n\t" \
+    "vmla.f32 %[a4], s8, s20\n\tvmla.f32 %[a5], s9, s20\n\tvmla.f32 %[a6], s10, s20\n\tvmla.f32 %[a7], s11, s20\n\t"
+
+#define CS_MLA_7x4 \
+    "vmla.f32 %[a0], s0, s16\n\tvmla.f32 %[a1], s1, s16\n\tvmla.f32 %[a2], s2, s16\n\tvmla.f32 %[a3], s3, s16\n\t" \
+    "vmla.f32 %[a0], s1, s17\n\tvmla.f32 %[a1], s2, s17\n\tvmla.f32 %[a2], s3, s17\n\tvmla.f32 %[a3], s4, s17\n\t" \
+    "vmla.f32 %[a0], s2, s18\n\tvmla.f32 %[a1], s3, s18\n\tvmla.f32 %[a2], s4, s18\n\tvmla.f32 %[a3], s5, s18\n\t" \
+    "vmla.f32 %[a0], s3, s19\n\tvmla.f32 %[a1], s4, s19\n\tvmla.f32 %[a2], s5, s19\n\tvmla.f32 %[a3], s6, s19\n\t" \
+    "vmla.f32 %[a0], s4, s20\n\tvmla.f32 %[a1], s5, s20\n\tvmla.f32 %[a2], s6, s20\n\tvmla.f32 %[a3], s7, s20\n\t" \
+    "vmla.f32 %[a0], s5, s21\n\tvmla.f32 %[a1], s6, s21\n\tvmla.f32 %[a2], s7, s21\n\tvmla.f32 %[a3], s8, s21\n\t" \
+    "vmla.f32 %[a0], s6, s22\n\tvmla.f32 %[a1], s7, s22\n\tvmla.f32 %[a2], s8, s22\n\tvmla.f32 %[a3], s9, s22\n\t"
+
+#define CS_MLA_7x8 \
+    "vmla.f32 %[a0], s0, s16\n\tvmla.f32 %[a1], s1, s16\n\tvmla.f32 %[a2], s2, s16\n\tvmla.f32 %[a3], s3, s16\n\t" \
+    "vmla.f32 %[a4], s4, s16\n\tvmla.f32 %[a5], s5, s16\n\tvmla.f32 %[a6], s6, s16\n\tvmla.f32 %[a7], s7, s16\n\t" \
+    "vmla.f32 %[a0], s1, s17\n\tvmla.f32 %[a1], s2, s17\n\tvmla.f32 %[a2], s3, s17\n\tvmla.f32 %[a3], s4, s17\n\t" \
+    "vmla.f32 %[a4], s5, s17\n\tvmla.f32 %[a5], s6, s17\n\tvmla.f32 %[a6], s7, s17\n\tvmla.f32 %[a7], s8, s17\n\t" \
+    "vmla.f32 %[a0], s2, s18\n\tvmla.f32 %[a1], s3, s18\n\tvmla.f32 %[a2], s4, s18\n\tvmla.f32 %[a3], s5, s18\n\t" \
+    "vmla.f32 %[a4], s6, s18\n\tvmla.f32 %[a5], s7, s18\n\tvmla.f32 %[a6], s8, s18\n\tvmla.f32 %[a7], s9, s18\n\t" \
+    "vmla.f32 %[a0], s3, s19\n\tvmla.f32 %[a1], s4, s19\n\tvmla.f32 %[a2], s5, s19\n\tvmla.f32 %[a3], s6, s19\n\t" \
+    "vmla.f32 %[a4], s7, s19\n\tvmla.f32 %[a5], s8, s19\n\tvmla.f32 %[a6], s9, s19\n\tvmla.f32 %[a7], s10, s19\n\t" \
+    "vmla.f32 %[a0], s4, s20\n\tvmla.f32 %[a1], s5, s20\n\tvmla.f32 %[a2], s6, s20\n\tvmla.f32 %[a3], s7, s20\n\t" \
+    "vmla.f32 %[a4], s8, s20\n\tvmla.f32 %[a5], s9, s20\n\tvmla.f32 %[a6], s10, s20\n\tvmla.f32 %[a7], s11, s20\n\t" \
+    "vmla.f32 %[a0], s5, s21\n\tvmla.f32 %[a1], s6, s21\n\tvmla.f32 %[a2], s7, s21\n\tvmla.f32 %[a3], s8, s21\n\t" \
+    "vmla.f32 %[a4], s9, s21\n\tvmla.f32 %[a5], s10, s21\n\tvmla.f32 %[a6], s11, s21\n\tvmla.f32 %[a7], s12, s21\n\t" \
+    "vmla.f32 %[a0], s6, s22\n\tvmla.f32 %[a1], s7, s22\n\tvmla.f32 %[a2], s8, s22\n\tvmla.f32 %[a3], s9, s22\n\t" \
+    "vmla.f32 %[a4], s10, s22\n\tvmla.f32 %[a5], s11, s22\n\tvmla.f32 %[a6], s12, s22\n\tvmla.f32 %[a7], s13, s22\n\t"
+
+/* 3x3: the three kernel rows in one block (VLDM of the 9 weights once, the sums in
+ * s24.. from a VLDM of zeros to one VSTM): kernel row r reads P row e<r>, weights
+ * s10 + 3 r + t */
 #define CS_G4_0 "vldmia %[e0], {s0-s5}\n\t" \
     "vmla.f32 s24, s0, s10\n\tvmla.f32 s25, s1, s10\n\t" \
     "vmla.f32 s26, s2, s10\n\tvmla.f32 s27, s3, s10\n\t" \
@@ -1026,22 +1085,30 @@ static const float cs_zero8[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f
     "vmla.f32 s26, s4, s18\n\tvmla.f32 s27, s5, s18\n\t" \
     "vmla.f32 s28, s6, s18\n\tvmla.f32 s29, s7, s18\n\t" \
     "vmla.f32 s30, s8, s18\n\tvmla.f32 s31, s9, s18\n\t"
-
-/* dx row (N columns) = the 3x3 gather of P rows e0, e1, e2 (kernel rows 2, 1, 0), weights
- * wr[0..8] = wf[8..0]; the sums start at +0.0f as in the reference */
-#define CS_GATHER_ROW(N, ZERO, ACC)                                                         \
+#define CS_GATHER3_ROW(N, ACC)                                                              \
     __asm__("vldmia %[w], {s10-s18}\n\t"                                                     \
             "vldmia %[z], {s24-s" #ACC "}\n\t"                                               \
-            CS_G##N##_0 CS_G##N##_1 CS_G##N##_2                                            \
+            CS_G##N##_0 CS_G##N##_1 CS_G##N##_2                                              \
             "vstmia %[o], {s24-s" #ACC "}"                                                   \
             : "=m"(*(float(*)[N])o)                                                          \
-            : [e0] "r"(e0), [e1] "r"(e1), [e2] "r"(e2), [w] "r"(wr), [z] "r"(ZERO),          \
-              [o] "r"(o), "m"(*(const float(*)[N + 2])e0), "m"(*(const float(*)[N + 2])e1),  \
-              "m"(*(const float(*)[N + 2])e2), "m"(*(const float(*)[9])wr),                  \
-              "m"(*(const float(*)[8])ZERO)                                                  \
+            : [e0] "r"(e), [e1] "r"(e + pw), [e2] "r"(e + 2 * pw), [w] "r"(wr),              \
+              [z] "r"(cs_zero8), [o] "r"(o), "m"(*(const float(*)[3 * CS_ROW3])e),           \
+              "m"(*(const float(*)[9])wr), "m"(cs_zero8)                                     \
             : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11",       \
               "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s24", "s25", "s26", "s27",   \
               "s28", "s29", "s30", "s31")
+#define CS_ROW3 12 /* floats of a padded 8-wide row under a 3x3 kernel (10, rounded up) */
+static const float cs_zero8[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+
+#define CS_ACC4 [a0] "+t"(a0), [a1] "+t"(a1), [a2] "+t"(a2), [a3] "+t"(a3)
+#define CS_ACC8 CS_ACC4, [a4] "+t"(a4), [a5] "+t"(a5), [a6] "+t"(a6), [a7] "+t"(a7)
+#define CS_GROW(K, N, LAST)                                                                 \
+    __asm__("vldmia %[e], {s0-s" #LAST "}\n\t"                                             \
+            "vldmia %[w]!, {s16-s22}\n\t" CS_MLA_##K##x##N                                 \
+            : CS_ACC##N, [w] "+r"(w_)                                                        \
+            : [e] "r"(e), "m"(*(const float(*)[N + K - 1])e), "m"(*(const float(*)[7])w_)   \
+            : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11",       \
+              "s12", "s13", "s16", "s17", "s18", "s19", "s20", "s21", "s22")
 #endif
 
 CS_INLINE void dwi_gather(float *dx, const float *P, int32_t pw, const float *wf, int32_t h,
@@ -1051,18 +1118,44 @@ CS_INLINE void dwi_gather(float *dx, const float *P, int32_t pw, const float *wf
     int32_t iy, ix, ky, t;
 
 #if CS_VFP
-    if (K == 3 && (w == 4 || w == 8)) { /* whole rows in registers */
-        float wr[9];
-        for (t = 0; t < 9; ++t) {
-            wr[t] = wf[8 - t];
+    if (w == 4 || w == 8) { /* whole rows in registers, the sums pinned to s24.. */
+        float wr[CS_KK + 7]; /* each row's VLDM reads 7 weights: K used, the rest padding */
+        for (t = 0; t < K * K; ++t) {
+            wr[t] = wf[K * K - 1 - t];
         }
-        for (iy = 0; iy < h; ++iy) {
-            const float *const e0 = &P[iy * pw], *const e1 = e0 + pw, *const e2 = e1 + pw;
+        for (; t < K * K + 7; ++t) {
+            wr[t] = 0.0f;
+        }
+        for (iy = 0; iy < h && K == 3; ++iy) { /* one block per row */
+            const float *const e = &P[iy * pw];
             float *const o = &dx[iy * w];
             if (w == 8) {
-                CS_GATHER_ROW(8, cs_zero8, 31);
+                CS_GATHER3_ROW(8, 31);
             } else {
-                CS_GATHER_ROW(4, cs_zero8, 27);
+                CS_GATHER3_ROW(4, 27);
+            }
+        }
+        for (iy = 0; iy < h && K != 3; ++iy) {
+            register float a0 __asm__("s24") = 0.0f, a1 __asm__("s25") = 0.0f;
+            register float a2 __asm__("s26") = 0.0f, a3 __asm__("s27") = 0.0f;
+            register float a4 __asm__("s28") = 0.0f, a5 __asm__("s29") = 0.0f;
+            register float a6 __asm__("s30") = 0.0f, a7 __asm__("s31") = 0.0f;
+            const float *w_ = wr;
+            float *const o = &dx[iy * w];
+            for (ky = 0; ky < K; ++ky) { /* P row iy + ky meets kernel row K - 1 - ky */
+                const float *const e = &P[(iy + ky) * pw];
+                if (K == 3) {
+                    if (w == 8) CS_GROW(3, 8, 9); else CS_GROW(3, 4, 5);
+                } else if (K == 5) {
+                    if (w == 8) CS_GROW(5, 8, 11); else CS_GROW(5, 4, 7);
+                } else {
+                    if (w == 8) CS_GROW(7, 8, 13); else CS_GROW(7, 4, 9);
+                }
+                w_ += K - 7; /* the VLDM stepped 7 */
+            }
+            o[0] = a0, o[1] = a1, o[2] = a2, o[3] = a3;
+            if (w == 8) {
+                o[4] = a4, o[5] = a5, o[6] = a6, o[7] = a7;
             }
         }
         return;
@@ -1102,23 +1195,26 @@ CS_INLINE void dwi_gather(float *dx, const float *P, int32_t pw, const float *wf
     }
 }
 
-/* 1 if done, 0 if not a small plane with a 3x3 kernel (wider ones gain nothing here: their
- * weights do not fit in registers) or the weights are not finite */
+/* 1 if done, 0 if not a small plane (the weights are not finite, or the kernel is not 3x3 or,
+ * on planes 4 or 8 wide, 5x5 or 7x7: wider kernels elsewhere gain nothing here) */
 static __attribute__((noinline)) int dw_input_small(float *dx, const float *dy,
                                                     const int8_t *wq, const float *wfl,
                                                     float sc, const tt_conv_geom *g)
 {
-    const int32_t ph = g->h + 2, pw = g->w + 2, r0 = 2 - g->pt, q0 = 2 - g->pl;
+    const int32_t K = g->kw, ph = g->h + K - 1, pw = g->w + K - 1;
+    const int32_t r0 = K - 1 - g->pt, q0 = K - 1 - g->pl;
     const int32_t oh = g->oh < ph - r0 ? g->oh : ph - r0, ow = g->ow < pw - q0 ? g->ow : pw - q0;
-    float P[CS_PLANE], wf[9];
+    const int rows = g->w == 4 || g->w == 8; /* whole rows in registers (dwi_gather) */
+    float P[CS_PLANE], wf[CS_KK];
     uint32_t bad = 0;
     int32_t oy, ox, i;
 
-    if (g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->kh != 3 || g->kw != 3 ||
-        r0 < 0 || q0 < 0 || ph * pw > CS_PLANE) {
+    if (g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->kh != K ||
+        !(K == 3 || (CS_VFP && rows && (K == 5 || K == 7))) || r0 < 0 || q0 < 0 ||
+        ph * pw > CS_PLANE) {
         return 0;
     }
-    for (i = 0; i < 9; ++i) {
+    for (i = 0; i < K * K; ++i) {
         wf[i] = wq != NULL ? (float)wq[i] : wfl[i];
         bad |= !cs_finite(wf[i]);
     }
@@ -1152,7 +1248,13 @@ static __attribute__((noinline)) int dw_input_small(float *dx, const float *dy,
             }
         }
     }
-    dwi_gather(dx, P, pw, wf, g->h, g->w, 3);
+    if (K == 3) {
+        dwi_gather(dx, P, pw, wf, g->h, g->w, 3);
+    } else if (K == 5) {
+        dwi_gather(dx, P, pw, wf, g->h, g->w, 5);
+    } else {
+        dwi_gather(dx, P, pw, wf, g->h, g->w, 7);
+    }
     return 1;
 }
 

@@ -493,7 +493,7 @@ static int32_t dw_pack_group_words(const tt_conv_geom *g)
 }
 
 /* Group c0's constants and weights: copied from the pack, or derived (dw_setup). */
-static void dw_load(dw_consts *k, uint32_t *wb, int32_t c0, const dw_job *J)
+TT_DW_NOINLINE void dw_load(dw_consts *k, uint32_t *wb, int32_t c0, const dw_job *J)
 {
     if (J->pack != NULL) {
         const int32_t *p = J->pack + (c0 / 4) * dw_pack_group_words(J->g);
