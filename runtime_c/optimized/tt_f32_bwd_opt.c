@@ -338,17 +338,42 @@ static void pw_src(float *plane, const float *dy, const float *wc, int32_t n, in
     }
 }
 
+/* wc[o] = scale[o] * (float)w[o * cin], o < nb: column c of an int8 weight, scaled */
+static void pw_column_s8(float *wc, const int8_t *w, const float *scale, int32_t cin,
+                         int32_t nb)
+{
+    int32_t o = 0;
+
+#if CS_VFP
+    for (; o + 4 <= nb; o += 4, w += 4 * cin) { /* 4 per VLDM of scales and VSTM */
+        const int32_t v0 = w[0], v1 = w[cin], v2 = w[2 * cin], v3 = w[3 * cin];
+        __asm__("vmov s0, s1, %[v0], %[v1]\n\tvmov s2, s3, %[v2], %[v3]\n\t"
+                "vcvt.f32.s32 s0, s0\n\tvcvt.f32.s32 s1, s1\n\t"
+                "vcvt.f32.s32 s2, s2\n\tvcvt.f32.s32 s3, s3\n\t"
+                "vldmia %[s], {s4-s7}\n\t"
+                "vmul.f32 s0, s4, s0\n\tvmul.f32 s1, s5, s1\n\t"
+                "vmul.f32 s2, s6, s2\n\tvmul.f32 s3, s7, s3\n\t"
+                "vstmia %[d], {s0-s3}"
+                : "=m"(*(float(*)[4]) & wc[o])
+                : [v0] "r"(v0), [v1] "r"(v1), [v2] "r"(v2), [v3] "r"(v3), [s] "r"(&scale[o]),
+                  [d] "r"(&wc[o]), "m"(*(const float(*)[4]) & scale[o])
+                : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7");
+    }
+#endif
+    for (; o < nb; ++o, w += cin) {
+        wc[o] = scale[o] * (float)w[0];
+    }
+}
+
 void tt_cs_pw_input_s8_opt(float *plane, const float *dy, const int8_t *w, const float *w_scale,
                            int32_t n, int32_t cout, int32_t cin, int32_t c)
 {
     float wc[CS_OB];
-    int32_t o0, o;
+    int32_t o0;
 
     for (o0 = 0; o0 < cout; o0 += CS_OB) {
         const int32_t nb = cout - o0 < CS_OB ? cout - o0 : CS_OB;
-        for (o = 0; o < nb; ++o) {
-            wc[o] = w_scale[o0 + o] * (float)w[(o0 + o) * cin + c];
-        }
+        pw_column_s8(wc, &w[o0 * cin + c], &w_scale[o0], cin, nb);
         pw_src(plane, &dy[o0], wc, n, cout, nb, o0 == 0);
     }
 }
