@@ -416,26 +416,7 @@ static inline int32_t *slot(int32_t *buf, int32_t i, int32_t kp)
         }                                                                                 \
     } while (0)
 
-/* Requantise the 2 x 2 block of channels oc / oc1 (fast path) and store it: y0 / y1 are
- * the two pixels' output rows. A duplicated pixel or channel stores the same value twice. */
-#define CV_STORE_FAST(oc, oc1)                                                             \
-    do {                                                                                  \
-        const int32_t e0 = -shift[oc], e1 = -shift[oc1];                                  \
-        const int32_t m0 = mult[oc], m1 = mult[oc1];                                      \
-        const int32_t c0 = fast_c(k1, e0), c1 = fast_c(k1, e1);                           \
-        int32_t r00 = rq_fast(a00, m0, c0, e0), r10 = rq_fast(a10, m0, c0, e0);           \
-        int32_t r01 = rq_fast(a01, m1, c1, e1), r11 = rq_fast(a11, m1, c1, e1);           \
-        if (clamp) {                                                                      \
-            r00 = tt_sat8(r00, lo, hi);                                                   \
-            r01 = tt_sat8(r01, lo, hi);                                                   \
-            r10 = tt_sat8(r10, lo, hi);                                                   \
-            r11 = tt_sat8(r11, lo, hi);                                                   \
-        }                                                                                 \
-        y0[oc] = (int8_t)r00;                                                             \
-        y0[oc1] = (int8_t)r01;                                                            \
-        y1[oc] = (int8_t)r10;                                                             \
-        y1[oc1] = (int8_t)r11;                                                            \
-    } while (0)
+
 
 /* ---- weights extended once per channel pair: each group of 4 inputs as the words (w0, w2),
  * (w1, w3) of both channels' rows (4 words), the last group's missing inputs 0; the block's
@@ -505,17 +486,17 @@ static void extend_pair(int32_t *wx, const int8_t *w0, const int8_t *w1, int32_t
         }                                                                                 \
     } while (0)
 
-/* Requantise the 2 x 2 block (fast path) and store it at y0 / y1 (the two pixels' outputs of
+/* Requantise the 2 x 2 block (fast path) and store it at Y0 / Y1 (the two pixels' outputs of
  * channel oc) and d bytes on (channel oc1; d = 0 for a repeated channel). The constants m?,
  * c?, e? of the two channels are the caller's. */
-#define CV_STORE_PAIR(d)                                                                   \
+#define CV_STORE_PAIR(Y0, Y1, d)                                                           \
     do {                                                                                  \
         int32_t r00 = rq_fast(a00, m0, c0, e0), r10 = rq_fast(a10, m0, c0, e0);           \
         int32_t r01 = rq_fast(a01, m1, c1, e1), r11 = rq_fast(a11, m1, c1, e1);           \
         if (clamp && (d)) { /* both pixels' two bytes at once, clamped as 4 lanes */      \
             const uint32_t v = clamp4(pack4(r00, r01, r10, r11), cx->lo4, cx->hi4);       \
-            st16(y0, v);                                                                  \
-            st16(y1, v >> 16);                                                            \
+            st16((Y0), v);                                                                \
+            st16((Y1), v >> 16);                                                          \
             break;                                                                        \
         }                                                                                 \
         if (clamp) {                                                                      \
@@ -524,11 +505,22 @@ static void extend_pair(int32_t *wx, const int8_t *w0, const int8_t *w1, int32_t
             r10 = tt_sat8(r10, lo, hi);                                                   \
             r11 = tt_sat8(r11, lo, hi);                                                   \
         }                                                                                 \
-        y0[0] = (int8_t)r00;                                                              \
-        y0[d] = (int8_t)r01;                                                              \
-        y1[0] = (int8_t)r10;                                                              \
-        y1[d] = (int8_t)r11;                                                              \
+        (Y0)[0] = (int8_t)r00;                                                            \
+        (Y0)[d] = (int8_t)r01;                                                            \
+        (Y1)[0] = (int8_t)r10;                                                            \
+        (Y1)[d] = (int8_t)r11;                                                            \
     } while (0)
+
+/* The same for channels oc / oc1 of the pixel rows y0 / y1, the constants read from the
+ * parameters (oc1 == oc: a repeated channel, stored twice) */
+#define CV_STORE_FAST(oc, oc1)                                                             \
+    do {                                                                                  \
+        const int32_t e0 = -shift[oc], e1 = -shift[oc1];                                  \
+        const int32_t m0 = mult[oc], m1 = mult[oc1];                                      \
+        const int32_t c0 = fast_c(k1, e0), c1 = fast_c(k1, e1);                           \
+        CV_STORE_PAIR(y0 + (oc), y1 + (oc), (oc1) - (oc));                                \
+    } while (0)
+
 
 /* Fast path, pair layout: channel pairs outside, the pixel pairs of the buffer inside, so a
  * channel pair's requantisation constants and start values are derived once per buffer. */
@@ -554,28 +546,26 @@ static CV_INLINE void xs_buf(int8_t *y, const int32_t *buf, int32_t npx, const c
         if (ext) {
             extend_pair(wx, w0, w1, k);
         }
+/* the pixel pair at xb into y0 and Y1 */
+#define CV_XS_BLOCK(Y1)                                                                    \
+    do {                                                                                  \
+        int8_t *const y1 = (Y1);                                                          \
+        const int32_t *xp = xb;                                                           \
+        int32_t a00 = i0, a01 = i1, a10 = i0, a11 = i1;                                   \
+        if (ext) {                                                                        \
+            CV_MAC2x2_X(xp, wx, kp >> 2, nk);                                             \
+        } else {                                                                          \
+            CV_MAC2x2(xp, w0, w1, k, nk, tail);                                           \
+        }                                                                                 \
+        CV_STORE_PAIR(y0, y1, d);                                                         \
+    } while (0)
         for (; xb != xend; xb += kp, y0 += 2 * cout) {
-            int8_t *const y1 = y0 + cout;
-            const int32_t *xp = xb;
-            int32_t a00 = i0, a01 = i1, a10 = i0, a11 = i1;
-            if (ext) {
-                CV_MAC2x2_X(xp, wx, kp >> 2, nk);
-            } else {
-                CV_MAC2x2(xp, w0, w1, k, nk, tail);
-            }
-            CV_STORE_PAIR(d);
+            CV_XS_BLOCK(y0 + cout);
         }
         if (npx & 1) { /* the last pixel, its partner slot a copy of it */
-            int8_t *const y1 = y0;
-            const int32_t *xp = xb;
-            int32_t a00 = i0, a01 = i1, a10 = i0, a11 = i1;
-            if (ext) {
-                CV_MAC2x2_X(xp, wx, kp >> 2, nk);
-            } else {
-                CV_MAC2x2(xp, w0, w1, k, nk, tail);
-            }
-            CV_STORE_PAIR(d);
+            CV_XS_BLOCK(y0);
         }
+#undef CV_XS_BLOCK
     }
 }
 

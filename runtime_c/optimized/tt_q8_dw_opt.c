@@ -595,15 +595,20 @@ TT_DW_INLINE void dw_store4(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32
 
 /* Pixel pairs: np pairs from output o and input column offset x on, all kernel rows in the
  * input (rp). PAIR is the row block, K the kernel size, S the stride. */
+/* a pixel pair's accumulators a0..a3 (pixel A), b0..b3 (B), both starting at the group's
+ * start values with the input offset folded in */
+#define DW_PAIR_INIT                                                                       \
+    int32_t a0, a1, a2, a3, b0, b1, b2, b3;                                                \
+    DW_LDRD(a0, a1, k.ini_i[0]);                                                           \
+    DW_LDRD(a2, a3, k.ini_i[1]);                                                           \
+    b0 = a0;                                                                               \
+    b1 = a1;                                                                               \
+    b2 = a2;                                                                               \
+    b3 = a3
+
 #define DW_PAIRS(PAIR, K, S)                                                               \
     for (; np > 0; --np, o += 2 * cin, x += 2 * (S) * cin) {                              \
-        int32_t a0, a1, a2, a3, b0, b1, b2, b3;                                            \
-        DW_LDRD(a0, a1, k.ini_i[0]);                                                       \
-        DW_LDRD(a2, a3, k.ini_i[1]);                                                       \
-        b0 = a0;                                                                           \
-        b1 = a1;                                                                           \
-        b2 = a2;                                                                           \
-        b3 = a3;                                                                           \
+        DW_PAIR_INIT;                                                                      \
         PAIR(rp[0] + x, cin, wb, 0);                                                      \
         PAIR(rp[1] + x, cin, wb, 1);                                                      \
         PAIR(rp[2] + x, cin, wb, 2);                                                      \
@@ -764,14 +769,8 @@ static int dw_strip_ok(const tt_conv_geom *g, const tt_q8_requant *q, int whole)
  * then (odd) one more pixel, its partner stored to a spare word. */
 #define DW_STRIP_PAIR(K, S, OB)                                                            \
     do {                                                                                   \
-        int32_t a0, a1, a2, a3, b0, b1, b2, b3;                                            \
         const uint32_t *sp = s;                                                            \
-        DW_LDRD(a0, a1, k.ini_i[0]);                                                       \
-        DW_LDRD(a2, a3, k.ini_i[1]);                                                       \
-        b0 = a0;                                                                           \
-        b1 = a1;                                                                           \
-        b2 = a2;                                                                           \
-        b3 = a3;                                                                           \
+        DW_PAIR_INIT;                                                                      \
         DW_STRIP_ROW(K, S, 0, sp, wb, rs);                                                 \
         DW_STRIP_ROW(K, S, 1, sp, wb, rs);                                                 \
         DW_STRIP_ROW(K, S, 2, sp, wb, rs);                                                 \
