@@ -765,8 +765,9 @@ static int dw_strip_ok(const tt_conv_geom *g, const tt_q8_requant *q, int whole)
            (whole ? !(k == 3 && g->sw == 2 && g->w > 32) : k > 3);
 }
 
-/* One output row of a group from the strip rows at s (rs bytes apart): n pixel pairs at o,
- * then (odd) one more pixel, its partner stored to a spare word. */
+/* One output row of a group from the strip rows at s (rs bytes apart): pixel pairs at o, the
+ * last one's partner stored to a spare word when the row is odd (one copy of the unrolled
+ * pair in the code: a 7x7 pair is ~2.5 KB of it). */
 #define DW_STRIP_PAIR(K, S, OB)                                                            \
     do {                                                                                   \
         const uint32_t *sp = s;                                                            \
@@ -788,12 +789,10 @@ static int dw_strip_ok(const tt_conv_geom *g, const tt_q8_requant *q, int whole)
     do {                                                                                   \
         const uint32_t *s = srow;                                                          \
         int8_t *o = orow;                                                                  \
+        int8_t *const last_b = ow & 1 ? (int8_t *)spare : orow + (ow - 1) * cin;           \
         int32_t n;                                                                         \
-        for (n = ow >> 1; n > 0; --n, s += 2 * (S), o += 2 * cin) {                        \
-            DW_STRIP_PAIR(K, S, o + cin);                                                  \
-        }                                                                                  \
-        if (ow & 1) {                                                                      \
-            DW_STRIP_PAIR(K, S, (int8_t *)spare);                                          \
+        for (n = (ow + 1) >> 1; n > 0; --n, s += 2 * (S), o += 2 * cin) {                  \
+            DW_STRIP_PAIR(K, S, n > 1 ? o + cin : last_b);                                 \
         }                                                                                  \
     } while (0)
 
