@@ -990,62 +990,27 @@ static __attribute__((noinline)) int dw_input_fast(float *dx, const float *dy,
  * N + K - 1 inputs (s0..) and K weights (s16.., tap order) each in one VLDM, then sum i
  * += input i + t times weight t, t ascending (register names spelled out: the assembler
  * takes no arithmetic on them; the sums stay in s24.. across the rows) */
-#define CS_MLA_3x4 \
-    "vmla.f32 %[a0], s0, s16\n\tvmla.f32 %[a1], s1, s16\n\tvmla.f32 %[a2], s2, s16\n\tvmla.f32 %[a3], s3, s16\n\t" \
-    "vmla.f32 %[a0], s1, s17\n\tvmla.f32 %[a1], s2, s17\n\tvmla.f32 %[a2], s3, s17\n\tvmla.f32 %[a3], s4, s17\n\t" \
-    "vmla.f32 %[a0], s2, s18\n\tvmla.f32 %[a1], s3, s18\n\tvmla.f32 %[a2], s4, s18\n\tvmla.f32 %[a3], s5, s18\n\t"
-
-#define CS_MLA_3x8 \
-    "vmla.f32 %[a0], s0, s16\n\tvmla.f32 %[a1], s1, s16\n\tvmla.f32 %[a2], s2, s16\n\tvmla.f32 %[a3], s3, s16\n\t" \
-    "vmla.f32 %[a4], s4, s16\n\tvmla.f32 %[a5], s5, s16\n\tvmla.f32 %[a6], s6, s16\n\tvmla.f32 %[a7], s7, s16\n\t" \
-    "vmla.f32 %[a0], s1, s17\n\tvmla.f32 %[a1], s2, s17\n\tvmla.f32 %[a2], s3, s17\n\tvmla.f32 %[a3], s4, s17\n\t" \
-    "vmla.f32 %[a4], s5, s17\n\tvmla.f32 %[a5], s6, s17\n\tvmla.f32 %[a6], s7, s17\n\tvmla.f32 %[a7], s8, s17\n\t" \
-    "vmla.f32 %[a0], s2, s18\n\tvmla.f32 %[a1], s3, s18\n\tvmla.f32 %[a2], s4, s18\n\tvmla.f32 %[a3], s5, s18\n\t" \
-    "vmla.f32 %[a4], s6, s18\n\tvmla.f32 %[a5], s7, s18\n\tvmla.f32 %[a6], s8, s18\n\tvmla.f32 %[a7], s9, s18\n\t"
-
-#define CS_MLA_5x4 \
-    "vmla.f32 %[a0], s0, s16\n\tvmla.f32 %[a1], s1, s16\n\tvmla.f32 %[a2], s2, s16\n\tvmla.f32 %[a3], s3, s16\n\t" \
-    "vmla.f32 %[a0], s1, s17\n\tvmla.f32 %[a1], s2, s17\n\tvmla.f32 %[a2], s3, s17\n\tvmla.f32 %[a3], s4, s17\n\t" \
-    "vmla.f32 %[a0], s2, s18\n\tvmla.f32 %[a1], s3, s18\n\tvmla.f32 %[a2], s4, s18\n\tvmla.f32 %[a3], s5, s18\n\t" \
-    "vmla.f32 %[a0], s3, s19\n\tvmla.f32 %[a1], s4, s19\n\tvmla.f32 %[a2], s5, s19\n\tvmla.f32 %[a3], s6, s19\n\t" \
-    "vmla.f32 %[a0], s4, s20\n\tvmla.f32 %[a1], s5, s20\n\tvmla.f32 %[a2], s6, s20\n\tvmla.f32 %[a3], s7, s20\n\t"
-
-#define CS_MLA_5x8 \
-    "vmla.f32 %[a0], s0, s16\n\tvmla.f32 %[a1], s1, s16\n\tvmla.f32 %[a2], s2, s16\n\tvmla.f32 %[a3], s3, s16\n\t" \
-    "vmla.f32 %[a4], s4, s16\n\tvmla.f32 %[a5], s5, s16\n\tvmla.f32 %[a6], s6, s16\n\tvmla.f32 %[a7], s7, s16\n\t" \
-    "vmla.f32 %[a0], s1, s17\n\tvmla.f32 %[a1], s2, s17\n\tvmla.f32 %[a2], s3, s17\n\tvmla.f32 %[a3], s4, s17\n\t" \
-    "vmla.f32 %[a4], s5, s17\n\tvmla.f32 %[a5], s6, s17\n\tvmla.f32 %[a6], s7, s17\n\tvmla.f32 %[a7], s8, s17\n\t" \
-    "vmla.f32 %[a0], s2, s18\n\tvmla.f32 %[a1], s3, s18\n\tvmla.f32 %[a2], s4, s18\n\tvmla.f32 %[a3], s5, s18\n\t" \
-    "vmla.f32 %[a4], s6, s18\n\tvmla.f32 %[a5], s7, s18\n\tvmla.f32 %[a6], s8, s18\n\tvmla.f32 %[a7], s9, s18\n\t" \
-    "vmla.f32 %[a0], s3, s19\n\tvmla.f32 %[a1], s4, s19\n\tvmla.f32 %[a2], s5, s19\n\tvmla.f32 %[a3], s6, s19\n\t" \
-    "vmla.f32 %[a4], s7, s19\n\tvmla.f32 %[a5], s8, s19\n\tvmla.f32 %[a6], s9, s19\n\tvmla.f32 %[a7], s10, s19\n\t" \
-    "vmla.f32 %[a0], s4, s20\n\tvmla.f32 %[a1], s5, s20\n\tvmla.f32 %[a2], s6, s20\n\tvmla.f32 %[a3], s7, s20\n\t" \
-    "vmla.f32 %[a4], s8, s20\n\tvmla.f32 %[a5], s9, s20\n\tvmla.f32 %[a6], s10, s20\n\tvmla.f32 %[a7], s11, s20\n\t"
-
-#define CS_MLA_7x4 \
-    "vmla.f32 %[a0], s0, s16\n\tvmla.f32 %[a1], s1, s16\n\tvmla.f32 %[a2], s2, s16\n\tvmla.f32 %[a3], s3, s16\n\t" \
-    "vmla.f32 %[a0], s1, s17\n\tvmla.f32 %[a1], s2, s17\n\tvmla.f32 %[a2], s3, s17\n\tvmla.f32 %[a3], s4, s17\n\t" \
-    "vmla.f32 %[a0], s2, s18\n\tvmla.f32 %[a1], s3, s18\n\tvmla.f32 %[a2], s4, s18\n\tvmla.f32 %[a3], s5, s18\n\t" \
-    "vmla.f32 %[a0], s3, s19\n\tvmla.f32 %[a1], s4, s19\n\tvmla.f32 %[a2], s5, s19\n\tvmla.f32 %[a3], s6, s19\n\t" \
-    "vmla.f32 %[a0], s4, s20\n\tvmla.f32 %[a1], s5, s20\n\tvmla.f32 %[a2], s6, s20\n\tvmla.f32 %[a3], s7, s20\n\t" \
-    "vmla.f32 %[a0], s5, s21\n\tvmla.f32 %[a1], s6, s21\n\tvmla.f32 %[a2], s7, s21\n\tvmla.f32 %[a3], s8, s21\n\t" \
-    "vmla.f32 %[a0], s6, s22\n\tvmla.f32 %[a1], s7, s22\n\tvmla.f32 %[a2], s8, s22\n\tvmla.f32 %[a3], s9, s22\n\t"
-
-#define CS_MLA_7x8 \
-    "vmla.f32 %[a0], s0, s16\n\tvmla.f32 %[a1], s1, s16\n\tvmla.f32 %[a2], s2, s16\n\tvmla.f32 %[a3], s3, s16\n\t" \
-    "vmla.f32 %[a4], s4, s16\n\tvmla.f32 %[a5], s5, s16\n\tvmla.f32 %[a6], s6, s16\n\tvmla.f32 %[a7], s7, s16\n\t" \
-    "vmla.f32 %[a0], s1, s17\n\tvmla.f32 %[a1], s2, s17\n\tvmla.f32 %[a2], s3, s17\n\tvmla.f32 %[a3], s4, s17\n\t" \
-    "vmla.f32 %[a4], s5, s17\n\tvmla.f32 %[a5], s6, s17\n\tvmla.f32 %[a6], s7, s17\n\tvmla.f32 %[a7], s8, s17\n\t" \
-    "vmla.f32 %[a0], s2, s18\n\tvmla.f32 %[a1], s3, s18\n\tvmla.f32 %[a2], s4, s18\n\tvmla.f32 %[a3], s5, s18\n\t" \
-    "vmla.f32 %[a4], s6, s18\n\tvmla.f32 %[a5], s7, s18\n\tvmla.f32 %[a6], s8, s18\n\tvmla.f32 %[a7], s9, s18\n\t" \
-    "vmla.f32 %[a0], s3, s19\n\tvmla.f32 %[a1], s4, s19\n\tvmla.f32 %[a2], s5, s19\n\tvmla.f32 %[a3], s6, s19\n\t" \
-    "vmla.f32 %[a4], s7, s19\n\tvmla.f32 %[a5], s8, s19\n\tvmla.f32 %[a6], s9, s19\n\tvmla.f32 %[a7], s10, s19\n\t" \
-    "vmla.f32 %[a0], s4, s20\n\tvmla.f32 %[a1], s5, s20\n\tvmla.f32 %[a2], s6, s20\n\tvmla.f32 %[a3], s7, s20\n\t" \
-    "vmla.f32 %[a4], s8, s20\n\tvmla.f32 %[a5], s9, s20\n\tvmla.f32 %[a6], s10, s20\n\tvmla.f32 %[a7], s11, s20\n\t" \
-    "vmla.f32 %[a0], s5, s21\n\tvmla.f32 %[a1], s6, s21\n\tvmla.f32 %[a2], s7, s21\n\tvmla.f32 %[a3], s8, s21\n\t" \
-    "vmla.f32 %[a4], s9, s21\n\tvmla.f32 %[a5], s10, s21\n\tvmla.f32 %[a6], s11, s21\n\tvmla.f32 %[a7], s12, s21\n\t" \
-    "vmla.f32 %[a0], s6, s22\n\tvmla.f32 %[a1], s7, s22\n\tvmla.f32 %[a2], s8, s22\n\tvmla.f32 %[a3], s9, s22\n\t" \
-    "vmla.f32 %[a4], s10, s22\n\tvmla.f32 %[a5], s11, s22\n\tvmla.f32 %[a6], s12, s22\n\tvmla.f32 %[a7], s13, s22\n\t"
+/* tap t of sums 0..3 (_4) or 0..7 (_8) */
+#define CS_T0_4 "vmla.f32 %[a0], s0, s16\n\tvmla.f32 %[a1], s1, s16\n\tvmla.f32 %[a2], s2, s16\n\tvmla.f32 %[a3], s3, s16\n\t"
+#define CS_T0_8 CS_T0_4 "vmla.f32 %[a4], s4, s16\n\tvmla.f32 %[a5], s5, s16\n\tvmla.f32 %[a6], s6, s16\n\tvmla.f32 %[a7], s7, s16\n\t"
+#define CS_T1_4 "vmla.f32 %[a0], s1, s17\n\tvmla.f32 %[a1], s2, s17\n\tvmla.f32 %[a2], s3, s17\n\tvmla.f32 %[a3], s4, s17\n\t"
+#define CS_T1_8 CS_T1_4 "vmla.f32 %[a4], s5, s17\n\tvmla.f32 %[a5], s6, s17\n\tvmla.f32 %[a6], s7, s17\n\tvmla.f32 %[a7], s8, s17\n\t"
+#define CS_T2_4 "vmla.f32 %[a0], s2, s18\n\tvmla.f32 %[a1], s3, s18\n\tvmla.f32 %[a2], s4, s18\n\tvmla.f32 %[a3], s5, s18\n\t"
+#define CS_T2_8 CS_T2_4 "vmla.f32 %[a4], s6, s18\n\tvmla.f32 %[a5], s7, s18\n\tvmla.f32 %[a6], s8, s18\n\tvmla.f32 %[a7], s9, s18\n\t"
+#define CS_T3_4 "vmla.f32 %[a0], s3, s19\n\tvmla.f32 %[a1], s4, s19\n\tvmla.f32 %[a2], s5, s19\n\tvmla.f32 %[a3], s6, s19\n\t"
+#define CS_T3_8 CS_T3_4 "vmla.f32 %[a4], s7, s19\n\tvmla.f32 %[a5], s8, s19\n\tvmla.f32 %[a6], s9, s19\n\tvmla.f32 %[a7], s10, s19\n\t"
+#define CS_T4_4 "vmla.f32 %[a0], s4, s20\n\tvmla.f32 %[a1], s5, s20\n\tvmla.f32 %[a2], s6, s20\n\tvmla.f32 %[a3], s7, s20\n\t"
+#define CS_T4_8 CS_T4_4 "vmla.f32 %[a4], s8, s20\n\tvmla.f32 %[a5], s9, s20\n\tvmla.f32 %[a6], s10, s20\n\tvmla.f32 %[a7], s11, s20\n\t"
+#define CS_T5_4 "vmla.f32 %[a0], s5, s21\n\tvmla.f32 %[a1], s6, s21\n\tvmla.f32 %[a2], s7, s21\n\tvmla.f32 %[a3], s8, s21\n\t"
+#define CS_T5_8 CS_T5_4 "vmla.f32 %[a4], s9, s21\n\tvmla.f32 %[a5], s10, s21\n\tvmla.f32 %[a6], s11, s21\n\tvmla.f32 %[a7], s12, s21\n\t"
+#define CS_T6_4 "vmla.f32 %[a0], s6, s22\n\tvmla.f32 %[a1], s7, s22\n\tvmla.f32 %[a2], s8, s22\n\tvmla.f32 %[a3], s9, s22\n\t"
+#define CS_T6_8 CS_T6_4 "vmla.f32 %[a4], s10, s22\n\tvmla.f32 %[a5], s11, s22\n\tvmla.f32 %[a6], s12, s22\n\tvmla.f32 %[a7], s13, s22\n\t"
+#define CS_MLA_3x4 CS_T0_4 CS_T1_4 CS_T2_4
+#define CS_MLA_5x4 CS_MLA_3x4 CS_T3_4 CS_T4_4
+#define CS_MLA_7x4 CS_MLA_5x4 CS_T5_4 CS_T6_4
+#define CS_MLA_3x8 CS_T0_8 CS_T1_8 CS_T2_8
+#define CS_MLA_5x8 CS_MLA_3x8 CS_T3_8 CS_T4_8
+#define CS_MLA_7x8 CS_MLA_5x8 CS_T5_8 CS_T6_8
 
 /* 3x3: the three kernel rows in one block (VLDM of the 9 weights once, the sums in
  * s24.. from a VLDM of zeros to one VSTM): kernel row r reads P row e<r>, weights
