@@ -30,6 +30,7 @@
  * (non-int8 zero points, more than CV_KMAX taps) go to the reference kernels.
  */
 #include "tt_kernels.h"
+#include "tt_q8_lanes.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -92,14 +93,6 @@ static inline uint32_t pack4(int32_t r0, int32_t r1, int32_t r2, int32_t r3)
     __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(v) : "r"(lo), "r"(hi));
     return v;
 }
-/* per signed byte: min(max(v, lo), hi) */
-static inline uint32_t clamp4(uint32_t v, uint32_t lo, uint32_t hi)
-{
-    (void)__ssub8((int32_t)v, (int32_t)lo);
-    v = __sel(v, lo);
-    (void)__ssub8((int32_t)hi, (int32_t)v);
-    return __sel(v, hi);
-}
 static inline int32_t smlad(int32_t a, int32_t b, int32_t acc) { return __smlad(a, b, acc); }
 static inline int32_t sat8(int32_t v) { return __ssat(v, 8); }
 /* (c * 2^32 + a * b + 2^31) >> 32 */
@@ -148,16 +141,6 @@ static inline uint32_t pack4(int32_t r0, int32_t r1, int32_t r2, int32_t r3)
 {
     return ((uint32_t)r0 & 255u) | ((uint32_t)r1 & 255u) << 8 | ((uint32_t)r2 & 255u) << 16 |
            (uint32_t)r3 << 24;
-}
-static inline uint32_t clamp4(uint32_t v, uint32_t lo, uint32_t hi)
-{
-    uint32_t out = 0;
-    int32_t i;
-    for (i = 0; i < 32; i += 8) {
-        const int32_t x = byte(v, i / 8), l = byte(lo, i / 8), h = byte(hi, i / 8);
-        out |= (uint32_t)(x < l ? l : x > h ? h : x) << i & (255u << i);
-    }
-    return out;
 }
 static inline int32_t smmlar(int32_t a, int32_t b, int32_t c)
 {
@@ -416,8 +399,6 @@ static inline int32_t *slot(int32_t *buf, int32_t i, int32_t kp)
         }                                                                                 \
     } while (0)
 
-
-
 /* ---- weights extended once per channel pair: each group of 4 inputs as the words (w0, w2),
  * (w1, w3) of both channels' rows (4 words), the last group's missing inputs 0; the block's
  * groups then cost 2 LDRD of inputs, 2 of weights and 8 SMLAD (12 instructions per 16 MACs,
@@ -494,7 +475,8 @@ static void extend_pair(int32_t *wx, const int8_t *w0, const int8_t *w1, int32_t
         int32_t r00 = rq_fast(a00, m0, c0, e0), r10 = rq_fast(a10, m0, c0, e0);           \
         int32_t r01 = rq_fast(a01, m1, c1, e1), r11 = rq_fast(a11, m1, c1, e1);           \
         if (clamp && (d)) { /* both pixels' two bytes at once, clamped as 4 lanes */      \
-            const uint32_t v = clamp4(pack4(r00, r01, r10, r11), cx->lo4, cx->hi4);       \
+            const uint32_t v =                                                            \
+                tt_clamp4_s8(pack4(r00, r01, r10, r11), cx->lo4, cx->hi4);                \
             st16((Y0), v);                                                                \
             st16((Y1), v >> 16);                                                          \
             break;                                                                        \
@@ -520,7 +502,6 @@ static void extend_pair(int32_t *wx, const int8_t *w0, const int8_t *w1, int32_t
         const int32_t c0 = fast_c(k1, e0), c1 = fast_c(k1, e1);                           \
         CV_STORE_PAIR(y0 + (oc), y1 + (oc), (oc1) - (oc));                                \
     } while (0)
-
 
 /* Fast path, pair layout: channel pairs outside, the pixel pairs of the buffer inside, so a
  * channel pair's requantisation constants and start values are derived once per buffer. */

@@ -34,6 +34,7 @@
  * a portable C path computes the same integers.
  */
 #include "tt_kernels.h"
+#include "tt_q8_lanes.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -96,14 +97,6 @@ TT_DW_INLINE int32_t dw_ssat8(int32_t v)
     return __ssat(v, 8);
 }
 
-/* per signed byte: min(max(r, lo), hi) */
-TT_DW_INLINE uint32_t dw_clamp4(uint32_t r, uint32_t lo, uint32_t hi)
-{
-    (void)__ssub8((int32_t)r, (int32_t)lo);
-    r = __sel(r, lo);
-    (void)__ssub8((int32_t)hi, (int32_t)r);
-    return __sel(r, hi);
-}
 
 /* r's byte at bit pos = v's low byte */
 #define DW_INS8(r, v, pos) __asm__("bfi %0, %1, #" #pos ", #8" : "+r"(r) : "r"(v))
@@ -297,19 +290,6 @@ TT_DW_INLINE int32_t dw_ssat8(int32_t v)
     return v < -128 ? -128 : (v > 127 ? 127 : v);
 }
 
-TT_DW_INLINE uint32_t dw_clamp4(uint32_t r, uint32_t lo, uint32_t hi)
-{
-    uint32_t out = 0;
-    int32_t k;
-    for (k = 0; k < 32; k += 8) {
-        int32_t v = dw_sx8(r >> k);
-        const int32_t l = dw_sx8(lo >> k), h = dw_sx8(hi >> k);
-        v = v < l ? l : v;
-        v = v > h ? h : v;
-        out |= ((uint32_t)v & 0xFFu) << k;
-    }
-    return out;
-}
 
 #define DW_INS8(r, v, pos) ((r) = ((r) & ~(0xFFu << (pos))) | (((uint32_t)(v) & 0xFFu) << (pos)))
 
@@ -482,11 +462,11 @@ static void dw_setup(dw_consts *k, uint32_t *wb, int32_t c0, const dw_job *J)
     k->lohi.w[1] = (int32_t)dw_bcast8(q->act_max);
 }
 
-/* Words of one group in a pack: its constants, then its repacked weights. */
-/* (the pack's format, tt_q8_dw_opt.h: 23 words of constants; C99 has no static assert) */
+/* the pack's format (tt_q8_dw_opt.h) has 23 words of constants; C99 has no static assert */
 typedef char dw_consts_is_23_words[sizeof(dw_consts) == 23 * sizeof(int32_t) ? 1 : -1];
 #define DW_PACK_CONSTS ((int32_t)(sizeof(dw_consts) / sizeof(int32_t)))
 
+/* Words of one group in a pack: its constants, then its repacked weights. */
 static int32_t dw_pack_group_words(const tt_conv_geom *g)
 {
     return DW_PACK_CONSTS + 2 * g->kh * g->kw;
@@ -543,7 +523,7 @@ TT_DW_INLINE void dw_store4(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32
         DW_RQ(v, a3, m, c, k->e[3]);
         DW_INS8(r, v, 24);
         DW_LDRD(lo, hi, k->lohi);
-        dw_store32(o, dw_clamp4(r, (uint32_t)lo, (uint32_t)hi));
+        dw_store32(o, tt_clamp4_s8(r, (uint32_t)lo, (uint32_t)hi));
     } else {
         dw_store4_ref(o, a0, a1, a2, a3, c0, J);
     }
@@ -589,12 +569,10 @@ TT_DW_INLINE void dw_store4(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32
         DW_INS8(a0, a3, 24);                                                               \
         DW_INS8(b0, b3, 24);                                                               \
         DW_LDRD(lo, hi, k.lohi);                                                           \
-        dw_store32((OA), dw_clamp4((uint32_t)a0, lo, hi));                                 \
-        dw_store32((OB), dw_clamp4((uint32_t)b0, lo, hi));                                 \
+        dw_store32((OA), tt_clamp4_s8((uint32_t)a0, lo, hi));                              \
+        dw_store32((OB), tt_clamp4_s8((uint32_t)b0, lo, hi));                              \
     } while (0)
 
-/* Pixel pairs: np pairs from output o and input column offset x on, all kernel rows in the
- * input (rp). PAIR is the row block, K the kernel size, S the stride. */
 /* a pixel pair's accumulators a0..a3 (pixel A), b0..b3 (B), both starting at the group's
  * start values with the input offset folded in */
 #define DW_PAIR_INIT                                                                       \
@@ -606,6 +584,8 @@ TT_DW_INLINE void dw_store4(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32
     b2 = a2;                                                                               \
     b3 = a3
 
+/* Pixel pairs: np pairs from output o and input column offset x on, all kernel rows in the
+ * input (rp). PAIR is the row block, K the kernel size, S the stride. */
 #define DW_PAIRS(PAIR, K, S)                                                               \
     for (; np > 0; --np, o += 2 * cin, x += 2 * (S) * cin) {                              \
         DW_PAIR_INIT;                                                                      \
@@ -1030,7 +1010,7 @@ TT_DW_INLINE void add_loop(int8_t *y, const int8_t *a, const int8_t *b, int32_t 
         DW_INS8(r, v, 16);
         v = add_elem(a[3], b[3], k, la, lb);
         DW_INS8(r, v, 24);
-        dw_store32(y, dw_clamp4(r, k->lo4, k->hi4));
+        dw_store32(y, tt_clamp4_s8(r, k->lo4, k->hi4));
     }
     for (n &= 3; n > 0; --n) {
         *y++ = tt_sat8(add_elem(*a++, *b++, k, la, lb), k->act_min, k->act_max);
