@@ -72,6 +72,8 @@ def test_int8_tte_network_optimized_matches_reference(name, tmp_path, cli):
                        "--quantize", "int8", "--calib", tmp_path / "calib.npz")
     # frozen depthwise convs read their constants from a flash pack (tinytrain/quant/dw_pack.py)
     assert "tt_conv2d_s8_dw_pk" in (opt / "model.c").read_text()
+    if name.startswith("MobileNetV2"):  # blocks 13, 14: int8 1x1 updates 4 rows per pass
+        assert "tt_cs_pw_weight_sgd_s8_g_opt(" in (opt / "model.c").read_text()
     info = json.loads((opt / "program.json").read_text())
     x = x.reshape(STEPS, *info["input_shape_ir"])
     ref_losses, ref_out = _train_and_infer(ref, x, y)

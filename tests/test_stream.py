@@ -15,6 +15,8 @@ import warnings
 import numpy as np
 import pytest
 
+import tinytrain.passes.pipeline as pipeline_module
+from tinytrain.device.build import build
 from tinytrain.ir import Graph, Node, Tensor
 from tinytrain.passes.memory_plan import peak_live, plan_memory
 from tinytrain.passes.pipeline import Options, load_model, pipeline, quantize_model
@@ -123,8 +125,8 @@ def test_update_inputs_are_converted_once_where_the_arena_allows(mbv2):
     """x_float gives channel-streamed 1x1 weight updates a float copy of their int8 input in
     the region's scratch only where the planner's arena does not grow."""
     path, d = mbv2
-    g = _compile(path, d)
-    plain = _compile(path, d, skip=("x_float",))
+    g = _compile(path, d, skip=("channel_group",))
+    plain = _compile(path, d, skip=("x_float", "channel_group"))
     assert plan_memory(g).arena_size == plan_memory(plain).arena_size
     before = {n.name: n for n in plain.nodes if n.op == "channel_stream"}
     converted = [n for n in g.nodes if n.op == "channel_stream" and n.attrs.get("x_float")]
@@ -135,6 +137,28 @@ def test_update_inputs_are_converted_once_where_the_arena_allows(mbv2):
         assert all(g.t(x).dtype == "s8" for x in n.attrs["x_float"])
 
 
+def test_update_rows_are_grouped_where_the_arena_allows(mbv2):
+    """channel_group keeps four gradient planes for the int8 1x1 updates that x_float left
+    converting x per row, and runs those updates once per four channels, only where the
+    planner's arena does not grow."""
+    path, d = mbv2
+    # this model's regions all have room for x_float: without it, they group
+    assert not any(n.attrs.get("group") for n in _compile(path, d).nodes)
+    g = _compile(path, d, skip=("x_float",))
+    plain = _compile(path, d, skip=("x_float", "channel_group"))
+    assert plan_memory(g).arena_size == plan_memory(plain).arena_size
+    before = {n.name: n for n in plain.nodes if n.op == "channel_stream"}
+    grouped = [n for n in g.nodes if n.op == "channel_stream" and n.attrs.get("group")]
+    assert len(grouped) >= 4
+    for n in grouped:
+        a = n.attrs
+        grown = g.t(a["scratch"]).size - plain.t(before[n.name].attrs["scratch"]).size
+        assert a["group"] == 4 and grown == 4 * a["plane"] * len(a["_held"])
+        updates = [m for m in a["_nodes"] if m.name in a["_grouped"]]
+        assert updates and all(m.op == "conv2d_weight_sgd_q8" for m in updates)
+        assert all(m.inputs[1] not in a.get("x_float", {}) for m in updates)
+
+
 def _train(cli, path, d, out, *extra):
     cli("build", path, "--out", out, "--update", SCHEME, "--quantize", "int8", "--calib",
         d / "calib.npz", *extra)
@@ -142,6 +166,26 @@ def _train(cli, path, d, out, *extra):
         out / "state.npz")
     losses = [json.loads(line)["loss"] for line in open(out / "m.jsonl")]
     return losses, read_saved(out / "state.npz").params
+
+
+def test_grouped_updates_train_bit_identically(mbv2, tmp_path, cli, monkeypatch):
+    """Regions whose 1x1 updates read int8 x (x_float left out) update four rows per pass
+    from kept planes: the build trains bit for bit like the one without memory passes."""
+    path, d = mbv2
+    monkeypatch.setattr(pipeline_module, "convert_update_inputs", lambda g: g)
+    build(path, tmp_path / "a", Options(update=SCHEME, quantize="int8", calib=d / "calib.npz",
+                                        kernels="reference"))
+    assert "tt_cs_pw_weight_sgd_s8_g(" in (tmp_path / "a" / "model.c").read_text()
+    cli("run", tmp_path / "a", "--data", d / "train.npz", "--metrics", tmp_path / "m.jsonl",
+        "--save", tmp_path / "state.npz")
+    grouped = [json.loads(line)["loss"] for line in open(tmp_path / "m.jsonl")]
+    grouped_p = read_saved(tmp_path / "state.npz").params
+    plain, plain_p = _train(cli, path, d, tmp_path / "b", "--no-memory-passes", "--kernels",
+                            "reference")
+    assert len(grouped) == STEPS and grouped == plain
+    assert grouped_p.keys() == plain_p.keys()
+    for k in grouped_p:
+        np.testing.assert_array_equal(grouped_p[k], plain_p[k], err_msg=k)
 
 
 def test_streamed_build_trains_bit_identically(mbv2, tmp_path, cli):

@@ -583,6 +583,100 @@ void tt_cs_pw_weight_sgd_s8_opt(int8_t *w, uint8_t *shadow, const float *dy, con
     }
 }
 
+/* ---- 4 rows at once (tt_cs_pw_weight_sgd_s8_g): each x element converted once for the
+ * four channels whose planes the region kept, 16 VMLA per 4 converted elements instead of 4.
+ * acc[i * CS_JB + j] = sum over p of dy_i[p] * x[p, j], p ascending, as pw_wgrad_s8. The
+ * pixel loop's 12 core registers cannot be allocated at -O0 (r7 is the frame pointer there):
+ * that build runs the portable loop, with the same sums. */
+#if CS_VFP && defined(__OPTIMIZE__)
+#define CS_G4_ASM 1
+/* one pixel: 4 dy (s4-s7, each plane's pointer stepped), 4 x converted (s0-s3), 16 VMLA into
+ * s16-s31 (channel i, column j in s(16 + 4i + j)) */
+#define CS_G4_PIXEL                                                                           \
+    "ldr %[v], [%[xp]]\n\tadd %[xp], %[xp], %[k]\n\t"                                         \
+    "vldmia %[d0]!, {s4}\n\tvldmia %[d1]!, {s5}\n\tvldmia %[d2]!, {s6}\n\tvldmia %[d3]!, {s7}\n\t" \
+    "sxtab %[t0], %[nz], %[v]\n\tsxtab %[t1], %[nz], %[v], ror #8\n\tvmov s0, s1, %[t0], %[t1]\n\t" \
+    "sxtab %[t0], %[nz], %[v], ror #16\n\tsxtab %[t1], %[nz], %[v], ror #24\n\t"              \
+    "vmov s2, s3, %[t0], %[t1]\n\t"                                                           \
+    "vcvt.f32.s32 s0, s0\n\tvcvt.f32.s32 s1, s1\n\tvcvt.f32.s32 s2, s2\n\tvcvt.f32.s32 s3, s3\n\t" \
+    "vmla.f32 s16, s4, s0\n\tvmla.f32 s17, s4, s1\n\tvmla.f32 s18, s4, s2\n\tvmla.f32 s19, s4, s3\n\t" \
+    "vmla.f32 s20, s5, s0\n\tvmla.f32 s21, s5, s1\n\tvmla.f32 s22, s5, s2\n\tvmla.f32 s23, s5, s3\n\t" \
+    "vmla.f32 s24, s6, s0\n\tvmla.f32 s25, s6, s1\n\tvmla.f32 s26, s6, s2\n\tvmla.f32 s27, s6, s3\n\t" \
+    "vmla.f32 s28, s7, s0\n\tvmla.f32 s29, s7, s1\n\tvmla.f32 s30, s7, s2\n\tvmla.f32 s31, s7, s3\n\t"
+#endif
+
+static void pw_wgrad4_s8(float *acc, const float *dy, int32_t ds, const int8_t *x, int32_t x_zp,
+                         int32_t n, int32_t k, int32_t nb)
+{
+    const int32_t nz = -x_zp;
+    int32_t i, j = 0, p;
+
+#if defined(CS_G4_ASM)
+    for (; j + 4 <= nb && n > 0; j += 4) {
+        const float *d0 = dy, *d1 = dy + ds, *d2 = dy + 2 * ds, *d3 = dy + 3 * ds;
+        const int8_t *xp = &x[j];
+        int32_t cnt = n;
+        uint32_t v, t0, t1;
+        /* the whole pixel loop in one block: its 16 accumulators never leave s16-s31 */
+        __asm__ volatile("movs %[t0], #0\n\t" /* +0.0f in every accumulator */
+                         "vmov s16, s17, %[t0], %[t0]\n\tvmov s18, s19, %[t0], %[t0]\n\t"
+                         "vmov s20, s21, %[t0], %[t0]\n\tvmov s22, s23, %[t0], %[t0]\n\t"
+                         "vmov s24, s25, %[t0], %[t0]\n\tvmov s26, s27, %[t0], %[t0]\n\t"
+                         "vmov s28, s29, %[t0], %[t0]\n\tvmov s30, s31, %[t0], %[t0]\n"
+                         "1:\n\t" CS_G4_PIXEL
+                         "subs %[cnt], %[cnt], #1\n\t"
+                         "bne 1b\n\t"
+                         "vstmia %[a], {s16-s19}\n\t"
+                         "add %[t0], %[a], %[r1]\n\tvstmia %[t0], {s20-s23}\n\t"
+                         "add %[t0], %[a], %[r2]\n\tvstmia %[t0], {s24-s27}\n\t"
+                         "add %[t0], %[a], %[r3]\n\tvstmia %[t0], {s28-s31}"
+                         : [v] "=&r"(v), [t0] "=&r"(t0), [t1] "=&r"(t1), [xp] "+r"(xp),
+                           [d0] "+r"(d0), [d1] "+r"(d1), [d2] "+r"(d2), [d3] "+r"(d3),
+                           [cnt] "+r"(cnt)
+                         : [k] "r"(k), [nz] "r"(nz), [a] "r"(&acc[j]),
+                           [r1] "I"(4 * CS_JB), [r2] "I"(8 * CS_JB), [r3] "I"(12 * CS_JB)
+                         : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s16", "s17", "s18",
+                           "s19", "s20", "s21", "s22", "s23", "s24", "s25", "s26", "s27", "s28",
+                           "s29", "s30", "s31", "cc", "memory");
+    }
+#endif
+    for (; j < nb; ++j) { /* the columns left (and the portable path): a channel at a time */
+        for (i = 0; i < 4; ++i) {
+            const float *d = dy + i * ds;
+            float a = 0.0f;
+            for (p = 0; p < n; ++p) {
+                a = cs_mla(a, d[p], (float)((int32_t)x[p * k + j] + nz));
+            }
+            acc[i * CS_JB + j] = a;
+        }
+    }
+}
+
+void tt_cs_pw_weight_sgd_s8_g_opt(int8_t *w, uint8_t *shadow, const float *dy, int32_t ds,
+                                  const int8_t *x, float x_scale, int32_t x_zp, int32_t n,
+                                  int32_t k, int32_t w_cin, const int32_t *idx, int32_t c0,
+                                  int32_t cnt, const float *step, const tt_q8_update *u)
+{
+    float acc[4 * CS_JB];
+    int32_t i, j0;
+
+    if (cnt != 4) { /* a last, partial group: a row at a time */
+        for (i = 0; i < cnt; ++i) {
+            tt_cs_pw_weight_sgd_s8_opt(w, shadow, dy + i * ds, x, x_scale, x_zp, n, k, w_cin,
+                                       idx, c0 + i, step, u);
+        }
+        return;
+    }
+    for (j0 = 0; j0 < k; j0 += CS_JB) {
+        const int32_t nb = k - j0 < CS_JB ? k - j0 : CS_JB;
+        pw_wgrad4_s8(acc, dy, ds, &x[j0], x_zp, n, k, nb);
+        for (i = 0; i < 4; ++i) {
+            pw_update_s8(w, shadow, &acc[i * CS_JB], x_scale, j0, nb, k, w_cin, idx, c0 + i,
+                         step, u);
+        }
+    }
+}
+
 static void pw_wgrad_f32(float *acc, const float *dy, const float *x, int32_t n, int32_t k,
                          int32_t nb)
 {

@@ -294,6 +294,21 @@ void tt_cs_pw_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const i
     }
 }
 
+/* rows c0 .. c0 + cnt - 1, row c0 + i from the plane dy + i * ds: each exactly as
+ * tt_cs_pw_weight_sgd_s8 updates it (a group of channels whose planes were kept) */
+void tt_cs_pw_weight_sgd_s8_g(int8_t *w, uint8_t *shadow, const float *dy, int32_t ds,
+                              const int8_t *x, float x_scale, int32_t x_zp, int32_t n,
+                              int32_t k, int32_t w_cin, const int32_t *idx, int32_t c0,
+                              int32_t cnt, const float *step, const tt_q8_update *u)
+{
+    int32_t i;
+
+    for (i = 0; i < cnt; ++i) {
+        tt_cs_pw_weight_sgd_s8(w, shadow, dy + i * ds, x, x_scale, x_zp, n, k, w_cin, idx,
+                               c0 + i, step, u);
+    }
+}
+
 void tt_cs_x_float_s8(float *xf, const int8_t *x, int32_t n, int32_t x_zp)
 {
     int32_t i;

@@ -372,6 +372,12 @@ void tt_cs_pw_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const i
                             float x_scale, int32_t x_zp, int32_t n, int32_t k, int32_t w_cin,
                             const int32_t *idx, int32_t c, const float *step,
                             const tt_q8_update *u);
+/* the same for cnt rows c0.. at once, row c0 + i from the plane dy + i * ds (a region whose
+ * plane of each channel is kept until a group of them is complete: passes/channel_group.py) */
+void tt_cs_pw_weight_sgd_s8_g(int8_t *w, uint8_t *shadow, const float *dy, int32_t ds,
+                              const int8_t *x, float x_scale, int32_t x_zp, int32_t n,
+                              int32_t k, int32_t w_cin, const int32_t *idx, int32_t c0,
+                              int32_t cnt, const float *step, const tt_q8_update *u);
 void tt_cs_pw_weight_sgd_f32(float *w, float *m, const float *dy, const float *x, int32_t n,
                              int32_t k, int32_t w_cin, const int32_t *idx, int32_t c, float lr,
                              float momentum, float wd);

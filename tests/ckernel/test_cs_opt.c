@@ -100,12 +100,14 @@ static void fill_bits(float *p, int32_t n, uint32_t bits) /* "not written" marke
 /* ---- per-kernel hashes of the optimised outputs (FNV-1a) ---- */
 enum {
     K_PWI_S8, K_PWI_F32, K_ADD_S8, K_ADD_F32, K_PWW_S8, K_PWW_F32, K_DWI_S8, K_DWI_F32,
-    K_DWW_S8, K_DWW_F32, K_MASK, K_CLAMP, K_CLIP, K_BIAS_S32, K_BIAS_F32, K_ADD_MASTER, K_N
+    K_DWW_S8, K_DWW_F32, K_MASK, K_CLAMP, K_CLIP, K_BIAS_S32, K_BIAS_F32, K_ADD_MASTER, K_PWW_S8_G,
+    K_N
 };
 static const char *const K_NAME[K_N] = {
     "pw_input_s8", "pw_input_f32", "pw_input_add_s8", "pw_input_add_f32", "pw_weight_sgd_s8",
     "pw_weight_sgd_f32", "dw_input_s8", "dw_input_f32", "dw_weight_sgd_s8", "dw_weight_sgd_f32",
-    "mask", "q8_clamp", "clip_f32", "bias_sgd_s32", "bias_sgd_f32", "pw_input_add_s8_master"};
+    "mask", "q8_clamp", "clip_f32", "bias_sgd_s32", "bias_sgd_f32", "pw_input_add_s8_master",
+    "pw_weight_sgd_s8_g"};
 static uint32_t g_hash[K_N];
 static uint32_t g_cases[K_N];
 static float g_worst_rel; /* pw_input_s8: largest |opt - ref| / sum|terms| seen */
@@ -307,6 +309,28 @@ static void t_pw_weight(int32_t n, int32_t k, int32_t w_cin, int32_t rows, int32
     }
     hash(K_PWW_S8, g_w8b, wsize);
     ++g_cases[K_PWW_S8];
+
+    /* a group of rows from kept planes ds apart (tt_cs_pw_weight_sgd_s8_g): mostly 4, the
+     * fast path, else a region's last few */
+    {
+        const int32_t cnt = rows >= 4 && (rnd() % 4u) != 0u ? 4 : rint_(1, rows < 4 ? rows : 4);
+        const int32_t c0 = rint_(0, rows - cnt);
+        const int32_t ds = n + rint_(0, 3);
+        fill(g_dy, ds * cnt);
+        memcpy(g_w8b, g_w8, (size_t)wsize);
+        memcpy(g_shb, g_sha, (size_t)(rows * k));
+        tt_cs_pw_weight_sgd_s8_g(g_w8, sha, g_dy, ds, g_x8, x_scale, x_zp, n, k, w_cin, idx, c0,
+                                 cnt, g_step, &u);
+        tt_cs_pw_weight_sgd_s8_g_opt(g_w8b, shb, g_dy, ds, g_x8, x_scale, x_zp, n, k, w_cin, idx,
+                                     c0, cnt, g_step, &u);
+        same(K_PWW_S8_G, g_w8, g_w8b, wsize, "w");
+        if (sha != NULL) {
+            same(K_PWW_S8_G, g_sha, g_shb, rows * k, "shadow");
+            hash(K_PWW_S8_G, g_shb, rows * k);
+        }
+        hash(K_PWW_S8_G, g_w8b, wsize);
+        ++g_cases[K_PWW_S8_G];
+    }
 
     /* fp32 (the weight is never packed: w_cin columns) */
     fill(g_x, n * k);
@@ -796,6 +820,13 @@ static void bench_block(const block *b)
         for (c = 0; c < b->mid; ++c) tt_cs_pw_weight_sgd_s8_opt(g_w8b, NULL, g_a, g_x8, 0.02f, 3, n_in, b->cin, b->cin, NULL, c, g_step, &u);
         to = tock();
         report("pw_weight_sgd_s8", b, tr, to, (float)b->mid * (float)n_in * (float)b->cin);
+        tick(); /* the same rows 4 at a time from kept planes (the last group may be short) */
+        for (c = 0; c < b->mid; c += 4) tt_cs_pw_weight_sgd_s8_g(g_w8b, NULL, g_a, n_in, g_x8, 0.02f, 3, n_in, b->cin, b->cin, NULL, c, b->mid - c < 4 ? b->mid - c : 4, g_step, &u);
+        tr = tock();
+        tick();
+        for (c = 0; c < b->mid; c += 4) tt_cs_pw_weight_sgd_s8_g_opt(g_w8b, NULL, g_a, n_in, g_x8, 0.02f, 3, n_in, b->cin, b->cin, NULL, c, b->mid - c < 4 ? b->mid - c : 4, g_step, &u);
+        to = tock();
+        report("pw_weight_sgd_s8_g", b, tr, to, (float)b->mid * (float)n_in * (float)b->cin);
         tick();
         for (c = 0; c < b->mid; ++c) tt_cs_pw_weight_sgd_f32(g_ma, NULL, g_a, g_x, n_in, b->cin, b->cin, NULL, c, 0.01f, 0.0f, 0.0f);
         tr = tock();

@@ -10,7 +10,9 @@ and its outputs (the input gradient it ends in, the parameters it updates) are w
 attrs: channels (C), plane (floats per slot), scratch (the slots' tensor), out_shapes,
 _nodes (the original nodes, in order), _slots ({per-channel tensor: slot}), _shapes (every
 region tensor's shape), x_float (optional, passes/x_float.py: {int8 update input: (float
-offset in the scratch, zero point)}, converted to float once before the loop). Each sub-op's
+offset in the scratch, zero point)}, converted to float once before the loop), group, _held,
+_grouped (optional, passes/channel_group.py: {tensor: float offset of its `group` kept planes;
+channel c writes plane c mod group}, the int8 1x1 updates run once per group). Each sub-op's
 per-channel kernel adds its floats in the order the whole-tensor kernel does, so the region
 gives bit-identical results.
 """
@@ -51,16 +53,29 @@ class ChannelStream(OpDef):
         subs = a["_nodes"]
         merged = {i: m for m in subs if m.op == "merge_channels" for i in m.inputs}
 
+        # passes/channel_group.py: planes kept for `group` channels, updates run per group
+        group, held, grouped = a.get("group", 1), a.get("_held", {}), a.get("_grouped", ())
+
         def p(t: str) -> str:
+            if t in held:  # channel c's plane among the group's
+                return f"(pl + {held[t]} + (c & {group - 1}) * {plane})"
             return f"(pl + {slots[t] * plane})" if t in slots else cg.ptr(t)
 
-        zero, body = [], []
+        zero, body, late = [], [], []
         xf = a.get("x_float", {})  # int8 update inputs converted once (passes/x_float.py)
         for k, n in enumerate(self.members(node)):
-            call = self._sub_call(n, cg, p, slots, shapes, merged, zero, xf)
+            if n.name in grouped:
+                call = self._group_call(n, cg, held, shapes, plane, group)
+            else:
+                call = self._sub_call(n, cg, p, slots, shapes, merged, zero, xf)
             # the reference kernel, or its optimised twin when the build uses them
             kernel = call.split("(", 1)[0]
-            body.append("        " + cg.member(node, k, cg.kernel(kernel) + call[len(kernel):]))
+            line = cg.member(node, k, cg.kernel(kernel) + call[len(kernel):])
+            (late if n.name in grouped else body).append("        " + line)
+        if late:  # after the group's last channel (or the region's)
+            last = a["channels"] - 1
+            body += [f"        if ((c & {group - 1}) == {group - 1} || c == {last}) {{",
+                     *("    " + line for line in late), "        }"]
         return "\n".join([
             "{",
             f"    float *const pl = {cg.ptr(a['scratch'])};",
@@ -73,6 +88,18 @@ class ChannelStream(OpDef):
             "    }",
             "}",
         ])
+
+    @staticmethod
+    def _group_call(n, cg, held, shapes, plane, group) -> str:
+        """Rows c0..c of an int8 1x1 weight update (c0: the group's first channel), from the
+        group's kept planes."""
+        a, ins = n.attrs, n.inputs
+        dy, x, w = shapes[ins[0]], shapes[ins[1]], shapes[ins[2]]
+        w_cin = a.get("packed_cin") or w[-1]
+        return (f"tt_cs_pw_weight_sgd_s8_g({cg.ptr(ins[2])}, {_shadow(cg, n, 4)}, "
+                f"(pl + {held[ins[0]]}), {plane}, {cg.ptr(ins[1])}, {c_float(a['x_scale'])}, "
+                f"{a['x_zp']}, {_hw(dy)}, {x[-1]}, {w_cin}, {_idx(cg, a)}, c & ~{group - 1}, "
+                f"(c & {group - 1}) + 1, {floats(cg, a['step'])}, {_update(cg, n, 3)});")
 
     def members(self, node):
         # a merge_channels only names the whole tensor its parts already fill: no call

@@ -14,6 +14,7 @@ from tinytrain.ops import get_op
 from tinytrain.passes.activation_masks import use_activation_masks
 from tinytrain.passes.add_loss import add_loss
 from tinytrain.passes.autodiff import autodiff
+from tinytrain.passes.channel_group import group_update_rows
 from tinytrain.passes.channel_stream import stream_channels
 from tinytrain.passes.fuse import fuse_updates
 from tinytrain.passes.inplace import run_in_place
@@ -98,6 +99,7 @@ def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
             ("schedule", schedule_backward),
             ("inplace", run_in_place),
             ("x_float", convert_update_inputs),
+            ("channel_group", group_update_rows),
         ]
 
         def finish(g: Graph) -> Graph:  # what grad_rows' and remat's candidates are judged after
