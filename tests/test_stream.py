@@ -139,11 +139,13 @@ def test_update_inputs_are_converted_once_where_the_arena_allows(mbv2):
 
 def test_update_rows_are_grouped_where_the_arena_allows(mbv2):
     """channel_group keeps four gradient planes for the int8 1x1 updates that x_float left
-    converting x per row, and runs those updates once per four channels, only where the
-    planner's arena does not grow."""
+    converting x per row (and the sinks beside them), and runs those once per four channels,
+    only where the planner's arena does not grow."""
     path, d = mbv2
-    # this model's regions all have room for x_float: without it, they group
-    assert not any(n.attrs.get("group") for n in _compile(path, d).nodes)
+    # this model's regions all have room for x_float, so no update groups; without it, they do
+    assert not [m for n in _compile(path, d).nodes if n.op == "channel_stream"
+                for m in n.attrs["_nodes"] if m.name in n.attrs.get("_grouped", ())
+                and m.op == "conv2d_weight_sgd_q8"]
     g = _compile(path, d, skip=("x_float",))
     plain = _compile(path, d, skip=("x_float", "channel_group"))
     assert plan_memory(g).arena_size == plan_memory(plain).arena_size
@@ -154,9 +156,13 @@ def test_update_rows_are_grouped_where_the_arena_allows(mbv2):
         a = n.attrs
         grown = g.t(a["scratch"]).size - plain.t(before[n.name].attrs["scratch"]).size
         assert a["group"] == 4 and grown == 4 * a["plane"] * len(a["_held"])
-        updates = [m for m in a["_nodes"] if m.name in a["_grouped"]]
-        assert updates and all(m.op == "conv2d_weight_sgd_q8" for m in updates)
+        late = [m for m in a["_nodes"] if m.name in a["_grouped"]]
+        assert {m.op for m in late} <= {"conv2d_weight_sgd_q8", "conv2d_backward_input_q8"}
+        assert all(m.inputs[0] in a["_held"] for m in late)
+        updates = [m for m in late if m.op == "conv2d_weight_sgd_q8"]
         assert all(m.inputs[1] not in a.get("x_float", {}) for m in updates)
+    assert any(m.op == "conv2d_weight_sgd_q8" for n in grouped for m in n.attrs["_nodes"]
+               if m.name in n.attrs["_grouped"])
 
 
 def _train(cli, path, d, out, *extra):
@@ -175,7 +181,8 @@ def test_grouped_updates_train_bit_identically(mbv2, tmp_path, cli, monkeypatch)
     monkeypatch.setattr(pipeline_module, "convert_update_inputs", lambda g: g)
     build(path, tmp_path / "a", Options(update=SCHEME, quantize="int8", calib=d / "calib.npz",
                                         kernels="reference"))
-    assert "tt_cs_pw_weight_sgd_s8_g(" in (tmp_path / "a" / "model.c").read_text()
+    code = (tmp_path / "a" / "model.c").read_text()
+    assert "tt_cs_pw_weight_sgd_s8_g(" in code and "tt_cs_pw_input_add_s8_g(" in code
     cli("run", tmp_path / "a", "--data", d / "train.npz", "--metrics", tmp_path / "m.jsonl",
         "--save", tmp_path / "state.npz")
     grouped = [json.loads(line)["loss"] for line in open(tmp_path / "m.jsonl")]

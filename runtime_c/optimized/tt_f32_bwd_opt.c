@@ -462,6 +462,117 @@ void tt_cs_pw_input_add_f32_opt(float *dx, const float *dy, const float *w, int3
     pw_sink(dx, dy, &w[c * k], NULL, 1.0f, 0, n, dx_c, idx, k);
 }
 
+/* ---- 4 channels' sinks at once (tt_cs_pw_input_add_s8_g): each dx element loaded and
+ * stored once for the four, its four adds in increasing c as four calls make them. Per
+ * pixel: the four d = dy * scale, then per 4 outputs one VLDM of dx, one of the 16 weights
+ * (converted once per pass into wb: [column block][channel][4]), 16 VMLA and one VSTM. */
+#define CS_GK 32 /* weight-row columns per grouped-sink pass (4 x CS_GK floats on the stack) */
+
+#if CS_VFP
+#define CS_SINK_BLOCK(o0, o1, o2, o3)                                                         \
+    "vmla.f32 " o0 ", %[d0], s8\n\tvmla.f32 " o1 ", %[d0], s9\n\t"                           \
+    "vmla.f32 " o2 ", %[d0], s10\n\tvmla.f32 " o3 ", %[d0], s11\n\t"                         \
+    "vmla.f32 " o0 ", %[d1], s12\n\tvmla.f32 " o1 ", %[d1], s13\n\t"                         \
+    "vmla.f32 " o2 ", %[d1], s14\n\tvmla.f32 " o3 ", %[d1], s15\n\t"                         \
+    "vmla.f32 " o0 ", %[d2], s16\n\tvmla.f32 " o1 ", %[d2], s17\n\t"                         \
+    "vmla.f32 " o2 ", %[d2], s18\n\tvmla.f32 " o3 ", %[d2], s19\n\t"                         \
+    "vmla.f32 " o0 ", %[d3], s20\n\tvmla.f32 " o1 ", %[d3], s21\n\t"                         \
+    "vmla.f32 " o2 ", %[d3], s22\n\tvmla.f32 " o3 ", %[d3], s23\n\t"
+#endif
+
+/* o[jj] += d_i * w_i[jj] for i = 0..3 in order, jj < 4 * nblk (nblk 1 or 2; wb: 16 weights
+ * per block of 4 outputs) */
+CS_INLINE void cs_sink4(float *o, const float *wb, int32_t nblk, float d0, float d1, float d2,
+                        float d3)
+{
+#if CS_VFP
+    if (nblk == 2) {
+        __asm__("vldmia %[o], {s0-s7}\n\t"
+                "vldmia %[w]!, {s8-s23}\n\t" CS_SINK_BLOCK("s0", "s1", "s2", "s3")
+                "vldmia %[w], {s8-s23}\n\t" CS_SINK_BLOCK("s4", "s5", "s6", "s7")
+                "vstmia %[o], {s0-s7}"
+                : "+m"(*(float(*)[8])o), [w] "+r"(wb)
+                : [o] "r"(o), "m"(*(const float(*)[32])wb), [d0] "t"(d0), [d1] "t"(d1),
+                  [d2] "t"(d2), [d3] "t"(d3)
+                : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11",
+                  "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s19", "s20", "s21", "s22",
+                  "s23");
+        return;
+    }
+    __asm__("vldmia %[o], {s0-s3}\n\t"
+            "vldmia %[w], {s8-s23}\n\t" CS_SINK_BLOCK("s0", "s1", "s2", "s3")
+            "vstmia %[o], {s0-s3}"
+            : "+m"(*(float(*)[4])o)
+            : [o] "r"(o), [w] "r"(wb), "m"(*(const float(*)[16])wb), [d0] "t"(d0),
+              [d1] "t"(d1), [d2] "t"(d2), [d3] "t"(d3)
+            : "s0", "s1", "s2", "s3", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15",
+              "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23");
+#else
+    const float d[4] = {d0, d1, d2, d3};
+    int32_t i, jj;
+    for (jj = 0; jj < 4 * nblk; ++jj) {
+        float v = o[jj];
+        for (i = 0; i < 4; ++i) {
+            v = v + d[i] * wb[16 * (jj / 4) + 4 * i + jj % 4];
+        }
+        o[jj] = v;
+    }
+#endif
+}
+
+void tt_cs_pw_input_add_s8_g_opt(float *dx, const float *dy, int32_t ds, const int8_t *w,
+                                 const float *w_scale, int32_t n, int32_t dx_c,
+                                 const int32_t *idx, int32_t k, int32_t c0, int32_t cnt)
+{
+    float wb[4 * CS_GK];
+    const int8_t *const row = &w[c0 * k];
+    int32_t i, j0, j, p;
+
+    if (cnt != 4 || idx != NULL) { /* scattered or a last, partial group: a channel at a time */
+        for (i = 0; i < cnt; ++i) {
+            tt_cs_pw_input_add_s8_opt(dx, dy + i * ds, w, w_scale, n, dx_c, idx, k, c0 + i);
+        }
+        return;
+    }
+    {
+        const float s0 = w_scale[c0], s1 = w_scale[c0 + 1], s2 = w_scale[c0 + 2];
+        const float s3 = w_scale[c0 + 3];
+        for (j0 = 0; j0 < k; j0 += CS_GK) {
+            const int32_t nb = k - j0 < CS_GK ? k - j0 : CS_GK, n4 = nb & ~3;
+            for (j = 0; j < n4; j += 4) {
+                for (i = 0; i < 4; ++i) { /* 4 weights per load */
+                    float *const q = &wb[4 * j + 4 * i];
+                    uint32_t v;
+                    memcpy(&v, &row[i * k + j0 + j], sizeof v);
+                    q[0] = (float)(int8_t)v;
+                    q[1] = (float)(int8_t)(v >> 8);
+                    q[2] = (float)(int8_t)(v >> 16);
+                    q[3] = (float)(int8_t)(v >> 24);
+                }
+            }
+            for (p = 0; p < n; ++p) {
+                const float d0 = dy[p] * s0, d1 = dy[ds + p] * s1;
+                const float d2 = dy[2 * ds + p] * s2, d3 = dy[3 * ds + p] * s3;
+                float *const o = &dx[p * dx_c + j0];
+                for (j = 0; j + 8 <= n4; j += 8) {
+                    cs_sink4(&o[j], &wb[4 * j], 2, d0, d1, d2, d3);
+                }
+                if (j < n4) {
+                    cs_sink4(&o[j], &wb[4 * j], 1, d0, d1, d2, d3);
+                    j += 4;
+                }
+                for (; j < nb; ++j) { /* the last columns, in channel order */
+                    float v = o[j];
+                    v = cs_mla(v, d0, (float)row[j0 + j]);
+                    v = cs_mla(v, d1, (float)row[k + j0 + j]);
+                    v = cs_mla(v, d2, (float)row[2 * k + j0 + j]);
+                    o[j] = cs_mla(v, d3, (float)row[3 * k + j0 + j]);
+                }
+            }
+        }
+    }
+}
+
 #define CS_MASTER_ROW 64 /* --rounding master: weight row values converted per pass */
 
 /* the same sink reading the 16-bit master 256 w + s (tt_q8_master.c): its row as floats,

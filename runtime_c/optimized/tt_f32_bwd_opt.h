@@ -19,6 +19,7 @@ extern __typeof__(tt_cs_dw_weight_sgd_f32) tt_cs_dw_weight_sgd_f32_opt;
 extern __typeof__(tt_cs_bias_sgd_s32) tt_cs_bias_sgd_s32_opt;
 extern __typeof__(tt_cs_bias_sgd_f32) tt_cs_bias_sgd_f32_opt;
 extern __typeof__(tt_cs_pw_input_add_s8) tt_cs_pw_input_add_s8_opt;
+extern __typeof__(tt_cs_pw_input_add_s8_g) tt_cs_pw_input_add_s8_g_opt;
 extern __typeof__(tt_cs_pw_input_add_f32) tt_cs_pw_input_add_f32_opt;
 extern __typeof__(tt_cs_pw_weight_sgd_s8) tt_cs_pw_weight_sgd_s8_opt;
 extern __typeof__(tt_cs_pw_weight_sgd_s8_g) tt_cs_pw_weight_sgd_s8_g_opt;

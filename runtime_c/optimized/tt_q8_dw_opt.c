@@ -503,6 +503,13 @@ TT_DW_NOINLINE void dw_store4_ref(int8_t *o, int32_t a0, int32_t a1, int32_t a2,
 /* Fast requantisation of one doubled accumulator, before the clamp */
 #define DW_RQ(v, a, m, c, e) ((v) = dw_ssat8(dw_smmlar((a), (m), (c) + ((a) >> 31)) >> (e)))
 
+/* The group's activation range is narrower than int8's (a clamp after SSAT #8 changes
+ * something) */
+TT_DW_INLINE int dw_clamps(const dw_consts *k)
+{
+    return k->lohi.w[0] != (int32_t)0x80808080u || k->lohi.w[1] != 0x7F7F7F7F;
+}
+
 /* Requantise a0..a3 (channels c0..c0+3) and store them at o. */
 TT_DW_INLINE void dw_store4(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32_t a3,
                             const dw_consts *k, int32_t c0, const dw_job *J)
@@ -522,8 +529,11 @@ TT_DW_INLINE void dw_store4(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32
         DW_LDRD(m, c, k->mc[3]);
         DW_RQ(v, a3, m, c, k->e[3]);
         DW_INS8(r, v, 24);
-        DW_LDRD(lo, hi, k->lohi);
-        dw_store32(o, tt_clamp4_s8(r, (uint32_t)lo, (uint32_t)hi));
+        if (dw_clamps(k)) {
+            DW_LDRD(lo, hi, k->lohi);
+            r = tt_clamp4_s8(r, (uint32_t)lo, (uint32_t)hi);
+        }
+        dw_store32(o, r);
     } else {
         dw_store4_ref(o, a0, a1, a2, a3, c0, J);
     }
@@ -536,7 +546,8 @@ TT_DW_INLINE void dw_store4(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32
     }
 
 /* Requantise a pixel pair's accumulators A (a0..a3) and B (b0..b3), channels c0..c0+3,
- * and store them at OA and OB (the constants k loaded once for both). */
+ * and store them at OA and OB (the constants k loaded once for both; the activation range
+ * applied only when `clamp`: SSAT has already put every byte in int8's). */
 #define DW_PAIR_STORE(OA, OB)                                                              \
     do {                                                                                   \
         int32_t m, c, e;                                                                   \
@@ -568,9 +579,13 @@ TT_DW_INLINE void dw_store4(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32
         DW_RQ(b3, b3, m, c, e);                                                            \
         DW_INS8(a0, a3, 24);                                                               \
         DW_INS8(b0, b3, 24);                                                               \
-        DW_LDRD(lo, hi, k.lohi);                                                           \
-        dw_store32((OA), tt_clamp4_s8((uint32_t)a0, lo, hi));                              \
-        dw_store32((OB), tt_clamp4_s8((uint32_t)b0, lo, hi));                              \
+        if (clamp) {                                                                       \
+            DW_LDRD(lo, hi, k.lohi);                                                       \
+            a0 = (int32_t)tt_clamp4_s8((uint32_t)a0, lo, hi);                              \
+            b0 = (int32_t)tt_clamp4_s8((uint32_t)b0, lo, hi);                              \
+        }                                                                                  \
+        dw_store32((OA), (uint32_t)a0);                                                    \
+        dw_store32((OB), (uint32_t)b0);                                                    \
     } while (0)
 
 /* a pixel pair's accumulators a0..a3 (pixel A), b0..b3 (B), both starting at the group's
@@ -614,8 +629,10 @@ TT_DW_NOINLINE void dw_group(const dw_job *J, int32_t c0)
     const int32_t off2 = (int32_t)(((uint32_t)J->q->in_offset & 0xFFFFu) |
                                    ((uint32_t)J->q->in_offset << 16));
     int32_t oy, ox, ky;
+    int clamp;
 
     dw_load(&k, wb, c0, J);
+    clamp = dw_clamps(&k);
     for (oy = J->oy0; oy < J->oy1; ++oy) {
         const int32_t iy0 = oy * g->sh - g->pt;
         const int32_t ky0 = iy0 < 0 ? -iy0 : 0;
@@ -791,8 +808,10 @@ TT_DW_NOINLINE void dw_strip_group(const dw_job *J, int32_t c0, uint32_t *strip)
     const int32_t run = (DW_STRIP_WORDS / cols - kk) / sh + 1;
     const uint32_t pad = dw_bcast8(-J->q->in_offset);
     int32_t oy, r0;
+    int clamp;
 
     dw_load(&k, wb, c0, J);
+    clamp = dw_clamps(&k);
     for (r0 = J->oy0; r0 < J->oy1; r0 += run) {
         const int32_t r1 = r0 + run < J->oy1 ? r0 + run : J->oy1;
         dw_fill(strip, r0 * sh - g->pt, (r1 - r0 - 1) * sh + kk, cols, pad, J, c0);

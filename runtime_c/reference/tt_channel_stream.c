@@ -266,6 +266,19 @@ void tt_cs_pw_input_add_f32(float *dx, const float *dy, const float *w, int32_t 
     }
 }
 
+/* channels c0 .. c0 + cnt - 1 in increasing c, channel c0 + i from the plane dy + i * ds:
+ * each exactly as tt_cs_pw_input_add_s8 adds it */
+void tt_cs_pw_input_add_s8_g(float *dx, const float *dy, int32_t ds, const int8_t *w,
+                             const float *w_scale, int32_t n, int32_t dx_c, const int32_t *idx,
+                             int32_t k, int32_t c0, int32_t cnt)
+{
+    int32_t i;
+
+    for (i = 0; i < cnt; ++i) {
+        tt_cs_pw_input_add_s8(dx, dy + i * ds, w, w_scale, n, dx_c, idx, k, c0 + i);
+    }
+}
+
 /* element j of weight row c from its gradient acc (x's real scale not yet applied) */
 static void pw_step_s8(int8_t *w, uint8_t *shadow, float acc, float x_scale, int32_t k,
                        int32_t w_cin, const int32_t *idx, int32_t c, int32_t j,

@@ -364,6 +364,11 @@ void tt_cs_bias_sgd_f32(float *b, float *m, const float *dy, int32_t n, int32_t 
  * k input channels per row; idx NULL: j) */
 void tt_cs_pw_input_add_s8(float *dx, const float *dy, const int8_t *w, const float *w_scale,
                            int32_t n, int32_t dx_c, const int32_t *idx, int32_t k, int32_t c);
+/* the same for cnt channels c0.. in increasing c, channel c0 + i from the plane dy + i * ds
+ * (passes/channel_group.py) */
+void tt_cs_pw_input_add_s8_g(float *dx, const float *dy, int32_t ds, const int8_t *w,
+                             const float *w_scale, int32_t n, int32_t dx_c, const int32_t *idx,
+                             int32_t k, int32_t c0, int32_t cnt);
 void tt_cs_pw_input_add_f32(float *dx, const float *dy, const float *w, int32_t n,
                             int32_t dx_c, const int32_t *idx, int32_t k, int32_t c);
 /* its weight row c from the dy plane and x (n x k: the trained input channels), updated as

@@ -101,13 +101,13 @@ static void fill_bits(float *p, int32_t n, uint32_t bits) /* "not written" marke
 enum {
     K_PWI_S8, K_PWI_F32, K_ADD_S8, K_ADD_F32, K_PWW_S8, K_PWW_F32, K_DWI_S8, K_DWI_F32,
     K_DWW_S8, K_DWW_F32, K_MASK, K_CLAMP, K_CLIP, K_BIAS_S32, K_BIAS_F32, K_ADD_MASTER, K_PWW_S8_G,
-    K_N
+    K_ADD_S8_G, K_N
 };
 static const char *const K_NAME[K_N] = {
     "pw_input_s8", "pw_input_f32", "pw_input_add_s8", "pw_input_add_f32", "pw_weight_sgd_s8",
     "pw_weight_sgd_f32", "dw_input_s8", "dw_input_f32", "dw_weight_sgd_s8", "dw_weight_sgd_f32",
     "mask", "q8_clamp", "clip_f32", "bias_sgd_s32", "bias_sgd_f32", "pw_input_add_s8_master",
-    "pw_weight_sgd_s8_g"};
+    "pw_weight_sgd_s8_g", "pw_input_add_s8_g"};
 static uint32_t g_hash[K_N];
 static uint32_t g_cases[K_N];
 static float g_worst_rel; /* pw_input_s8: largest |opt - ref| / sum|terms| seen */
@@ -257,6 +257,21 @@ static void t_pw_input_add(int32_t n, int32_t dx_c, int32_t k, int32_t rows, int
     same(K_ADD_MASTER, g_a, g_b, n * dx_c * 4, "dx");
     hash(K_ADD_MASTER, g_b, n * dx_c * 4);
     ++g_cases[K_ADD_MASTER];
+
+    /* a group of channels from kept planes ds apart (tt_cs_pw_input_add_s8_g): mostly 4 */
+    {
+        const int32_t cnt = rows >= 4 && (rnd() % 4u) != 0u ? 4 : rint_(1, rows < 4 ? rows : 4);
+        const int32_t c0 = rint_(0, rows - cnt);
+        const int32_t ds = n + rint_(0, 3);
+        fill(g_dy, ds * cnt);
+        fill(g_a, n * dx_c);
+        memcpy(g_b, g_a, sizeof(float) * (size_t)(n * dx_c));
+        tt_cs_pw_input_add_s8_g(g_a, g_dy, ds, g_w8, g_ws, n, dx_c, idx, k, c0, cnt);
+        tt_cs_pw_input_add_s8_g_opt(g_b, g_dy, ds, g_w8, g_ws, n, dx_c, idx, k, c0, cnt);
+        same(K_ADD_S8_G, g_a, g_b, n * dx_c * 4, "dx");
+        hash(K_ADD_S8_G, g_b, n * dx_c * 4);
+        ++g_cases[K_ADD_S8_G];
+    }
 }
 
 static void random_update(tt_q8_update *u, int packed)
@@ -806,6 +821,13 @@ static void bench_block(const block *b)
         for (c = 0; c < b->mid; ++c) tt_cs_pw_input_add_s8_opt(g_b, g_a, g_w8, g_ws, n_in, b->cin, NULL, b->cin, c);
         to = tock();
         report("pw_input_add_s8", b, tr, to, (float)b->mid * (float)n_in * (float)b->cin);
+        tick(); /* 4 channels at a time from kept planes (the last group may be short) */
+        for (c = 0; c < b->mid; c += 4) tt_cs_pw_input_add_s8_g(g_b, g_a, n_in, g_w8, g_ws, n_in, b->cin, NULL, b->cin, c, b->mid - c < 4 ? b->mid - c : 4);
+        tr = tock();
+        tick();
+        for (c = 0; c < b->mid; c += 4) tt_cs_pw_input_add_s8_g_opt(g_b, g_a, n_in, g_w8, g_ws, n_in, b->cin, NULL, b->cin, c, b->mid - c < 4 ? b->mid - c : 4);
+        to = tock();
+        report("pw_input_add_s8_g", b, tr, to, (float)b->mid * (float)n_in * (float)b->cin);
         tick();
         for (c = 0; c < b->mid; ++c) tt_cs_pw_input_add_f32(g_b, g_a, g_w, n_in, b->cin, NULL, b->cin, c);
         tr = tock();

@@ -65,7 +65,7 @@ class ChannelStream(OpDef):
         xf = a.get("x_float", {})  # int8 update inputs converted once (passes/x_float.py)
         for k, n in enumerate(self.members(node)):
             if n.name in grouped:
-                call = self._group_call(n, cg, held, shapes, plane, group)
+                call = self._group_call(n, cg, p, held, shapes, plane, group, merged, zero)
             else:
                 call = self._sub_call(n, cg, p, slots, shapes, merged, zero, xf)
             # the reference kernel, or its optimised twin when the build uses them
@@ -90,16 +90,23 @@ class ChannelStream(OpDef):
         ])
 
     @staticmethod
-    def _group_call(n, cg, held, shapes, plane, group) -> str:
-        """Rows c0..c of an int8 1x1 weight update (c0: the group's first channel), from the
-        group's kept planes."""
+    def _group_call(n, cg, p, held, shapes, plane, group, merged, zero) -> str:
+        """Channels c0..c of an int8 1x1 update or sink (c0: the group's first channel), from
+        the group's kept planes."""
         a, ins = n.attrs, n.inputs
-        dy, x, w = shapes[ins[0]], shapes[ins[1]], shapes[ins[2]]
+        dy = shapes[ins[0]]
+        planes = f"(pl + {held[ins[0]]}), {plane}"
+        chans = f"c & ~{group - 1}, (c & {group - 1}) + 1"
+        if n.op == "conv2d_backward_input_q8":
+            dst, dx_c, idx, k = ChannelStream._sink_target(n, cg, p, shapes, merged, zero)
+            return (f"tt_cs_pw_input_add_s8_g({dst}, {planes}, {cg.ptr(ins[1])}, "
+                    f"{floats(cg, a['w_scale'])}, {_hw(dy)}, {dx_c}, {idx}, {k}, {chans});")
+        x, w = shapes[ins[1]], shapes[ins[2]]
         w_cin = a.get("packed_cin") or w[-1]
-        return (f"tt_cs_pw_weight_sgd_s8_g({cg.ptr(ins[2])}, {_shadow(cg, n, 4)}, "
-                f"(pl + {held[ins[0]]}), {plane}, {cg.ptr(ins[1])}, {c_float(a['x_scale'])}, "
-                f"{a['x_zp']}, {_hw(dy)}, {x[-1]}, {w_cin}, {_idx(cg, a)}, c & ~{group - 1}, "
-                f"(c & {group - 1}) + 1, {floats(cg, a['step'])}, {_update(cg, n, 3)});")
+        return (f"tt_cs_pw_weight_sgd_s8_g({cg.ptr(ins[2])}, {_shadow(cg, n, 4)}, {planes}, "
+                f"{cg.ptr(ins[1])}, {c_float(a['x_scale'])}, {a['x_zp']}, {_hw(dy)}, {x[-1]}, "
+                f"{w_cin}, {_idx(cg, a)}, {chans}, {floats(cg, a['step'])}, "
+                f"{_update(cg, n, 3)});")
 
     def members(self, node):
         # a merge_channels only names the whole tensor its parts already fill: no call
@@ -139,21 +146,9 @@ class ChannelStream(OpDef):
             if ins[0] not in slots:  # the region's source: reads the whole dy
                 return (f"tt_cs_pw_input_{sfx}({p(n.outputs[0])}, {p(ins[0])}, {p(ins[1])}{ws}, "
                         f"{_hw(dy)}, {dy[-1]}, {dx[-1]}, c);")
-            out, idx, k, first = n.outputs[0], "NULL", dx[-1], 0
-            if out in merged:  # one part of a split weight: its channels of the merged dx
-                m = merged[out]
-                ch = tuple(m.attrs["channels"] if m.inputs[0] == out else m.attrs["rest"])
-                out, k = m.outputs[0], len(ch)
-                if ch == tuple(range(ch[0], ch[0] + k)):  # a run (TTE's first-k): an offset
-                    first = ch[0]
-                else:
-                    idx = cg.ints(ch)
-            full = shapes[out]
-            if (out, full[0] * full[1] * full[2]) not in zero:
-                zero.append((out, full[0] * full[1] * full[2]))
-            dst = f"({p(out)} + {first})" if first else p(out)
+            dst, dx_c, idx, k = ChannelStream._sink_target(n, cg, p, shapes, merged, zero)
             return (f"tt_cs_pw_input_add_{sfx}({dst}, {p(ins[0])}, {p(ins[1])}{ws}, "
-                    f"{_hw(dy)}, {full[-1]}, {idx}, {k}, c);")
+                    f"{_hw(dy)}, {dx_c}, {idx}, {k}, c);")
         if n.op in ("conv2d_weight_sgd", "conv2d_weight_sgd_q8"):
             dy, x, w = shapes[ins[0]], shapes[ins[1]], shapes[ins[2]]
             if q8:
@@ -174,6 +169,25 @@ class ChannelStream(OpDef):
             return (f"tt_cs_pw_weight_sgd_{sfx}({head}, {_hw(dy)}, {x[-1]}, {w_cin}, "
                     f"{_idx(cg, a)}, {tail});")
         raise AssertionError(f"channel_stream: no per-channel kernel for {n.op}")
+
+    @staticmethod
+    def _sink_target(n, cg, p, shapes, merged, zero) -> tuple[str, int, str, int]:
+        """Where 1x1 sink n adds: the dx pointer, its channels, the index table and the
+        weight's row length (a part of a split weight adds into its channels of the merged
+        dx, which is zeroed before the loop)."""
+        out, idx, k, first = n.outputs[0], "NULL", shapes[n.outputs[0]][-1], 0
+        if out in merged:  # one part of a split weight: its channels of the merged dx
+            m = merged[out]
+            ch = tuple(m.attrs["channels"] if m.inputs[0] == out else m.attrs["rest"])
+            out, k = m.outputs[0], len(ch)
+            if ch == tuple(range(ch[0], ch[0] + k)):  # a run (TTE's first-k): an offset
+                first = ch[0]
+            else:
+                idx = cg.ints(ch)
+        full = shapes[out]
+        if (out, full[0] * full[1] * full[2]) not in zero:
+            zero.append((out, full[0] * full[1] * full[2]))
+        return (f"({p(out)} + {first})" if first else p(out)), full[-1], idx, k
 
     def macs(self, node, shapes, out_shapes):
         sh = node.attrs["_shapes"]

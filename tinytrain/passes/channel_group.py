@@ -1,67 +1,88 @@
-"""Channel groups: a channel-streamed region's int8 1x1 weight updates, four rows at a time.
+"""Channel groups: a channel-streamed region's int8 1x1 updates and sinks, four channels per pass.
 
-A region (passes/channel_stream.py) runs its sub-ops one mid channel c at a time. Row c of an
-int8 1x1 weight update reads channel c's gradient plane and the layer's whole saved int8 input
-x (H x W x k), and converts every element of x to float again: on a Cortex-M the conversion
-(sign-extend, move to the FPU, convert) costs more than the multiply-accumulate it feeds.
-passes/x_float.py removes it with a float copy of x (k planes of scratch) where the arena has
-room; this pass is the cheap alternative for the other regions. The region keeps the update's
-gradient planes of four consecutive channels (channel c writes plane c mod 4, three planes more
-than before) and updates rows c-3..c once, after channel c's sub-ops, when the group is
-complete (or the channels run out): each element of x is converted once for four rows
-(tt_cs_pw_weight_sgd_s8_g).
-
-Each row's sums and rounding are unchanged; only the update runs later. That is the same
-result when no sub-op after the update in a channel's sequence touches the weight or its
-state, and none before it writes them: the region's other sub-ops touch other tensors, or read
-their own row (a sink reads row c before row c is updated, which is now later still).
+A region (passes/channel_stream.py) runs its sub-ops one mid channel c at a time. Two of them
+pay per channel for what four channels could share:
+  - row c of an int8 1x1 weight update reads channel c's gradient plane and the layer's whole
+    saved int8 input x (H x W x k), and converts every element of x to float again: on a
+    Cortex-M the conversion (sign-extend, move to the FPU, convert) costs more than the
+    multiply-accumulate it feeds. passes/x_float.py removes it with a float copy of x (k
+    planes of scratch) where the arena has room; grouping is the cheap alternative;
+  - a 1x1 sink adds channel c's share into every element of its dx (H x W x k): a load and a
+    store of dx per multiply-accumulate, shared by four channels when they come together.
+The region keeps their gradient planes of four consecutive channels (channel c writes plane
+c mod 4: three planes more than before) and runs them once after channel c's sub-ops when a
+group is complete (or the channels run out), through tt_cs_pw_weight_sgd_s8_g and
+tt_cs_pw_input_add_s8_g. Each element's sums, in their order, and each weight's rounding are
+the reference's; only the time a sub-op runs moves (see _deferred for when that is safe).
 
 Kept, like x_float, only where the planner's arena does not grow.
 """
 
 from __future__ import annotations
 
-from tinytrain.ir import OPT_STATE, PARAM, PARAM_GRAD, Graph, Node
-from tinytrain.passes.channel_stream import _pointwise
+from tinytrain.ir import Graph, Node
+from tinytrain.passes.channel_stream import CONV_INPUT, CONV_WEIGHT, _pointwise
 from tinytrain.passes.memory_plan import plan_memory
 
-GROUP = 4  # rows per update: 16 accumulators, the S registers s16-s31 of the kernel
-STATE = (PARAM, PARAM_GRAD, OPT_STATE)
+GROUP = 4  # channels per pass: 16 accumulators (4 rows x 4 columns), s16-s31 of the kernels
 
 
-def _state(g: Graph, ts) -> set[str]:
-    """The parameters and optimiser state among ts (a region's per-channel tensors are not in
-    the graph)."""
-    return {t for t in ts if t in g.tensors and g.t(t).kind in STATE}
-
-
-def _groupable(g: Graph, node: Node, k: int, members: list[Node]) -> bool:
-    """members[k] is an int8 1x1 weight update whose x has no float copy, and running it
-    after later channels' sub-ops changes nothing: no other sub-op writes what it reads or
-    writes, and none reads what it writes, except a 1x1 input gradient before it that reads
-    the weight (channel c's sink reads row c only, and before row c's update)."""
-    n, a = members[k], node.attrs
-    if not (n.op == "conv2d_weight_sgd_q8" and _pointwise(n) and g.t(n.inputs[1]).dtype == "s8"
-            and n.inputs[1] not in a.get("x_float", {}) and n.inputs[0] in a["_slots"]):
+def _candidate(g: Graph, node: Node, n: Node) -> bool:
+    """An int8 1x1 weight update whose x has no float copy, or an int8 1x1 sink, reading a
+    per-channel plane of the region."""
+    a = node.attrs
+    if n.inputs[0] not in a["_slots"] or not _pointwise(n) or n.attrs.get("master"):
         return False
-    reads, writes = _state(g, n.inputs), _state(g, n.outputs)
-    for i, m in enumerate(members):
-        if i == k:
-            continue
-        if _state(g, m.outputs) & (reads | writes):
-            return False
-        sink = i < k and m.op == "conv2d_backward_input_q8" and _pointwise(m) \
-            and m.inputs[1] == n.inputs[2] and not m.attrs.get("master")
-        if _state(g, m.inputs) & writes and not sink:
-            return False
-    return True
+    if n.op == "conv2d_weight_sgd_q8":
+        return g.t(n.inputs[1]).dtype == "s8" and n.inputs[1] not in a.get("x_float", {})
+    return n.op == "conv2d_backward_input_q8"
+
+
+def _row_op(n: Node, t: str) -> bool:
+    """n touches weight t one row per channel: row c of a 1x1 sink's weight is read, row c of a
+    1x1 update's written."""
+    if not _pointwise(n) or n.attrs.get("master"):
+        return False
+    return (n.op in CONV_INPUT and n.inputs[1] == t) or (n.op in CONV_WEIGHT and n.inputs[2] == t)
+
+
+def _whole(node: Node, ts) -> set[str]:
+    """The tensors among ts the region reads or writes whole (not one plane per channel)."""
+    slots = node.attrs["_slots"]
+    return {t for t in ts if t not in slots}
+
+
+def _deferred(node: Node, members: list[Node], chosen: set[str]) -> set[str]:
+    """The largest subset of `chosen` that can run once per group, after the group's last
+    channel, with the same results. Deferring d moves it after later channels' sub-ops and
+    after the sub-ops that follow it in a channel, so every other sub-op m that shares a whole
+    tensor with d, either of them writing it, must be a row-wise op on that weight as d is
+    (rows of other channels do not meet) and must come before d in a channel's sequence."""
+    order = {m.name: k for k, m in enumerate(members)}
+    done = False
+    while not done:
+        done = True
+        for d in [m for m in members if m.name in chosen]:
+            d_in, d_out = _whole(node, d.inputs), _whole(node, d.outputs)
+            for m in members:
+                if m.name in chosen:
+                    continue
+                m_in, m_out = _whole(node, m.inputs), _whole(node, m.outputs)
+                shared = (m_out & (d_in | d_out)) | (m_in & d_out)
+                if shared and not (order[m.name] < order[d.name]
+                                   and all(_row_op(m, t) and _row_op(d, t) for t in shared)):
+                    chosen.discard(d.name)
+                    done = False
+                    break
+    return chosen
 
 
 def _grouped(g: Graph, node: Node) -> Graph | None:
     """node with its groupable updates deferred and their gradient planes kept, or None."""
     a = node.attrs
     members = [n for n in a["_nodes"] if n.op != "merge_channels"]
-    names = [m.name for k, m in enumerate(members) if _groupable(g, node, k, members)]
+    chosen = _deferred(node, members, {m.name for m in members if _candidate(g, node, m)})
+    names = [m.name for m in members if m.name in chosen]
     if not names:
         return None
     scratch = g.t(a["scratch"])
