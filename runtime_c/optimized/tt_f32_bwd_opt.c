@@ -644,6 +644,40 @@ static void pw_wgrad_s8(float *acc, const float *dy, const int8_t *x, int32_t x_
 
 #define CS_JB 32 /* weight-row elements per gradient pass (accumulators on the stack) */
 
+/* row[j] = tt_sr_s8(row[j], acc[j] * x_scale * s, key, idx0 + j) for j < n: the same bits,
+ * with the hash's first product stepped instead of multiplied, and on the FPU the uniform's
+ * (h >> 8) * 2^-24 one fixed-point VCVT (exact: 24 bits) */
+static void cs_sr_row(int8_t *row, const float *acc, float x_scale, float s, uint32_t key,
+                      uint32_t idx0, int32_t n)
+{
+#if CS_VFP && defined(__ARM_FEATURE_DSP)
+    uint32_t hm = idx0 * 0x85EBCA6Bu;
+    int32_t j;
+
+    for (j = 0; j < n; ++j, hm += 0x85EBCA6Bu) {
+        uint32_t h = key ^ hm;
+        float u;
+        int32_t v;
+        h ^= h >> 16;
+        h *= 0x85EBCA6Bu;
+        h ^= h >> 13;
+        h *= 0xC2B2AE35u;
+        h ^= h >> 16;
+        __asm__("vmov %0, %1\n\tvcvt.f32.u32 %0, %0, #24" : "=t"(u) : "r"(h >> 8));
+        v = (int32_t)row[j] - tt_sr_floor_sat(acc[j] * x_scale * s + u);
+        /* clamp to [-127, 127]: SSAT to int8, then -128 -> -127 */
+        __asm__("ssat %0, #8, %0\n\tcmn %0, #128\n\tit eq\n\tmvneq %0, #126" : "+r"(v) : : "cc");
+        row[j] = (int8_t)v;
+    }
+#else
+    int32_t j;
+
+    for (j = 0; j < n; ++j) {
+        row[j] = tt_sr_s8(row[j], acc[j] * x_scale * s, key, idx0 + (uint32_t)j);
+    }
+#endif
+}
+
 /* row c's elements j0 .. j0 + nb - 1 updated from their gradients acc (x's real scale not yet
  * applied), as tt_cs_pw_weight_sgd_s8 does */
 static void pw_update_s8(int8_t *w, uint8_t *shadow, const float *acc, float x_scale,
@@ -657,10 +691,7 @@ static void pw_update_s8(int8_t *w, uint8_t *shadow, const float *acc, float x_s
         const uint32_t key = tt_sr_key(u->salt, u->step);
         if (idx == NULL) { /* the row's elements j0.. in order (packed or whole) */
             int8_t *const row = &w[(u->packed ? c * k : c * w_cin) + j0];
-            const uint32_t seed = (uint32_t)(c * w_cin + j0);
-            for (j = 0; j < nb; ++j) {
-                row[j] = tt_sr_s8(row[j], acc[j] * x_scale * s, key, seed + (uint32_t)j);
-            }
+            cs_sr_row(row, acc, x_scale, s, key, (uint32_t)(c * w_cin + j0), nb);
             return;
         }
         for (j = 0; j < nb; ++j) {
@@ -1770,11 +1801,9 @@ void tt_cs_dw_weight_sgd_s8_opt(int8_t *w, uint8_t *shadow, const float *dy, con
     }
     s = tt_q8_lr_step(step, c, u); /* hoisted: one multiply per channel */
     if (u->mode == TT_Q8_STOCHASTIC) { /* the rounding inline, its key hoisted */
-        const uint32_t key = tt_sr_key(u->salt, u->step);
-        for (i = 0; i < g->kh * g->kw; ++i) {
-            const int32_t wi = c * g->kh * g->kw + i;
-            w[wi] = tt_sr_s8(w[wi], acc[i] * x_scale * s, key, (uint32_t)wi);
-        }
+        const int32_t taps = g->kh * g->kw;
+        cs_sr_row(&w[c * taps], acc, x_scale, s, tt_sr_key(u->salt, u->step),
+                  (uint32_t)(c * taps), taps);
         return;
     }
     for (i = 0; i < g->kh * g->kw; ++i) {
