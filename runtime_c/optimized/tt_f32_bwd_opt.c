@@ -930,30 +930,65 @@ CS_INLINE void cs_put(float *p, uint32_t v)
     memcpy(p, &v, 4);
 }
 
+/* out[p] = in[p] where bit B of mask byte mp[p * st] is set, else +0, for p < n & ~3: the bit
+ * as an all-ones / all-zeros word (one SBFX: B is a constant), 4 elements per pass */
+#if defined(__ARM_FEATURE_DSP) && defined(__OPTIMIZE__)
+#define CS_MASK_HALF(B)                                                                    \
+    "ldrb %[m0], [%[mp]]\n\tldrb %[m1], [%[mp], %[st]]\n\tadd %[mp], %[mp], %[st], lsl #1\n\t" \
+    "sbfx %[m0], %[m0], #" #B ", #1\n\tsbfx %[m1], %[m1], #" #B ", #1\n\t"                 \
+    "ldrd %[v0], %[v1], [%[in]], #8\n\tand %[v0], %[v0], %[m0]\n\tand %[v1], %[v1], %[m1]\n\t" \
+    "strd %[v0], %[v1], [%[out]], #8\n\t"
+#define CS_MASK_BIT(B)                                                                     \
+    static void cs_mask_bit##B(float *out, const float *in, const uint8_t *mp, int32_t st,  \
+                               int32_t n)                                                  \
+    {                                                                                      \
+        const uint8_t *const me = mp + (n & ~3) * st;                                      \
+        uint32_t m0, m1, v0, v1;                                                           \
+        if (mp == me) {                                                                    \
+            return;                                                                        \
+        }                                                                                  \
+        __asm__ volatile("1:\n\t" CS_MASK_HALF(B) CS_MASK_HALF(B)                          \
+                         "cmp %[mp], %[me]\n\tbne 1b"                                      \
+                         : [m0] "=&r"(m0), [m1] "=&r"(m1), [v0] "=&r"(v0), [v1] "=&r"(v1),  \
+                           [mp] "+r"(mp), [in] "+r"(in), [out] "+r"(out)                    \
+                         : [st] "r"(st), [me] "r"(me)                                      \
+                         : "cc", "memory");                                                \
+    }
+#else
+#define CS_MASK_BIT(B)                                                                     \
+    static void cs_mask_bit##B(float *out, const float *in, const uint8_t *mp, int32_t st,  \
+                               int32_t n)                                                  \
+    {                                                                                      \
+        int32_t p;                                                                         \
+        for (p = 0; p < (n & ~3); ++p) {                                                   \
+            cs_put(&out[p], cs_bits(&in[p]) & (uint32_t)((int32_t)((uint32_t)mp[p * st]    \
+                                                                    << (31 - B)) >> 31));  \
+        }                                                                                  \
+    }
+#endif
+CS_MASK_BIT(0)
+CS_MASK_BIT(1)
+CS_MASK_BIT(2)
+CS_MASK_BIT(3)
+CS_MASK_BIT(4)
+CS_MASK_BIT(5)
+CS_MASK_BIT(6)
+CS_MASK_BIT(7)
+#undef CS_MASK_BIT
+#undef CS_MASK_HALF
+
 void tt_cs_mask_opt(float *out, const float *in, const uint8_t *mask, int32_t n, int32_t ch,
                     int32_t c)
 {
+    static void (*const by_bit[8])(float *, const float *, const uint8_t *, int32_t, int32_t) = {
+        cs_mask_bit0, cs_mask_bit1, cs_mask_bit2, cs_mask_bit3,
+        cs_mask_bit4, cs_mask_bit5, cs_mask_bit6, cs_mask_bit7};
     int32_t p = 0;
 
     if ((ch & 7) == 0) {
-        /* the bit sits at the same position of every pixel's byte: shift it to the sign bit
-         * and spread it into an all-ones / all-zeros mask of the element's bits */
-        const uint8_t *mp = &mask[c >> 3];
-        const int32_t st = ch >> 3;
-        const uint32_t up = 31u - (uint32_t)(c & 7);
-        for (; p + 4 <= n; p += 4) {
-            const int32_t q = p * st;
-            const uint32_t m0 = (uint32_t)((int32_t)((uint32_t)mp[q] << up) >> 31);
-            const uint32_t m1 = (uint32_t)((int32_t)((uint32_t)mp[q + st] << up) >> 31);
-            const uint32_t m2 = (uint32_t)((int32_t)((uint32_t)mp[q + 2 * st] << up) >> 31);
-            const uint32_t m3 = (uint32_t)((int32_t)((uint32_t)mp[q + 3 * st] << up) >> 31);
-            const uint32_t v0 = cs_bits(&in[p]), v1 = cs_bits(&in[p + 1]);
-            const uint32_t v2 = cs_bits(&in[p + 2]), v3 = cs_bits(&in[p + 3]);
-            cs_put(&out[p], v0 & m0);
-            cs_put(&out[p + 1], v1 & m1);
-            cs_put(&out[p + 2], v2 & m2);
-            cs_put(&out[p + 3], v3 & m3);
-        }
+        /* the bit sits at the same position of every pixel's byte */
+        by_bit[c & 7](out, in, &mask[c >> 3], ch >> 3, n);
+        p = n & ~3;
     }
     for (; p < n; ++p) {
         const int32_t i = p * ch + c;
