@@ -1519,14 +1519,15 @@ static __attribute__((noinline)) int dw_input_small(float *dx, const float *dy,
     return 1;
 }
 
-/* ---- a 4x4 plane under a 7x7 (or wider) kernel: only the taps that meet the plane ----
- * Each of the 16 dx elements is covered by all 16 dy elements and by 16 of the kernel's 49
- * taps, so the padded gather (dw_input_small) spends two thirds of its multiply-accumulates
- * on padding. This one adds, for each dx element, the 16 products in the raster order in
- * which the reference scatters them: the reference's sums, with no padding terms at all (so
- * no finiteness condition either). Measured: generic tap-by-tap loops for other small
- * planes (stride 2, 5x5 on 4x4) cost more in index arithmetic than the padding they skip. */
-
+/* ---- 4x4 planes, stride 1, 3x3 / 5x5 / 7x7 kernels: only the taps that meet the plane ----
+ * A 4x4 plane's elements see 4 to 9 of a 3x3 kernel's taps, 9 to 16 of a 5x5's and 16 of a
+ * 7x7's 49, so the padded gather (dw_input_small) spends most of its multiply-accumulates on
+ * padding there. This one adds, for each dx element, the products it really has, in the
+ * raster order in which the reference scatters them: the reference's sums, with no padding
+ * terms at all (so no finiteness condition either). The same for an 8x8 plane under a
+ * stride-2 kernel (dwg_8x8s2), which the padded gathers do not take. Measured: generic
+ * tap-by-tap loops cost more in index arithmetic than the padding they skip; these have
+ * every (row, column) pair's validity fixed at compile time. */
 /* the reference's d = dy * sc (sc = 1: fp32 weights) and the weights as floats */
 static void dwg_setup(float *d, float *wf, const float *dy, const int8_t *wq, const float *wfl,
                       float sc, int32_t nd, int32_t taps)
@@ -1553,36 +1554,110 @@ static void dwg_setup(float *d, float *wf, const float *dy, const int8_t *wq, co
     }
 }
 
-/* a 4x4 plane whose kernel covers it whole from every pixel (stride 1, the window reaches
- * 3 rows and columns each way: 7x7 and wider with pads >= 3): dx[iy][ix] = sum over oy, ox
- * of d[oy][ox] * w[iy + pt - oy][ix + pl - ox], oy then ox ascending, 16 terms each */
-static int dwg_full4(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
+/* dx row iy of a 4x4 plane, kernel K = 2P + 1 (pads P): a_ix += d[oy][ox] * w[iy - oy + P][ix -
+ * ox + P] over the oy rows that reach iy, then ox, ascending; |ix - ox| <= P is known at
+ * compile time, so each row block is straight-line code */
+#define DWG_T(a, ix, ox) ((ix) - (ox) <= P && (ox) - (ix) <= P ? cs_mla(a, d##ox, W(ix - ox)) : (a))
+CS_INLINE void dwg_row4(float *dx, const float *d, const float *wf, int32_t iy, const int P)
+{
+    const int32_t K = 2 * P + 1;
+    const int32_t oy0 = iy - P > 0 ? iy - P : 0, oy1 = iy + P < 3 ? iy + P : 3;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    int32_t oy;
+
+    for (oy = oy0; oy <= oy1; ++oy) {
+        const float *const wr = &wf[(iy - oy + P) * K + P]; /* wr[ix - ox] */
+        const float d0 = d[4 * oy], d1 = d[4 * oy + 1], d2 = d[4 * oy + 2], d3 = d[4 * oy + 3];
+#define W(k) wr[k]
+        a0 = DWG_T(DWG_T(DWG_T(DWG_T(a0, 0, 0), 0, 1), 0, 2), 0, 3);
+        a1 = DWG_T(DWG_T(DWG_T(DWG_T(a1, 1, 0), 1, 1), 1, 2), 1, 3);
+        a2 = DWG_T(DWG_T(DWG_T(DWG_T(a2, 2, 0), 2, 1), 2, 2), 2, 3);
+        a3 = DWG_T(DWG_T(DWG_T(DWG_T(a3, 3, 0), 3, 1), 3, 2), 3, 3);
+#undef W
+    }
+    dx[4 * iy] = a0, dx[4 * iy + 1] = a1, dx[4 * iy + 2] = a2, dx[4 * iy + 3] = a3;
+}
+#undef DWG_T
+
+static int dwg_4x4(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
+                   const tt_conv_geom *g)
+{
+    float d[16], wf[CS_KK];
+    const int32_t K = g->kh, P = K / 2;
+    int32_t iy;
+
+    if (g->h != 4 || g->w != 4 || g->oh != 4 || g->ow != 4 || g->sh != 1 || g->sw != 1 ||
+        g->dh != 1 || g->dw != 1 || g->kw != K || !(K == 3 || K == 5 || K == 7) ||
+        g->pt != P || g->pl != P) {
+        return 0;
+    }
+    dwg_setup(d, wf, dy, wq, wfl, sc, 16, K * K);
+    for (iy = 0; iy < 4; ++iy) {
+        if (P == 1) {
+            dwg_row4(dx, d, wf, iy, 1);
+        } else if (P == 2) {
+            dwg_row4(dx, d, wf, iy, 2);
+        } else {
+            dwg_row4(dx, d, wf, iy, 3);
+        }
+    }
+    return 1;
+}
+
+/* dx row iy of an 8x8 plane under a stride-2 kernel K = 2P + 1 (pads P) from a 4x4 dy:
+ * a_ix += d[oy][ox] * w[iy + P - 2 oy][ix + P - 2 ox] over the oy rows that reach iy, then
+ * ox, ascending (validity of each (ix, ox) known at compile time) */
+#define DWG_S(a, ix, ox) \
+    ((ix) + P - 2 * (ox) >= 0 && (ix) + P - 2 * (ox) < K ? cs_mla(a, d##ox, wr[(ix) - 2 * (ox)]) : (a))
+#define DWG_S4(a, ix) DWG_S(DWG_S(DWG_S(DWG_S(a, ix, 0), ix, 1), ix, 2), ix, 3)
+CS_INLINE void dwg_row8s2(float *dx, const float *d, const float *wf, int32_t iy, const int P)
+{
+    const int32_t K = 2 * P + 1, t = iy + P - K + 1;
+    const int32_t oy0 = t > 0 ? (t + 1) / 2 : 0;
+    const int32_t oy1 = (iy + P) / 2 < 3 ? (iy + P) / 2 : 3;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f;
+    float a7 = 0.0f;
+    int32_t oy;
+
+    for (oy = oy0; oy <= oy1; ++oy) {
+        const float *const wr = &wf[(iy + P - 2 * oy) * K + P]; /* wr[ix - 2 ox] */
+        const float d0 = d[4 * oy], d1 = d[4 * oy + 1], d2 = d[4 * oy + 2], d3 = d[4 * oy + 3];
+        a0 = DWG_S4(a0, 0);
+        a1 = DWG_S4(a1, 1);
+        a2 = DWG_S4(a2, 2);
+        a3 = DWG_S4(a3, 3);
+        a4 = DWG_S4(a4, 4);
+        a5 = DWG_S4(a5, 5);
+        a6 = DWG_S4(a6, 6);
+        a7 = DWG_S4(a7, 7);
+    }
+    dx[8 * iy] = a0, dx[8 * iy + 1] = a1, dx[8 * iy + 2] = a2, dx[8 * iy + 3] = a3;
+    dx[8 * iy + 4] = a4, dx[8 * iy + 5] = a5, dx[8 * iy + 6] = a6, dx[8 * iy + 7] = a7;
+}
+#undef DWG_S4
+#undef DWG_S
+
+static int dwg_8x8s2(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
                      const tt_conv_geom *g)
 {
     float d[16], wf[CS_KK];
-    int32_t iy, oy;
+    const int32_t K = g->kh, P = K / 2;
+    int32_t iy;
 
-    if (g->h != 4 || g->w != 4 || g->oh != 4 || g->ow != 4 || g->sh != 1 || g->sw != 1 ||
-        g->dh != 1 || g->dw != 1 || g->pt < 3 || g->pl < 3 || g->kh - g->pt < 4 ||
-        g->kw - g->pl < 4 || g->kh * g->kw > CS_KK) {
+    if (g->h != 8 || g->w != 8 || g->oh != 4 || g->ow != 4 || g->sh != 2 || g->sw != 2 ||
+        g->dh != 1 || g->dw != 1 || g->kw != K || !(K == 3 || K == 5 || K == 7) ||
+        g->pt != P || g->pl != P) {
         return 0;
     }
-    dwg_setup(d, wf, dy, wq, wfl, sc, 16, g->kh * g->kw);
-    for (iy = 0; iy < 4; ++iy) {
-        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-        for (oy = 0; oy < 4; ++oy) {
-            /* w[ky][ix + pl - ox] = wr[ix - ox], ix - ox in -3..3 */
-            const float *const wr = &wf[(iy + g->pt - oy) * g->kw + g->pl];
-            const float *const dr = &d[4 * oy];
-            const float wm3 = wr[-3], wm2 = wr[-2], wm1 = wr[-1], w0 = wr[0];
-            const float w1 = wr[1], w2 = wr[2], w3 = wr[3];
-            const float d0 = dr[0], d1 = dr[1], d2 = dr[2], d3 = dr[3];
-            a0 = cs_mla(cs_mla(cs_mla(cs_mla(a0, d0, w0), d1, wm1), d2, wm2), d3, wm3);
-            a1 = cs_mla(cs_mla(cs_mla(cs_mla(a1, d0, w1), d1, w0), d2, wm1), d3, wm2);
-            a2 = cs_mla(cs_mla(cs_mla(cs_mla(a2, d0, w2), d1, w1), d2, w0), d3, wm1);
-            a3 = cs_mla(cs_mla(cs_mla(cs_mla(a3, d0, w3), d1, w2), d2, w1), d3, w0);
+    dwg_setup(d, wf, dy, wq, wfl, sc, 16, K * K);
+    for (iy = 0; iy < 8; ++iy) {
+        if (P == 1) {
+            dwg_row8s2(dx, d, wf, iy, 1);
+        } else if (P == 2) {
+            dwg_row8s2(dx, d, wf, iy, 2);
+        } else {
+            dwg_row8s2(dx, d, wf, iy, 3);
         }
-        dx[4 * iy] = a0, dx[4 * iy + 1] = a1, dx[4 * iy + 2] = a2, dx[4 * iy + 3] = a3;
     }
     return 1;
 }
@@ -1592,7 +1667,8 @@ void tt_cs_dw_input_s8_opt(float *dx, const float *dy, const int8_t *w, const fl
 {
     const int8_t *wc = &w[c * g->kh * g->kw];
 
-    if (!dwg_full4(dx, dy, wc, NULL, w_scale[c], g) &&
+    if (!dwg_4x4(dx, dy, wc, NULL, w_scale[c], g) &&
+        !dwg_8x8s2(dx, dy, wc, NULL, w_scale[c], g) &&
         !dw_input_small(dx, dy, wc, NULL, w_scale[c], g) &&
         !dw_input_fast(dx, dy, wc, NULL, w_scale[c], g)) {
         tt_cs_dw_input_s8(dx, dy, w, w_scale, g, c);
@@ -1604,7 +1680,7 @@ void tt_cs_dw_input_f32_opt(float *dx, const float *dy, const float *w, const tt
 {
     const float *wc = &w[c * g->kh * g->kw];
 
-    if (!dwg_full4(dx, dy, NULL, wc, 1.0f, g) &&
+    if (!dwg_4x4(dx, dy, NULL, wc, 1.0f, g) && !dwg_8x8s2(dx, dy, NULL, wc, 1.0f, g) &&
         !dw_input_small(dx, dy, NULL, wc, 1.0f, g) && !dw_input_fast(dx, dy, NULL, wc, 1.0f, g)) {
         tt_cs_dw_input_f32(dx, dy, w, g, c);
     }

@@ -688,6 +688,14 @@ static void test_random(void)
     pl = rint_(0, kw);
     pb = rint_(0, kh);
     pr = rint_(0, kw);
+    if ((rnd() % 4u) == 0u) { /* the small planes with their own gathers: 4x4 stride 1, 8x8
+                               * stride 2, 3x3 / 5x5 / 7x7 with "same" pads */
+        kh = kw = 3 + 2 * rint_(0, 2);
+        h = w = (rnd() & 1u) ? 4 : 8;
+        sh = sw = h == 8 ? 2 : 1;
+        dh = dw = 1;
+        pt = pl = pb = pr = kh / 2;
+    }
     if (geom(&g, h, w, ch, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw) && g.h * g.w * ch <= NX) {
         t_dw(&g, c);
         t_dw_nonfinite(&g, c);
