@@ -1524,8 +1524,9 @@ static __attribute__((noinline)) int dw_input_small(float *dx, const float *dy,
  * 7x7's 49, so the padded gather (dw_input_small) spends most of its multiply-accumulates on
  * padding there. This one adds, for each dx element, the products it really has, in the
  * raster order in which the reference scatters them: the reference's sums, with no padding
- * terms at all (so no finiteness condition either). The same for an 8x8 plane under a
- * stride-2 kernel (dwg_8x8s2), which the padded gathers do not take. Measured: generic
+ * terms at all (so no finiteness condition either). The same for 8x8 planes under 5x5 and
+ * 7x7 kernels (dwg_8x8: 28 % and 38 % of their taps are padding) and under stride-2
+ * kernels (dwg_8x8s2), which the padded gathers do not take. Measured: generic
  * tap-by-tap loops cost more in index arithmetic than the padding they skip; these have
  * every (row, column) pair's validity fixed at compile time. */
 /* the reference's d = dy * sc (sc = 1: fp32 weights) and the weights as floats */
@@ -1579,7 +1580,7 @@ CS_INLINE void dwg_row4(float *dx, const float *d, const float *wf, int32_t iy, 
 }
 #undef DWG_T
 
-static int dwg_4x4(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
+static __attribute__((noinline)) int dwg_4x4(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
                    const tt_conv_geom *g)
 {
     float d[16], wf[CS_KK];
@@ -1599,6 +1600,64 @@ static int dwg_4x4(float *dx, const float *dy, const int8_t *wq, const float *wf
             dwg_row4(dx, d, wf, iy, 2);
         } else {
             dwg_row4(dx, d, wf, iy, 3);
+        }
+    }
+    return 1;
+}
+
+/* dx row iy of an 8x8 plane, stride 1, kernel K = 2P + 1 (pads P): a_ix += d[oy][ox] *
+ * w[iy - oy + P][ix - ox + P] over the oy rows that reach iy, then ox, ascending */
+#define DWG_U(a, ix, ox) ((ix) - (ox) <= P && (ox) - (ix) <= P ? cs_mla(a, d##ox, wr[(ix) - (ox)]) : (a))
+#define DWG_U8(a, ix)                                                                      \
+    DWG_U(DWG_U(DWG_U(DWG_U(DWG_U(DWG_U(DWG_U(DWG_U(a, ix, 0), ix, 1), ix, 2), ix, 3), ix, 4), \
+                      ix, 5), ix, 6), ix, 7)
+CS_INLINE void dwg_row8(float *dx, const float *d, const float *wf, int32_t iy, const int P)
+{
+    const int32_t K = 2 * P + 1;
+    const int32_t oy0 = iy - P > 0 ? iy - P : 0, oy1 = iy + P < 7 ? iy + P : 7;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f;
+    float a7 = 0.0f;
+    int32_t oy;
+
+    for (oy = oy0; oy <= oy1; ++oy) {
+        const float *const wr = &wf[(iy - oy + P) * K + P]; /* wr[ix - ox] */
+        const float *const dr = &d[8 * oy];
+        const float d0 = dr[0], d1 = dr[1], d2 = dr[2], d3 = dr[3];
+        const float d4 = dr[4], d5 = dr[5], d6 = dr[6], d7 = dr[7];
+        a0 = DWG_U8(a0, 0);
+        a1 = DWG_U8(a1, 1);
+        a2 = DWG_U8(a2, 2);
+        a3 = DWG_U8(a3, 3);
+        a4 = DWG_U8(a4, 4);
+        a5 = DWG_U8(a5, 5);
+        a6 = DWG_U8(a6, 6);
+        a7 = DWG_U8(a7, 7);
+    }
+    dx[8 * iy] = a0, dx[8 * iy + 1] = a1, dx[8 * iy + 2] = a2, dx[8 * iy + 3] = a3;
+    dx[8 * iy + 4] = a4, dx[8 * iy + 5] = a5, dx[8 * iy + 6] = a6, dx[8 * iy + 7] = a7;
+}
+#undef DWG_U8
+#undef DWG_U
+
+static __attribute__((noinline)) int dwg_8x8(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
+                   const tt_conv_geom *g)
+{
+    float d[64], wf[CS_KK];
+    const int32_t K = g->kh, P = K / 2;
+    int32_t iy;
+
+    /* 3x3 stays with the padded row gathers (CS_GATHER3_ROW): measured as fast */
+    if (g->h != 8 || g->w != 8 || g->oh != 8 || g->ow != 8 || g->sh != 1 || g->sw != 1 ||
+        g->dh != 1 || g->dw != 1 || g->kw != K || !(K == 5 || K == 7) || g->pt != P ||
+        g->pl != P) {
+        return 0;
+    }
+    dwg_setup(d, wf, dy, wq, wfl, sc, 64, K * K);
+    for (iy = 0; iy < 8; ++iy) {
+        if (P == 2) {
+            dwg_row8(dx, d, wf, iy, 2);
+        } else {
+            dwg_row8(dx, d, wf, iy, 3);
         }
     }
     return 1;
@@ -1637,7 +1696,7 @@ CS_INLINE void dwg_row8s2(float *dx, const float *d, const float *wf, int32_t iy
 #undef DWG_S4
 #undef DWG_S
 
-static int dwg_8x8s2(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
+static __attribute__((noinline)) int dwg_8x8s2(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
                      const tt_conv_geom *g)
 {
     float d[16], wf[CS_KK];
@@ -1662,13 +1721,31 @@ static int dwg_8x8s2(float *dx, const float *dy, const int8_t *wq, const float *
     return 1;
 }
 
+/* the tap-by-tap gathers above, for the geometries they take (else 0): "same" pads, no
+ * dilation, 4x4 at stride 1 (3x3 to 7x7), 8x8 at stride 1 (5x5, 7x7) or 2 (to a 4x4 dy) */
+CS_INLINE int dwg_small(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
+                     const tt_conv_geom *g)
+{
+    const int32_t K = g->kh;
+    if (g->w != g->h || g->kw != K || g->dh != 1 || g->dw != 1 || g->pt != K / 2 ||
+        g->pl != K / 2 || g->sw != g->sh || !(K == 3 || K == 5 || K == 7)) {
+        return 0;
+    }
+    if (g->h == 4) {
+        return dwg_4x4(dx, dy, wq, wfl, sc, g);
+    }
+    if (g->h == 8 && g->sh == 2) {
+        return dwg_8x8s2(dx, dy, wq, wfl, sc, g);
+    }
+    return g->h == 8 && K > 3 && dwg_8x8(dx, dy, wq, wfl, sc, g);
+}
+
 void tt_cs_dw_input_s8_opt(float *dx, const float *dy, const int8_t *w, const float *w_scale,
                            const tt_conv_geom *g, int32_t c)
 {
     const int8_t *wc = &w[c * g->kh * g->kw];
 
-    if (!dwg_4x4(dx, dy, wc, NULL, w_scale[c], g) &&
-        !dwg_8x8s2(dx, dy, wc, NULL, w_scale[c], g) &&
+    if (!dwg_small(dx, dy, wc, NULL, w_scale[c], g) &&
         !dw_input_small(dx, dy, wc, NULL, w_scale[c], g) &&
         !dw_input_fast(dx, dy, wc, NULL, w_scale[c], g)) {
         tt_cs_dw_input_s8(dx, dy, w, w_scale, g, c);
@@ -1680,7 +1757,7 @@ void tt_cs_dw_input_f32_opt(float *dx, const float *dy, const float *w, const tt
 {
     const float *wc = &w[c * g->kh * g->kw];
 
-    if (!dwg_4x4(dx, dy, NULL, wc, 1.0f, g) && !dwg_8x8s2(dx, dy, NULL, wc, 1.0f, g) &&
+    if (!dwg_small(dx, dy, NULL, wc, 1.0f, g) &&
         !dw_input_small(dx, dy, NULL, wc, 1.0f, g) && !dw_input_fast(dx, dy, NULL, wc, 1.0f, g)) {
         tt_cs_dw_input_f32(dx, dy, w, g, c);
     }
