@@ -39,4 +39,10 @@ extern __typeof__(tt_cs_pw_input_add_s8_master) tt_cs_pw_input_add_s8_master_opt
 /* tt_q8_clamp_mask's bits (tt_q8_mask_opt.c) */
 extern __typeof__(tt_q8_clamp_mask) tt_q8_clamp_mask_opt;
 
+/* partial-channel copies of a run of channels, a memcpy per row (tt_channels_opt.c) */
+extern __typeof__(tt_gather_channels_s8) tt_gather_channels_s8_opt;
+extern __typeof__(tt_scatter_channels_s8) tt_scatter_channels_s8_opt;
+extern __typeof__(tt_gather_channels_f32) tt_gather_channels_f32_opt;
+extern __typeof__(tt_scatter_channels_f32) tt_scatter_channels_f32_opt;
+
 #endif /* TT_KERNELS_OPT_H */

@@ -18,6 +18,8 @@ OPTIMIZED_KERNELS = frozenset({
     "tt_cs_pw_input_add_s8_master",
     "tt_cs_pw_input_s8", "tt_cs_pw_input_add_s8", "tt_cs_dw_input_s8", "tt_cs_pw_weight_sgd_s8",
     "tt_cs_pw_weight_sgd_s8_g", "tt_cs_pw_input_add_s8_g",
+    "tt_gather_channels_s8", "tt_scatter_channels_s8", "tt_gather_channels_f32",
+    "tt_scatter_channels_f32",
     "tt_cs_pw_weight_sgd_s8f", "tt_cs_x_float_s8",
     "tt_cs_dw_weight_sgd_s8", "tt_cs_mask", "tt_cs_q8_clamp", "tt_cs_bias_sgd_s32",
     "tt_cs_pw_input_f32", "tt_cs_pw_input_add_f32", "tt_cs_dw_input_f32",

@@ -24,11 +24,15 @@ class GatherChannels(OpDef):
         x = cg.shape(node.inputs[0])
         if node.attrs.get("flat"):
             x = (size(x),)
-        ch = node.attrs["channels"]
-        idx = "NULL" if tuple(ch) == tuple(range(len(ch))) else cg.ints(ch)
+        ch = tuple(node.attrs["channels"])
+        src = cg.ptr(node.inputs[0])
+        if ch and ch == tuple(range(ch[0], ch[0] + len(ch))):  # a run: an offset, no table
+            src, idx = (f"({src} + {ch[0]})" if ch[0] else src), "NULL"
+        else:
+            idx = cg.ints(ch)
         kernel = "tt_gather_channels_s8" if cg.g.t(node.inputs[0]).dtype == "s8" else \
             "tt_gather_channels_f32"
-        return (f"{kernel}({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
+        return (f"{cg.kernel(kernel)}({cg.ptr(node.outputs[0])}, {src}, "
                 f"{size(x[:-1])}, {x[-1]}, {idx}, {len(ch)});")
 
 

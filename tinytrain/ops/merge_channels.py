@@ -34,11 +34,15 @@ class MergeChannels(OpDef):
         y = cg.ptr(node.outputs[0])
         calls = []
         for k, key in enumerate(("channels", "rest")):
-            ch = node.attrs[key]
+            ch = tuple(node.attrs[key])
             kernel = "tt_scatter_channels_s8" if cg.g.t(node.outputs[0]).dtype == "s8" else \
                 "tt_scatter_channels_f32"
-            calls.append(f"{kernel}({y}, {cg.ptr(node.inputs[k])}, {rows}, {c}, "
-                         f"{cg.ints(ch)}, {len(ch)});")
+            if ch and ch == tuple(range(ch[0], ch[0] + len(ch))):  # a run: an offset, no table
+                dst, idx = (f"({y} + {ch[0]})" if ch[0] else y), "NULL"
+            else:
+                dst, idx = y, cg.ints(ch)
+            calls.append(f"{cg.kernel(kernel)}({dst}, {cg.ptr(node.inputs[k])}, {rows}, {c}, "
+                         f"{idx}, {len(ch)});")
         return " ".join(calls)
 
     def macs(self, node, shapes, out_shapes):
