@@ -12,58 +12,24 @@
 #include <stdint.h>
 #include <string.h>
 
-void tt_gather_channels_s8_opt(int8_t *y, const int8_t *x, int32_t rows, int32_t c,
-                               const int32_t *idx, int32_t k)
-{
-    int32_t r;
+/* NAME_opt: a row of k elements of type T per memcpy when idx is NULL (a run); y's rows
+ * YS elements apart, x's XS (gather: y k, x c; scatter: y c, x k) */
+#define TT_CHANNELS_OPT(NAME, T, YS, XS)                                                   \
+    void NAME##_opt(T *y, const T *x, int32_t rows, int32_t c, const int32_t *idx,          \
+                    int32_t k)                                                             \
+    {                                                                                      \
+        int32_t r;                                                                         \
+        if (idx != NULL) {                                                                 \
+            NAME(y, x, rows, c, idx, k);                                                   \
+            return;                                                                        \
+        }                                                                                  \
+        for (r = 0; r < rows; ++r) {                                                       \
+            memcpy(&y[r * (YS)], &x[r * (XS)], sizeof(T) * (size_t)k);                     \
+        }                                                                                  \
+    }
 
-    if (idx != NULL) {
-        tt_gather_channels_s8(y, x, rows, c, idx, k);
-        return;
-    }
-    for (r = 0; r < rows; ++r) {
-        memcpy(&y[r * k], &x[r * c], (size_t)k);
-    }
-}
-
-void tt_scatter_channels_s8_opt(int8_t *y, const int8_t *x, int32_t rows, int32_t c,
-                                const int32_t *idx, int32_t k)
-{
-    int32_t r;
-
-    if (idx != NULL) {
-        tt_scatter_channels_s8(y, x, rows, c, idx, k);
-        return;
-    }
-    for (r = 0; r < rows; ++r) {
-        memcpy(&y[r * c], &x[r * k], (size_t)k);
-    }
-}
-
-void tt_gather_channels_f32_opt(float *y, const float *x, int32_t rows, int32_t c,
-                                const int32_t *idx, int32_t k)
-{
-    int32_t r;
-
-    if (idx != NULL) {
-        tt_gather_channels_f32(y, x, rows, c, idx, k);
-        return;
-    }
-    for (r = 0; r < rows; ++r) {
-        memcpy(&y[r * k], &x[r * c], sizeof(float) * (size_t)k);
-    }
-}
-
-void tt_scatter_channels_f32_opt(float *y, const float *x, int32_t rows, int32_t c,
-                                 const int32_t *idx, int32_t k)
-{
-    int32_t r;
-
-    if (idx != NULL) {
-        tt_scatter_channels_f32(y, x, rows, c, idx, k);
-        return;
-    }
-    for (r = 0; r < rows; ++r) {
-        memcpy(&y[r * c], &x[r * k], sizeof(float) * (size_t)k);
-    }
-}
+TT_CHANNELS_OPT(tt_gather_channels_s8, int8_t, k, c)
+TT_CHANNELS_OPT(tt_scatter_channels_s8, int8_t, c, k)
+TT_CHANNELS_OPT(tt_gather_channels_f32, float, k, c)
+TT_CHANNELS_OPT(tt_scatter_channels_f32, float, c, k)
+#undef TT_CHANNELS_OPT

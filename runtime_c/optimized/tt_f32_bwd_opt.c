@@ -1525,8 +1525,8 @@ static __attribute__((noinline)) int dw_input_small(float *dx, const float *dy,
  * padding there. This one adds, for each dx element, the products it really has, in the
  * raster order in which the reference scatters them: the reference's sums, with no padding
  * terms at all (so no finiteness condition either). The same for 8x8 planes under 5x5 and
- * 7x7 kernels (dwg_8x8: 28 % and 38 % of their taps are padding) and under stride-2
- * kernels (dwg_8x8s2), which the padded gathers do not take. Measured: generic
+ * 7x7 kernels (dwg_row8: 28 % and 38 % of their taps are padding) and under stride-2
+ * kernels (dwg_row8s2), which the padded gathers do not take. Measured: generic
  * tap-by-tap loops cost more in index arithmetic than the padding they skip; these have
  * every (row, column) pair's validity fixed at compile time. */
 /* the reference's d = dy * sc (sc = 1: fp32 weights) and the weights as floats */
@@ -1580,31 +1580,6 @@ CS_INLINE void dwg_row4(float *dx, const float *d, const float *wf, int32_t iy, 
 }
 #undef DWG_T
 
-static __attribute__((noinline)) int dwg_4x4(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
-                   const tt_conv_geom *g)
-{
-    float d[16], wf[CS_KK];
-    const int32_t K = g->kh, P = K / 2;
-    int32_t iy;
-
-    if (g->h != 4 || g->w != 4 || g->oh != 4 || g->ow != 4 || g->sh != 1 || g->sw != 1 ||
-        g->dh != 1 || g->dw != 1 || g->kw != K || !(K == 3 || K == 5 || K == 7) ||
-        g->pt != P || g->pl != P) {
-        return 0;
-    }
-    dwg_setup(d, wf, dy, wq, wfl, sc, 16, K * K);
-    for (iy = 0; iy < 4; ++iy) {
-        if (P == 1) {
-            dwg_row4(dx, d, wf, iy, 1);
-        } else if (P == 2) {
-            dwg_row4(dx, d, wf, iy, 2);
-        } else {
-            dwg_row4(dx, d, wf, iy, 3);
-        }
-    }
-    return 1;
-}
-
 /* dx row iy of an 8x8 plane, stride 1, kernel K = 2P + 1 (pads P): a_ix += d[oy][ox] *
  * w[iy - oy + P][ix - ox + P] over the oy rows that reach iy, then ox, ascending */
 #define DWG_U(a, ix, ox) ((ix) - (ox) <= P && (ox) - (ix) <= P ? cs_mla(a, d##ox, wr[(ix) - (ox)]) : (a))
@@ -1639,30 +1614,6 @@ CS_INLINE void dwg_row8(float *dx, const float *d, const float *wf, int32_t iy, 
 #undef DWG_U8
 #undef DWG_U
 
-static __attribute__((noinline)) int dwg_8x8(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
-                   const tt_conv_geom *g)
-{
-    float d[64], wf[CS_KK];
-    const int32_t K = g->kh, P = K / 2;
-    int32_t iy;
-
-    /* 3x3 stays with the padded row gathers (CS_GATHER3_ROW): measured as fast */
-    if (g->h != 8 || g->w != 8 || g->oh != 8 || g->ow != 8 || g->sh != 1 || g->sw != 1 ||
-        g->dh != 1 || g->dw != 1 || g->kw != K || !(K == 5 || K == 7) || g->pt != P ||
-        g->pl != P) {
-        return 0;
-    }
-    dwg_setup(d, wf, dy, wq, wfl, sc, 64, K * K);
-    for (iy = 0; iy < 8; ++iy) {
-        if (P == 2) {
-            dwg_row8(dx, d, wf, iy, 2);
-        } else {
-            dwg_row8(dx, d, wf, iy, 3);
-        }
-    }
-    return 1;
-}
-
 /* dx row iy of an 8x8 plane under a stride-2 kernel K = 2P + 1 (pads P) from a 4x4 dy:
  * a_ix += d[oy][ox] * w[iy + P - 2 oy][ix + P - 2 ox] over the oy rows that reach iy, then
  * ox, ascending (validity of each (ix, ox) known at compile time) */
@@ -1696,48 +1647,49 @@ CS_INLINE void dwg_row8s2(float *dx, const float *d, const float *wf, int32_t iy
 #undef DWG_S4
 #undef DWG_S
 
-static __attribute__((noinline)) int dwg_8x8s2(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
-                     const tt_conv_geom *g)
+/* one of the gathers above on a geometry dwg_small checked: each loop over the rows with
+ * its kernel size a constant */
+static __attribute__((noinline)) void dwg_run(float *dx, const float *dy, const int8_t *wq,
+                                              const float *wfl, float sc,
+                                              const tt_conv_geom *g)
 {
-    float d[16], wf[CS_KK];
-    const int32_t K = g->kh, P = K / 2;
+    float d[64], wf[CS_KK];
     int32_t iy;
 
-    if (g->h != 8 || g->w != 8 || g->oh != 4 || g->ow != 4 || g->sh != 2 || g->sw != 2 ||
-        g->dh != 1 || g->dw != 1 || g->kw != K || !(K == 3 || K == 5 || K == 7) ||
-        g->pt != P || g->pl != P) {
-        return 0;
+    dwg_setup(d, wf, dy, wq, wfl, sc, g->oh * g->ow, g->kh * g->kw);
+#define DWG_LOOP(ROW, H, P)                                                                \
+    for (iy = 0; iy < (H); ++iy) {                                                         \
+        ROW(dx, d, wf, iy, P);                                                             \
+    }                                                                                      \
+    break
+    switch ((g->h == 4 ? 0 : g->sh == 2 ? 4 : 8) + g->kh / 2) {
+    case 1: DWG_LOOP(dwg_row4, 4, 1);
+    case 2: DWG_LOOP(dwg_row4, 4, 2);
+    case 3: DWG_LOOP(dwg_row4, 4, 3);
+    case 5: DWG_LOOP(dwg_row8s2, 8, 1);
+    case 6: DWG_LOOP(dwg_row8s2, 8, 2);
+    case 7: DWG_LOOP(dwg_row8s2, 8, 3);
+    case 10: DWG_LOOP(dwg_row8, 8, 2);
+    default: DWG_LOOP(dwg_row8, 8, 3);
     }
-    dwg_setup(d, wf, dy, wq, wfl, sc, 16, K * K);
-    for (iy = 0; iy < 8; ++iy) {
-        if (P == 1) {
-            dwg_row8s2(dx, d, wf, iy, 1);
-        } else if (P == 2) {
-            dwg_row8s2(dx, d, wf, iy, 2);
-        } else {
-            dwg_row8s2(dx, d, wf, iy, 3);
-        }
-    }
-    return 1;
+#undef DWG_LOOP
 }
 
 /* the tap-by-tap gathers above, for the geometries they take (else 0): "same" pads, no
- * dilation, 4x4 at stride 1 (3x3 to 7x7), 8x8 at stride 1 (5x5, 7x7) or 2 (to a 4x4 dy) */
+ * dilation, 4x4 at stride 1 (3x3 to 7x7), 8x8 at stride 1 (5x5, 7x7; 3x3 stays with the
+ * padded row gathers, CS_GATHER3_ROW, measured as fast) or 2 (to a 4x4 dy) */
 CS_INLINE int dwg_small(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
-                     const tt_conv_geom *g)
+                        const tt_conv_geom *g)
 {
-    const int32_t K = g->kh;
+    const int32_t K = g->kh, s = g->sh;
     if (g->w != g->h || g->kw != K || g->dh != 1 || g->dw != 1 || g->pt != K / 2 ||
-        g->pl != K / 2 || g->sw != g->sh || !(K == 3 || K == 5 || K == 7)) {
+        g->pl != K / 2 || g->sw != s || !(K == 3 || K == 5 || K == 7) ||
+        g->ow != g->oh || g->oh != (g->h - 1) / s + 1 ||
+        !((g->h == 4 && s == 1) || (g->h == 8 && (s == 2 || K > 3)))) {
         return 0;
     }
-    if (g->h == 4) {
-        return dwg_4x4(dx, dy, wq, wfl, sc, g);
-    }
-    if (g->h == 8 && g->sh == 2) {
-        return dwg_8x8s2(dx, dy, wq, wfl, sc, g);
-    }
-    return g->h == 8 && K > 3 && dwg_8x8(dx, dy, wq, wfl, sc, g);
+    dwg_run(dx, dy, wq, wfl, sc, g);
+    return 1;
 }
 
 void tt_cs_dw_input_s8_opt(float *dx, const float *dy, const int8_t *w, const float *w_scale,

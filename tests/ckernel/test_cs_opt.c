@@ -221,6 +221,16 @@ static void make_idx(int32_t dx_c, int32_t k, int shuffle)
     }
 }
 
+/* a channel group of a region with `rows` channels (passes/channel_group.py): mostly 4, the
+ * kernels' fast path, else a region's last few; planes of n floats ds apart, filled */
+static void pick_group(int32_t rows, int32_t n, int32_t *cnt, int32_t *c0, int32_t *ds)
+{
+    *cnt = rows >= 4 && (rnd() % 4u) != 0u ? 4 : rint_(1, rows < 4 ? rows : 4);
+    *c0 = rint_(0, rows - *cnt);
+    *ds = n + rint_(0, 3);
+    fill(g_dy, *ds * *cnt);
+}
+
 static void t_pw_input_add(int32_t n, int32_t dx_c, int32_t k, int32_t rows, int32_t c,
                            int use_idx)
 {
@@ -258,12 +268,10 @@ static void t_pw_input_add(int32_t n, int32_t dx_c, int32_t k, int32_t rows, int
     hash(K_ADD_MASTER, g_b, n * dx_c * 4);
     ++g_cases[K_ADD_MASTER];
 
-    /* a group of channels from kept planes ds apart (tt_cs_pw_input_add_s8_g): mostly 4 */
+    /* a group of channels from kept planes ds apart (tt_cs_pw_input_add_s8_g) */
     {
-        const int32_t cnt = rows >= 4 && (rnd() % 4u) != 0u ? 4 : rint_(1, rows < 4 ? rows : 4);
-        const int32_t c0 = rint_(0, rows - cnt);
-        const int32_t ds = n + rint_(0, 3);
-        fill(g_dy, ds * cnt);
+        int32_t cnt, c0, ds;
+        pick_group(rows, n, &cnt, &c0, &ds);
         fill(g_a, n * dx_c);
         memcpy(g_b, g_a, sizeof(float) * (size_t)(n * dx_c));
         tt_cs_pw_input_add_s8_g(g_a, g_dy, ds, g_w8, g_ws, n, dx_c, idx, k, c0, cnt);
@@ -325,13 +333,10 @@ static void t_pw_weight(int32_t n, int32_t k, int32_t w_cin, int32_t rows, int32
     hash(K_PWW_S8, g_w8b, wsize);
     ++g_cases[K_PWW_S8];
 
-    /* a group of rows from kept planes ds apart (tt_cs_pw_weight_sgd_s8_g): mostly 4, the
-     * fast path, else a region's last few */
+    /* a group of rows from kept planes ds apart (tt_cs_pw_weight_sgd_s8_g) */
     {
-        const int32_t cnt = rows >= 4 && (rnd() % 4u) != 0u ? 4 : rint_(1, rows < 4 ? rows : 4);
-        const int32_t c0 = rint_(0, rows - cnt);
-        const int32_t ds = n + rint_(0, 3);
-        fill(g_dy, ds * cnt);
+        int32_t cnt, c0, ds;
+        pick_group(rows, n, &cnt, &c0, &ds);
         memcpy(g_w8b, g_w8, (size_t)wsize);
         memcpy(g_shb, g_sha, (size_t)(rows * k));
         tt_cs_pw_weight_sgd_s8_g(g_w8, sha, g_dy, ds, g_x8, x_scale, x_zp, n, k, w_cin, idx, c0,

@@ -21,8 +21,12 @@ Kept, like x_float, only where the planner's arena does not grow.
 from __future__ import annotations
 
 from tinytrain.ir import Graph, Node
-from tinytrain.passes.channel_stream import CONV_INPUT, CONV_WEIGHT, _pointwise
-from tinytrain.passes.memory_plan import plan_memory
+from tinytrain.passes.channel_stream import (
+    CONV_INPUT,
+    CONV_WEIGHT,
+    _pointwise,
+    each_region_within_arena,
+)
 
 GROUP = 4  # channels per pass: 16 accumulators (4 rows x 4 columns), s16-s31 of the kernels
 
@@ -102,15 +106,7 @@ def _grouped(g: Graph, node: Node) -> Graph | None:
 
 
 def group_update_rows(g: Graph) -> Graph:
-    """Group the int8 1x1 weight updates of each channel-streamed region where the arena stays
-    the same size (one region at a time, in order)."""
-    arena = None
-    for node in [n for n in g.nodes if n.op == "channel_stream" and "group" not in n.attrs]:
-        trial = _grouped(g, node)
-        if trial is None:
-            continue
-        if arena is None:
-            arena = plan_memory(g).arena_size
-        if plan_memory(trial).arena_size <= arena:
-            g = trial
-    return g
+    """Group the int8 1x1 updates and sinks of each channel-streamed region where the arena
+    stays the same size (one region at a time, in order)."""
+    return each_region_within_arena(
+        g, lambda g, node: None if "group" in node.attrs else _grouped(g, node))

@@ -25,6 +25,8 @@ nodes alone. Kept only when the planner's arena, or else the backward's peak, sh
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tinytrain.ir import GRAD, OPT_STATE, PARAM, PARAM_GRAD, Graph, Node, Tensor
 from tinytrain.passes.inplace import run_in_place
 from tinytrain.passes.memory_plan import peak_live, plan_memory
@@ -266,6 +268,22 @@ def regions(g: Graph) -> list[list[Node]]:
             out.append(r)
             taken.update(m.name for m in r)
     return sorted(out, key=lambda r: pos[r[0].name])
+
+
+def each_region_within_arena(g: Graph, change: Callable[[Graph, Node], Graph | None]) -> Graph:
+    """g with change(g, region) applied to each channel-streamed region in order, where it
+    returns a graph (None: nothing to change) whose planner arena is no larger than g's: the
+    speed passes' rule (passes/x_float.py, passes/channel_group.py)."""
+    arena = None
+    for node in [n for n in g.nodes if n.op == "channel_stream"]:
+        trial = change(g, node)
+        if trial is None:
+            continue
+        if arena is None:
+            arena = plan_memory(g).arena_size
+        if plan_memory(trial).arena_size <= arena:
+            g = trial
+    return g
 
 
 def _cost(g: Graph) -> tuple[int, int]:

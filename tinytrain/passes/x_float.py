@@ -15,8 +15,7 @@ are usually free (the forward sets the arena).
 from __future__ import annotations
 
 from tinytrain.ir import Graph, Node
-from tinytrain.passes.channel_stream import _pointwise
-from tinytrain.passes.memory_plan import plan_memory
+from tinytrain.passes.channel_stream import _pointwise, each_region_within_arena
 
 
 def _wants_float_x(g: Graph, n: Node) -> bool:
@@ -47,13 +46,4 @@ def _with_float_x(g: Graph, node: Node) -> Graph | None:
 def convert_update_inputs(g: Graph) -> Graph:
     """Give each channel-streamed region float copies of its int8 update inputs where the
     arena stays the same size (one region at a time, in order)."""
-    arena = None
-    for node in [n for n in g.nodes if n.op == "channel_stream"]:
-        trial = _with_float_x(g, node)
-        if trial is None:
-            continue
-        if arena is None:
-            arena = plan_memory(g).arena_size
-        if plan_memory(trial).arena_size <= arena:
-            g = trial
-    return g
+    return each_region_within_arena(g, _with_float_x)
