@@ -88,6 +88,14 @@ def size(shape: Shape) -> int:
     return int(np.prod(shape, dtype=np.int64)) if shape else 1
 
 
+def channel_run(ch) -> int | None:
+    """The first channel of ch when ch is a run of consecutive channels (TTE's first k, the
+    rest after them), which kernels take as an offset pointer and no index table; else
+    None."""
+    ch = tuple(ch)
+    return ch[0] if ch and ch == tuple(range(ch[0], ch[0] + len(ch))) else None
+
+
 def pad4(shape: Shape) -> tuple[int, int, int, int]:
     s = tuple(int(v) for v in shape)
     if len(s) > 4:

@@ -12,16 +12,16 @@ _nodes (the original nodes, in order), _slots ({per-channel tensor: slot}), _sha
 region tensor's shape), x_float (optional, passes/x_float.py: {int8 update input: (float
 offset in the scratch, zero point)}, converted to float once before the loop), group, _held,
 _grouped (optional, passes/channel_group.py: {tensor: float offset of its `group` kept planes;
-channel c writes plane c mod group}, the int8 1x1 updates run once per group). Each sub-op's
-per-channel kernel adds its floats in the order the whole-tensor kernel does, so the region
-gives bit-identical results.
+channel c writes plane c mod group}, the int8 1x1 updates and sinks run once per group). Each
+sub-op's per-channel kernel adds its floats in the order the whole-tensor kernel does, so the
+region gives bit-identical results.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef, c_float, get_op
+from tinytrain.ops.base import OpDef, c_float, channel_run, get_op
 from tinytrain.ops.conv2d import geom_decl
 from tinytrain.ops.conv2d_q8 import floats
 from tinytrain.ops.fused_update import _hyper, _m
@@ -178,10 +178,10 @@ class ChannelStream(OpDef):
         out, idx, k, first = n.outputs[0], "NULL", shapes[n.outputs[0]][-1], 0
         if out in merged:  # one part of a split weight: its channels of the merged dx
             m = merged[out]
-            ch = tuple(m.attrs["channels"] if m.inputs[0] == out else m.attrs["rest"])
-            out, k = m.outputs[0], len(ch)
-            if ch == tuple(range(ch[0], ch[0] + k)):  # a run (TTE's first-k): an offset
-                first = ch[0]
+            ch = m.attrs["channels"] if m.inputs[0] == out else m.attrs["rest"]
+            out, k, run = m.outputs[0], len(ch), channel_run(ch)
+            if run is not None:  # a run (TTE's first-k): an offset
+                first = run
             else:
                 idx = cg.ints(ch)
         full = shapes[out]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef, size
+from tinytrain.ops.base import OpDef, channel_run, size
 
 
 class GatherChannels(OpDef):
@@ -24,10 +24,10 @@ class GatherChannels(OpDef):
         x = cg.shape(node.inputs[0])
         if node.attrs.get("flat"):
             x = (size(x),)
-        ch = tuple(node.attrs["channels"])
-        src = cg.ptr(node.inputs[0])
-        if ch and ch == tuple(range(ch[0], ch[0] + len(ch))):  # a run: an offset, no table
-            src, idx = (f"({src} + {ch[0]})" if ch[0] else src), "NULL"
+        ch = node.attrs["channels"]
+        src, first = cg.ptr(node.inputs[0]), channel_run(ch)
+        if first is not None:
+            src, idx = (f"({src} + {first})" if first else src), "NULL"
         else:
             idx = cg.ints(ch)
         kernel = "tt_gather_channels_s8" if cg.g.t(node.inputs[0]).dtype == "s8" else \

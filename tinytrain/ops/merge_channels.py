@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef, size
+from tinytrain.ops.base import OpDef, channel_run, size
 
 
 class MergeChannels(OpDef):
@@ -34,11 +34,11 @@ class MergeChannels(OpDef):
         y = cg.ptr(node.outputs[0])
         calls = []
         for k, key in enumerate(("channels", "rest")):
-            ch = tuple(node.attrs[key])
+            ch, first = node.attrs[key], channel_run(node.attrs[key])
             kernel = "tt_scatter_channels_s8" if cg.g.t(node.outputs[0]).dtype == "s8" else \
                 "tt_scatter_channels_f32"
-            if ch and ch == tuple(range(ch[0], ch[0] + len(ch))):  # a run: an offset, no table
-                dst, idx = (f"({y} + {ch[0]})" if ch[0] else y), "NULL"
+            if first is not None:
+                dst, idx = (f"({y} + {first})" if first else y), "NULL"
             else:
                 dst, idx = y, cg.ints(ch)
             calls.append(f"{cg.kernel(kernel)}({dst}, {cg.ptr(node.inputs[k])}, {rows}, {c}, "
