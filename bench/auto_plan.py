@@ -599,8 +599,7 @@ def report(results: dict) -> None:
             if n > 1:
                 print(f"\n{r['budget'] / 1024:g} KB, each network's mean difference to PyTorch: "
                       + "; ".join(f"{k} " + " ".join(
-                          f"{d:+.1f}" for d in (100 * (np.asarray(r[k]) - np.asarray(
-                              r["pytorch_fp32"]))).reshape(n, -1).mean(axis=1))
+                          f"{d:+.1f}" for d in network_means(gap(r[k], r["pytorch_fp32"]), n))
                           for k in ARMS[1:]))
     c = results.get("collapse")
     if c:
@@ -622,28 +621,42 @@ ARM_NAMES = {"pytorch_fp32": "PyTorch fp32", "tinytrain_fp32": "tinytrain fp32",
 GAP = 0.5  # points: the issue's bar for int8 against fp32 with the same plan
 
 
+def gap(accs: list[float], ref: list[float]) -> np.ndarray:
+    """Run-by-run differences to `ref` (the same networks and orders), in points."""
+    return 100 * (np.asarray(accs, np.float64) - np.asarray(ref, np.float64))
+
+
+def network_means(v: np.ndarray, networks: int) -> np.ndarray:
+    """Each network's mean of `v` (networks x orders values, network by network)."""
+    return np.asarray(v, np.float64).reshape(networks, -1).mean(axis=1)
+
+
 def mean_se(v: np.ndarray, networks: int = 1) -> tuple[float, float]:
     """The mean of `v` (networks x orders values, network by network) and its standard error:
     over the networks' means when there are several (one network's orders share its weights,
     so they are not independent draws), else over the orders (inf for a single value)."""
     v = np.asarray(v, np.float64)
-    groups = v.reshape(networks, -1).mean(axis=1) if networks > 1 else v
+    groups = network_means(v, networks) if networks > 1 else v
     se = groups.std(ddof=1) / np.sqrt(len(groups)) if len(groups) > 1 else np.inf
     return float(v.mean()), float(se)
 
 
-def within(accs: list[float], ref: list[float], networks: int = 1) -> bool:
-    """The issue's bar: the mean paired difference to `ref` is within GAP points, measured
-    over enough networks and orders that GAP is more than two standard errors of it."""
-    m, se = mean_se(100 * (np.asarray(accs) - np.asarray(ref)), networks)
+def meets(m: float, se: float) -> bool:
+    """The issue's bar on a mean difference m ± se: within GAP points, measured over enough
+    networks and orders that GAP is more than two standard errors of it."""
     return bool(abs(m) <= GAP and 2 * se < GAP)
+
+
+def within(accs: list[float], ref: list[float], networks: int = 1) -> bool:
+    """Whether `accs` meets the issue's bar against `ref` (see `meets`)."""
+    return meets(*mean_se(gap(accs, ref), networks))
 
 
 def verdict(accs: list[float], ref: list[float], networks: int = 1) -> str:
     """`yes`, or why not: too few runs to tell, below fp32, or above it (int8 then learns
     more than fp32 does with the same plan, which the bar does not count as following it)."""
-    m, se = mean_se(100 * (np.asarray(accs) - np.asarray(ref)), networks)
-    if within(accs, ref, networks):
+    m, se = mean_se(gap(accs, ref), networks)
+    if meets(m, se):
         return "yes"
     if abs(m) <= GAP:
         return f"no (two standard errors {2 * se:.2f})"
@@ -656,7 +669,7 @@ def spread(accs: list[float], ref: list[float] | None, networks: int = 1) -> str
     m, se = mean_se(100 * np.asarray(accs), networks)
     if ref is None:
         return f"{m:.1f} ± {se:.1f} %"
-    dm, dse = mean_se(100 * (np.asarray(accs) - np.asarray(ref)), networks)
+    dm, dse = mean_se(gap(accs, ref), networks)
     return f"{m:.1f} ± {se:.1f} % ({dm:+.1f} ± {dse:.1f})"
 
 
