@@ -258,6 +258,10 @@ void tt_conv2d_s8_row(const tt_rows *y, const tt_rows *x, int32_t oy, const int8
                       const int32_t *b, const tt_conv_geom *g, const tt_q8_requant *q);
 void tt_dense_s8(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b, int32_t in,
                  int32_t out, const tt_q8_requant *q);
+/* an int8 head's logits as reals, (float)acc * scale[o] (tt_q8_logits.c; shadow: the master) */
+void tt_dense_s8_logits(float *y, const int8_t *x, const int8_t *w, const uint8_t *shadow,
+                        const int32_t *b, int32_t in, int32_t out, int32_t in_offset,
+                        const float *scale);
 /* straight-through gradient of a saturating int8 output: dx = dy where lo < y < hi */
 void tt_q8_clamp_backward(float *dx, const float *dy, const int8_t *y, int32_t n, int32_t lo,
                           int32_t hi);

@@ -17,6 +17,7 @@ from tinytrain.ops import (
     conv2d,
     conv2d_q8,
     dense,
+    dense_logits_q8,
     dense_q8,
     dequantize_q8,
     dw_partial,
@@ -60,6 +61,7 @@ _MODULES = (conv2d, dense, clip, leaky_relu, sigmoid, tanh, hard_sigmoid, hard_s
             softmax_ce, sgd, gather_channels, fused_update, clip_mask)
 # int8 (TFLite reference arithmetic forward, fp32 backward)
 _MODULES += (conv2d_q8, dense_q8, dequantize_q8, q8_clamp_backward, q8_update, hard_sigmoid_q8)
+_MODULES += (dense_logits_q8,)  # the loss's real-valued logits of an int8 head
 _MODULES += (softmax_q8, logistic_q8, hard_swish_q8, add_q8, mul_q8, avg_pool2d_q8,
              max_pool2d_q8, mean_q8, pad_q8, concat_q8, quantize_q8, grad_q8)
 _MODULES += (row_stream, merge_channels)  # frozen stem run row by row (passes/stream.py)

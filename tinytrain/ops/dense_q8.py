@@ -42,20 +42,11 @@ class DenseQ8(OpDef):
         return [requantize(master_acc(acc, unit), node.attrs)]
 
     def gradient(self, node, gb):
-        x, w = node.inputs[0], node.inputs[1]
         dy = gb.grad(node.outputs[0])
         if dy is None:
             return
-        a = dict(node.attrs)
-        dy = gb.emit("q8_clamp_backward", [dy, node.outputs[0]], clamp_range(a))
-        if gb.needs_grad(x):
-            gb.contribute(x, gb.emit("dense_backward_input_q8", [dy, w], a,
-                                     out_shape=gb.shape(x)))
-        if gb.needs_grad(w):
-            gb.accumulate_param(w, "dense_backward_weight_q8", [dy, x], a)
-        b = bias_input(node)
-        if b is not None and gb.needs_grad(b):
-            gb.accumulate_param(b, "bias_backward", [dy])
+        dy = gb.emit("q8_clamp_backward", [dy, node.outputs[0]], clamp_range(dict(node.attrs)))
+        dense_gradient(node, gb, dy)
 
     def c_call(self, node, cg):
         out, inp = cg.shape(node.inputs[1])
@@ -71,6 +62,20 @@ class DenseQ8(OpDef):
 
     def macs(self, node, shapes, out_shapes):
         return size(shapes[1])
+
+
+def dense_gradient(node, gb, dy: str) -> None:
+    """The input, weight and bias gradients of an int8 dense layer (dense_q8 or
+    dense_logits_q8) from dy, the gradient w.r.t. its real-valued output."""
+    x, w = node.inputs[0], node.inputs[1]
+    a = dict(node.attrs)
+    if gb.needs_grad(x):
+        gb.contribute(x, gb.emit("dense_backward_input_q8", [dy, w], a, out_shape=gb.shape(x)))
+    if gb.needs_grad(w):
+        gb.accumulate_param(w, "dense_backward_weight_q8", [dy, x], a)
+    b = bias_input(node)
+    if b is not None and gb.needs_grad(b):
+        gb.accumulate_param(b, "bias_backward", [dy])
 
 
 class DenseBackwardInputQ8(OpDef):

@@ -16,12 +16,9 @@ def add_loss(g: Graph, loss: str = "ce") -> Graph:
     extra: list[Tensor] = []
     pre: tuple[Node, ...] = ()
     if g.t(logits).dtype == "s8":  # int8 model: the loss works on real-valued logits
-        q = g.t(logits).quant
-        assert q is not None
         real = Tensor(f"{logits}_real", shape, ACTIVATION)
         extra.append(real)
-        pre = (Node(f"{logits}_dequantize", "dequantize_q8", (logits,), (real.name,),
-                    {"scale": q.scale[0], "zp": q.zero_point[0]}),)
+        pre = (_real_logits(g, logits, real.name),)
         logits = real.name
     if loss == "ce" and len(shape) != 1:
         raise ModelError(
@@ -37,3 +34,18 @@ def add_loss(g: Graph, loss: str = "ce") -> Graph:
                 ("loss", "pred", f"{logits}_grad"), {}, phase="loss")
     meta = {**g.meta, "loss": loss}
     return g.with_tensors(new + extra).replace(nodes=g.nodes + pre + (node,), meta=meta)
+
+
+def _real_logits(g: Graph, logits: str, real: str) -> Node:
+    """The node giving the loss the int8 logits' real values: a linear int8 dense head's
+    accumulators scaled to reals (dense_logits_q8: no 8-bit rounding, no saturation), any
+    other producer's output dequantised."""
+    head = next((n for n in g.nodes if logits in n.outputs), None)
+    if head is not None and head.op == "dense_q8" and \
+            (head.attrs["act_min"], head.attrs["act_max"]) == (-128, 127):
+        return Node(f"{logits}_logits", "dense_logits_q8", head.inputs, (real,),
+                    dict(head.attrs))
+    q = g.t(logits).quant
+    assert q is not None
+    return Node(f"{logits}_dequantize", "dequantize_q8", (logits,), (real,),
+                {"scale": q.scale[0], "zp": q.zero_point[0]})

@@ -116,7 +116,8 @@ def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
 
 
 # ops that can read a weight's master (its shadow appended as their last input, attr master)
-MASTER_READERS = ("conv2d_q8", "dense_q8", "conv2d_backward_input_q8", "dense_backward_input_q8")
+MASTER_READERS = ("conv2d_q8", "dense_q8", "dense_logits_q8", "conv2d_backward_input_q8",
+                  "dense_backward_input_q8")
 
 
 def _read_masters(nodes: tuple[Node, ...], masters: dict[str, str]) -> tuple[Node, ...]:
