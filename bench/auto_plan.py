@@ -22,7 +22,8 @@ ORDERS shuffled sample orders:
     uniform channel ratio, biases down to the first of them, the largest m then ratio that fit.
 For the int8 network, the plan auto chose is also trained with the 1-byte shadow (floored
 read, and `master`: the whole 16-bit master read) instead of stochastic rounding, as tinytrain
-fp32, and as fp32 PyTorch (same plan, samples, orders, lr),
+fp32, as fp32 PyTorch (same plan, samples, orders, lr), and as fp32 PyTorch through the int8
+build's forward (bench/int8_forward.py: what int8 costs the model rather than the trainer),
 at batch INT8_BATCH (lr INT8_LR; INT8_LRS where fp32 needs a lower one) over INT8_ORDERS sample
 orders on each of PRETRAINS networks pretrained from different seeds: mean ± standard error
 (over the networks), each arm's difference to PyTorch run by run ± its standard error, each
@@ -56,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 
 import accuracy as small_task  # noqa: E402  (bench/accuracy.py: the small CNN and its task)
+from int8_forward import Int8Forward, build_quant  # noqa: E402
 
 from tinytrain.autoplan.planner import MemoryOracle, import_model  # noqa: E402
 from tinytrain.boards import load_board  # noqa: E402
@@ -274,16 +276,18 @@ def torch_plan(task: Task, spec: str) -> TorchPlan:
 
 
 def torch_adapt(state: dict[str, np.ndarray], plan: TorchPlan, d: dict[str, np.ndarray], lr: float,
-                batch: int, seed: int) -> float:
+                batch: int, seed: int, quant: dict | None = None) -> float:
     """SGD in PyTorch training exactly what the plan trains (first-k input channels of partial
     weights; a depthwise conv's first k channels) from `state`, in the sample order `tinytrain
     run --shuffle --seed SEED` uses, `batch` samples a step (the loss their mean, the last
-    partial batch of an epoch included, as the C program applies it); held-out accuracy."""
+    partial batch of an epoch included, as the C program applies it); held-out accuracy.
+    With `quant` (int8_forward.build_quant) through the int8 build's forward instead."""
     torch.set_num_threads(1)  # one order per worker process
     net = MobileNetV2(5, bn=False)
     net.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
     net.eval()
     mods = [m for m in net.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    model: nn.Module = net if quant is None else Int8Forward(net, quant)
     assert len(mods) == len(plan)
     params = []
     for m, (weight, bias, channels) in zip(mods, plan, strict=True):
@@ -311,20 +315,22 @@ def torch_adapt(state: dict[str, np.ndarray], plan: TorchPlan, d: dict[str, np.n
         for k in range(0, len(order), batch):
             i = torch.as_tensor(order[k:k + batch])
             opt.zero_grad()
-            nn.functional.cross_entropy(net(x[i]), y[i]).backward()
+            nn.functional.cross_entropy(model(x[i]), y[i]).backward()
             opt.step()
+    if quant is not None:
+        model.round_logits = True  # held out through the whole int8 forward, as the device
     with torch.no_grad():
-        pred = net(torch.tensor(d["test_x"])).argmax(1).numpy()
+        pred = model(torch.tensor(d["test_x"])).argmax(1).numpy()
     return float((pred == d["test_y"]).mean())
 
 
 def torch_runs(state: dict, plan: TorchPlan, d: dict[str, np.ndarray], lr: float, batch: int,
-               orders: int) -> list[float]:
+               orders: int, quant: dict | None = None) -> list[float]:
     """torch_adapt for the first `orders` sample orders, JOBS processes at a time (spawned:
     a fork after PyTorch's thread pool started can hang)."""
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(JOBS, mp_context=ctx) as ex:
-        return list(ex.map(torch_adapt, *zip(*[(state, plan, d, lr, batch, k)
+        return list(ex.map(torch_adapt, *zip(*[(state, plan, d, lr, batch, k, quant)
                                                 for k in range(orders)], strict=True)))
 
 
@@ -417,7 +423,7 @@ def collapse_case(task: Task, rows: list[dict], fp32_model: Path, state: dict,
     return r
 
 
-ARMS = ("pytorch_fp32", "tinytrain_fp32", "stochastic", "shadow", "master")
+ARMS = ("pytorch_fp32", "pytorch_int8", "tinytrain_fp32", "stochastic", "shadow", "master")
 INT8_ARMS = ("stochastic", "shadow", "master")  # the --rounding choices the table compares
 
 
@@ -427,7 +433,9 @@ def arms(task: Task, spec: str, plan: str, budget: int, fp32_model: Path, state:
     return {"budget": budget, "plan": plan, "orders": orders, "lr": lr, "batch": batch,
             **{k: task.accuracies(spec, ("--rounding", k, *more), orders, lr) for k in INT8_ARMS},
             "tinytrain_fp32": fp32_runs(task, fp32_model, spec, budget, orders, lr, batch),
-            "pytorch_fp32": torch_runs(state, torch_plan(task, plan), d, lr, batch, orders)}
+            "pytorch_fp32": torch_runs(state, torch_plan(task, plan), d, lr, batch, orders),
+            "pytorch_int8": torch_runs(state, torch_plan(task, plan), d, lr, batch, orders,
+                                       build_quant(task.g0, plan, task.opts))}
 
 
 def fp32_runs(task: Task, model: Path, spec: str, budget: int, orders: int, lr: float,
@@ -581,12 +589,13 @@ def report(results: dict) -> None:
         print(f"\nint8 + QAS against fp32 with {whose} (MobileNetV2-style), batch "
               f"{r0['batch']}: mean ± standard error over {over}; in brackets the mean "
               "difference to PyTorch run by run ± its standard error\n")
-        print("| budget | plan | lr | " + " | ".join(ARM_NAMES[k] for k in ARMS) + " |")
-        print("|---|---|---|" + "---|" * len(ARMS))
+        arms_ = [k for k in ARMS if k in r0]  # a JSON saved before an arm existed lacks it
+        print("| budget | plan | lr | " + " | ".join(ARM_NAMES[k] for k in arms_) + " |")
+        print("|---|---|---|" + "---|" * len(arms_))
         for r in results["int8"]:
             ref = r["pytorch_fp32"]
             n = r.get("networks", 1)
-            cells = [spread(r[k], ref if k != "pytorch_fp32" else None, n) for k in ARMS]
+            cells = [spread(r[k], ref if k != "pytorch_fp32" else None, n) for k in arms_]
             print(f"| {r['budget'] / 1024:g} KB | `{r['plan']}` | {r['lr']:g} | "
                   + " | ".join(cells) + " |")
         print(f"\nint8 within {GAP} point of PyTorch fp32 (|mean difference| <= {GAP}, two "
@@ -594,28 +603,38 @@ def report(results: dict) -> None:
                   f"{r['budget'] / 1024:g} KB lr {r['lr']:g}: " + ", ".join(
                       f"{k} {verdict(r[k], r['pytorch_fp32'], r.get('networks', 1))}"
                       for k in INT8_ARMS) for r in results["int8"]))
+        if all("pytorch_int8" in r for r in results["int8"]):
+            # what int8 costs the model, not the trainer: PyTorch with exact updates through
+            # the same int8 forward
+            print(f"\nint8 within {GAP} point of PyTorch through the int8 forward: " + "; ".join(
+                f"{r['budget'] / 1024:g} KB lr {r['lr']:g}: " + ", ".join(
+                    f"{k} {verdict(r[k], r['pytorch_int8'], r.get('networks', 1))} "
+                    f"({spread(r[k], r['pytorch_int8'], r.get('networks', 1)).split('(')[1]}"
+                    for k in INT8_ARMS) for r in results["int8"]))
         for r in results["int8"]:
             n = r.get("networks", 1)
             if n > 1:
                 print(f"\n{r['budget'] / 1024:g} KB, each network's mean difference to PyTorch: "
                       + "; ".join(f"{k} " + " ".join(
                           f"{d:+.1f}" for d in network_means(gap(r[k], r["pytorch_fp32"]), n))
-                          for k in ARMS[1:]))
+                          for k in arms_[1:]))
     c = results.get("collapse")
     if c:
         print(f"\nThe collapse case: `{c['plan']}` ({c['budget'] / 1024:g} KB), batch "
               f"{c['batch']}, lr {c['lr']:g}, {c['orders']} sample orders: runs ending below "
               f"{100 * COLLAPSED:.0f} % (collapsed), and the mean of the others\n")
-        print("| | " + " | ".join(ARM_NAMES[k] for k in ARMS) + " |")
-        print("|---|" + "---|" * len(ARMS))
+        arms_ = [k for k in ARMS if k in c]
+        print("| | " + " | ".join(ARM_NAMES[k] for k in arms_) + " |")
+        print("|---|" + "---|" * len(arms_))
         print("| collapsed | " + " | ".join(
-            f"{sum(v < COLLAPSED for v in c[k])} / {c['orders']}" for k in ARMS) + " |")
+            f"{sum(v < COLLAPSED for v in c[k])} / {c['orders']}" for k in arms_) + " |")
         print("| the others | " + " | ".join(
             pct(float(np.mean([v for v in c[k] if v >= COLLAPSED] or [np.nan])))
-            for k in ARMS) + " |")
+            for k in arms_) + " |")
 
 
-ARM_NAMES = {"pytorch_fp32": "PyTorch fp32", "tinytrain_fp32": "tinytrain fp32",
+ARM_NAMES = {"pytorch_fp32": "PyTorch fp32", "pytorch_int8": "PyTorch through the int8 forward",
+             "tinytrain_fp32": "tinytrain fp32",
              "stochastic": "int8 + QAS stochastic", "shadow": "int8 + QAS shadow",
              "master": "int8 + QAS master"}
 GAP = 0.5  # points: the issue's bar for int8 against fp32 with the same plan
