@@ -23,7 +23,6 @@ from tinytrain.passes.pipeline import Options, compile_model, import_model
 
 torch = pytest.importorskip("torch")
 
-TWIN = "needs arm-none-eabi-gcc and QEMU"
 # float32(acc) * float32(scale) against the exact float64 product: two float32 roundings
 REL_TOL = 2.0 ** -22
 # (name, in, out, master, bias, extreme): "extreme" sums leave int32 under the master
@@ -110,11 +109,7 @@ def _header(cases: list[tuple[Node, list[np.ndarray]]]) -> str:
             + "static const logits_case CASES[N_CASES] = {\n" + "\n".join(rows) + "\n};\n")
 
 
-@pytest.mark.parametrize("target", [
-    "host",
-    pytest.param("m7", marks=pytest.mark.skipif(not ckernel.available("m7"), reason=TWIN)),
-    pytest.param("m4", marks=pytest.mark.skipif(not ckernel.available("m4"), reason=TWIN)),
-])
+@pytest.mark.parametrize("target", ckernel.every_target())
 def test_the_c_kernel_is_the_numpy_one(target, tmp_path) -> None:
     (tmp_path / "logits_cases.h").write_text(_header([_case(c, 7) for c in CASES]))
     prog = tmp_path / "test_logits.c"

@@ -29,7 +29,6 @@ from tinytrain.passes.verify import verify
 
 torch = pytest.importorskip("torch")
 
-TWIN = "needs arm-none-eabi-gcc and QEMU"
 # float32 sums of up to 640 products in C against numpy's float64 sums, relative to the
 # largest |dx| of the case
 DX_RTOL = 2e-5
@@ -145,11 +144,7 @@ def _f(bits: str) -> float:
     return struct.unpack("<f", struct.pack("<I", int(bits, 16)))[0]
 
 
-@pytest.mark.parametrize("target", [
-    "host",
-    pytest.param("m7", marks=pytest.mark.skipif(not ckernel.available("m7"), reason=TWIN)),
-    pytest.param("m4", marks=pytest.mark.skipif(not ckernel.available("m4"), reason=TWIN)),
-])
+@pytest.mark.parametrize("target", ckernel.every_target())
 def test_the_c_kernels_are_the_numpy_ones(target, tmp_path) -> None:
     (tmp_path / "master_cases.h").write_text(_header([_case(c, 7) for c in CASES]))
     prog = tmp_path / "test_master.c"

@@ -58,6 +58,15 @@ def available(target: str) -> bool:
         shutil.which("qemu-system-arm") is not None
 
 
+def every_target() -> list:
+    """pytest parameters for a kernel test on the host and both twins (the twins skipped where
+    arm-none-eabi-gcc or QEMU is missing)."""
+    import pytest
+
+    twin = pytest.mark.skipif(not available("m7"), reason="needs arm-none-eabi-gcc and QEMU")
+    return ["host", pytest.param("m7", marks=twin), pytest.param("m4", marks=twin)]
+
+
 def run(program: Path, target: str, work: Path, sources: list[Path] = (),
         defines: list[str] = (), opt: str = "-O2") -> Result:
     """Compile `program` with `sources` (e.g. runtime_c files) for target host/m7/m4 at the

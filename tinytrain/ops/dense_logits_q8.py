@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from tinytrain.ops.base import OpDef, size
-from tinytrain.ops.conv2d_q8 import bias_input, floats, shadow_input, weight_values
-from tinytrain.ops.dense_q8 import dense_gradient
+from tinytrain.ops.conv2d_q8 import bias_input, floats, shadow_input
+from tinytrain.ops.dense_q8 import dense_acc, dense_gradient
 
 
 def real_scales(a: dict, unit: int) -> np.ndarray:
@@ -37,11 +37,7 @@ class DenseLogitsQ8(OpDef):
         return [(shapes[1][0],)]
 
     def forward(self, node, xs):
-        x = xs[0].reshape(-1).astype(np.int64) + node.attrs["in_offset"]
-        w, unit = weight_values(node, xs)
-        acc = w @ x
-        if bias_input(node):
-            acc = acc + xs[2].astype(np.int64) * unit
+        acc, unit = dense_acc(node, xs)
         return [(acc.astype(np.float32) * real_scales(node.attrs, unit)).astype(np.float32)]
 
     def gradient(self, node, gb):

@@ -34,12 +34,7 @@ class DenseQ8(OpDef):
         return [(shapes[1][0],)]
 
     def forward(self, node, xs):
-        x = xs[0].reshape(-1).astype(np.int64) + node.attrs["in_offset"]
-        w, unit = weight_values(node, xs)
-        acc = w @ x
-        if bias_input(node):
-            acc = acc + xs[2].astype(np.int64) * unit
-        return [requantize(master_acc(acc, unit), node.attrs)]
+        return [requantize(master_acc(*dense_acc(node, xs)), node.attrs)]
 
     def gradient(self, node, gb):
         dy = gb.grad(node.outputs[0])
@@ -62,6 +57,17 @@ class DenseQ8(OpDef):
 
     def macs(self, node, shapes, out_shapes):
         return size(shapes[1])
+
+
+def dense_acc(node, xs: list[np.ndarray]) -> tuple[np.ndarray, int]:
+    """An int8 dense layer's exact accumulators sum (x + in_offset) w + b, int64, and their
+    unit in LSBs of w (256 when it reads the master, see weight_values)."""
+    x = xs[0].reshape(-1).astype(np.int64) + node.attrs["in_offset"]
+    w, unit = weight_values(node, xs)
+    acc = w @ x
+    if bias_input(node):
+        acc = acc + xs[2].astype(np.int64) * unit
+    return acc, unit
 
 
 def dense_gradient(node, gb, dy: str) -> None:
