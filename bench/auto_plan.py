@@ -608,8 +608,8 @@ def report(results: dict) -> None:
             # the same int8 forward
             print(f"\nint8 within {GAP} point of PyTorch through the int8 forward: " + "; ".join(
                 f"{r['budget'] / 1024:g} KB lr {r['lr']:g}: " + ", ".join(
-                    f"{k} {verdict(r[k], r['pytorch_int8'], r.get('networks', 1))} "
-                    f"({spread(r[k], r['pytorch_int8'], r.get('networks', 1)).split('(')[1]}"
+                    f"{k} {difference(r[k], r['pytorch_int8'], r.get('networks', 1))}: "
+                    f"{verdict(r[k], r['pytorch_int8'], r.get('networks', 1))}"
                     for k in INT8_ARMS) for r in results["int8"]))
         for r in results["int8"]:
             n = r.get("networks", 1)
@@ -682,14 +682,19 @@ def verdict(accs: list[float], ref: list[float], networks: int = 1) -> str:
     return f"no ({'above' if m > 0 else 'below'}: {m:+.1f})"
 
 
+def difference(accs: list[float], ref: list[float], networks: int = 1) -> str:
+    """The mean difference to `ref` (the same networks and sample orders) ± its standard
+    error, in points."""
+    dm, dse = mean_se(gap(accs, ref), networks)
+    return f"{dm:+.1f} ± {dse:.1f}"
+
+
 def spread(accs: list[float], ref: list[float] | None, networks: int = 1) -> str:
-    """`mean ± standard error` in percent, and the mean difference to `ref` (the same networks
-    and sample orders) ± its standard error."""
+    """`mean ± standard error` in percent, and in brackets the difference to `ref`."""
     m, se = mean_se(100 * np.asarray(accs), networks)
     if ref is None:
         return f"{m:.1f} ± {se:.1f} %"
-    dm, dse = mean_se(gap(accs, ref), networks)
-    return f"{m:.1f} ± {se:.1f} % ({dm:+.1f} ± {dse:.1f})"
+    return f"{m:.1f} ± {se:.1f} % ({difference(accs, ref, networks)})"
 
 
 if __name__ == "__main__":
