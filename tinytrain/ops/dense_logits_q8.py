@@ -3,9 +3,10 @@ what the training loss reads.
 
 The int8 logits themselves are 8 bits over the head's output range, and a `--new-head`
 classifier's range is widened to +-16 (passes/new_head.py): one LSB is 1/8 of a logit. The
-loss's gradient, softmax(z) - onehot, then sees logits rounded to 1/8, and training through
-that rounding lost ~0.5 point on bench/auto_plan.py's MobileNetV2 (PyTorch fp32 through the
-build's fake-quantised forward, logits rounded vs not). This op recomputes the head's
+loss's gradient, softmax(z) - onehot, then sees logits rounded to 1/8; in PyTorch through
+the build's fake-quantised forward (bench/int8_forward.py) that rounding cost 0.1-0.5 point on
+bench/auto_plan.py's MobileNetV2 (the int8 builds themselves moved by -0.2 to +0.4 over 8
+networks, within their standard errors). This op recomputes the head's
 accumulators (a few hundred MACs) and scales them to reals without the requantisation: the
 loss sees what the int32 sums hold. The int8 head stays the model's output for inference.
 
