@@ -8,6 +8,8 @@ differences of the forward pass for the probe and every parameter.
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -172,7 +174,10 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_gradient_rule_matches_finite_differences(case):
     shape, body, kinks = (CASES[case] + ((),))[:3]
-    rng = np.random.default_rng(abs(hash(case)) % 2**32)
+    # crc32, not hash(): Python salts str hashes per process, so each run drew new weights,
+    # and one draw put a finite difference just over its tolerance (conv_depthwise_multiplier,
+    # 1.31e-4 against 1.25e-4)
+    rng = np.random.default_rng(zlib.crc32(case.encode()))
     g, x = build_case(shape, body, rng, kinks)
     out_shape = g.t(g.outputs[0]).shape
     target = rng.normal(0, 1, out_shape).astype(np.float32)
