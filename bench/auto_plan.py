@@ -430,11 +430,12 @@ INT8_ARMS = ("stochastic", "shadow", "master")  # the --rounding choices the tab
 def arms(task: Task, spec: str, plan: str, budget: int, fp32_model: Path, state: dict,
          d: dict[str, np.ndarray], orders: int, lr: float, batch: int) -> dict:
     more = ("--batch", str(batch))
+    tplan = torch_plan(task, plan)
     return {"budget": budget, "plan": plan, "orders": orders, "lr": lr, "batch": batch,
             **{k: task.accuracies(spec, ("--rounding", k, *more), orders, lr) for k in INT8_ARMS},
             "tinytrain_fp32": fp32_runs(task, fp32_model, spec, budget, orders, lr, batch),
-            "pytorch_fp32": torch_runs(state, torch_plan(task, plan), d, lr, batch, orders),
-            "pytorch_int8": torch_runs(state, torch_plan(task, plan), d, lr, batch, orders,
+            "pytorch_fp32": torch_runs(state, tplan, d, lr, batch, orders),
+            "pytorch_int8": torch_runs(state, tplan, d, lr, batch, orders,
                                        build_quant(task.g0, plan, task.opts))}
 
 

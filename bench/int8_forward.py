@@ -15,8 +15,6 @@ logits rounded, as `tinytrain run --eval` measures the device.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import torch
 from torch import nn
@@ -36,12 +34,18 @@ def fake_quant(x: torch.Tensor, q: Quant, lo: int = -128, hi: int = 127) -> torc
     return x + (r - x).detach()
 
 
+def widened(g0: Graph, spec: str, opts: Options) -> Graph:
+    """The int8 graph whose forward the build of plan `spec` runs: `g0` with the weights the
+    plan trains on their widened grids (passes/weight_headroom.py)."""
+    return widen_trained_weights(g0, parse_plan(g0, spec), opts.weight_headroom)
+
+
 def build_quant(g0: Graph, spec: str, opts: Options) -> dict:
     """What the int8 build of plan `spec` rounds, from its imported graph `g0` (quantised,
     --new-head applied): per conv/dense layer in order its real weight and bias and its
     output's (scale, zp, clamp); the residual adds' and the pool's output quantisation; the
     input's."""
-    g = widen_trained_weights(g0, parse_plan(g0, spec), opts.weight_headroom)
+    g = widened(g0, spec, opts)
     layers = []
     for n in g.nodes:
         if n.op not in ("conv2d_q8", "dense_q8"):
@@ -88,9 +92,3 @@ class Int8Forward(nn.Module):
         p = fake_quant(nn.functional.adaptive_avg_pool2d(f, 1), self.q["pool"])
         return self.net.fc(torch.flatten(p, 1))
 
-
-def load_quant(model: Path, spec: str, opts: Options) -> dict:
-    """build_quant for the model file (imported as `opts` says)."""
-    from tinytrain.passes.pipeline import import_model
-
-    return build_quant(import_model(model, opts), spec, opts)

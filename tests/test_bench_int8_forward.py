@@ -18,13 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import auto_plan  # noqa: E402
-from int8_forward import Int8Forward, build_quant  # noqa: E402
+from int8_forward import Int8Forward, build_quant, widened  # noqa: E402
 from torch import nn  # noqa: E402
 
 from tinytrain.ops import interp  # noqa: E402
 from tinytrain.passes.pipeline import Options, import_model  # noqa: E402
-from tinytrain.passes.update_plan import parse_plan  # noqa: E402
-from tinytrain.passes.weight_headroom import widen_trained_weights  # noqa: E402
+from tinytrain.quant.fixedpoint import quantize  # noqa: E402
 
 SPEC = "last:4"  # the head, a project conv, a depthwise and an expand conv: widened weights
 SAMPLES = 8
@@ -61,8 +60,8 @@ def _int8_tensors(g, x: np.ndarray) -> dict[str, np.ndarray]:
     out: dict[str, list] = {k: [] for k in names}
     for xi in x:
         env = dict(base)
-        xq = np.clip(np.round(xi / q_in.scale[0]) + q_in.zero_point[0], -128, 127)
-        interp.run(g, env, {g.inputs[0]: xq.astype(np.int8).reshape(g.t(g.inputs[0]).shape)})
+        xq = quantize(xi, q_in.scale[0], q_in.zero_point[0])  # as the device takes a sample
+        interp.run(g, env, {g.inputs[0]: xq.reshape(g.t(g.inputs[0]).shape)})
         for k in names:
             out[k].append(env[k])
     return {k: np.stack(v).astype(np.int32) for k, v in out.items()}
@@ -74,7 +73,7 @@ def test_pytorch_runs_the_int8_builds_forward(world) -> None:
     loss and rounded for inference."""
     x = world["d"]["test_x"][:SAMPLES]
     g0 = import_model(world["model"], world["opts"])
-    g = widen_trained_weights(g0, parse_plan(g0, SPEC), world["opts"].weight_headroom)
+    g = widened(g0, SPEC, world["opts"])
     want = _int8_tensors(g, x)
     quant = build_quant(g0, SPEC, world["opts"])
     net = auto_plan.MobileNetV2(5, bn=False).eval()
