@@ -1036,9 +1036,48 @@ TT_DW_INLINE void add_loop(int8_t *y, const int8_t *a, const int8_t *b, int32_t 
     }
 }
 
+#if defined(TT_DW_DSP)
+/* add_loop(.., 1, 0) without a clamp beyond SSAT's: one element per pass, every constant and
+ * pointer in a register (14), the index counting up from -n to 0 against end pointers: 15
+ * instructions an element where the 4-element pack spills (~21). */
+TT_DW_INLINE void add_run_lin_gen(int8_t *y, const int8_t *a, const int8_t *b, int32_t n,
+                                  const add_k *k)
+{
+    int32_t i = -n, t, u;
+
+    __asm__ volatile("1:\n\t"
+                     "ldrsb %[u], [%[pb], %[i]]\n\t"
+                     "add %[u], %[boff], %[u], lsl #21\n\t"
+                     "add %[t], %[bc], %[u], asr #31\n\t"
+                     "smmlar %[u], %[u], %[bm], %[t]\n\t"
+                     "asr %[u], %[u], %[be]\n\t"
+                     "ldrsb %[t], [%[pa], %[i]]\n\t"
+                     "add %[t], %[aoff], %[t], lsl #20\n\t"
+                     "add %[t], %[t], %[u], lsl #1\n\t"
+                     "add %[u], %[oc], %[t], asr #31\n\t"
+                     "smmlar %[t], %[t], %[om], %[u]\n\t"
+                     "asr %[t], %[t], %[oe]\n\t"
+                     "ssat %[t], #8, %[t]\n\t"
+                     "strb %[t], [%[py], %[i]]\n\t"
+                     "adds %[i], %[i], #1\n\t"
+                     "bne 1b"
+                     : [i] "+r"(i), [t] "=&r"(t), [u] "=&r"(u)
+                     : [pa] "r"(a + n), [pb] "r"(b + n), [py] "r"(y + n), [aoff] "r"(k->aoff),
+                       [boff] "r"(k->boff), [bc] "r"(k->bc), [bm] "r"(k->bm), [be] "r"(k->be),
+                       [oc] "r"(k->oc), [om] "r"(k->om), [oe] "r"(k->oe)
+                     : "cc", "memory");
+}
+#endif
+
 TT_DW_NOINLINE void add_loop_lin_gen(int8_t *y, const int8_t *a, const int8_t *b, int32_t n,
                                      const add_k *k)
 {
+#if defined(TT_DW_DSP)
+    if (n > 0 && k->act_min == -128 && k->act_max == 127) {
+        add_run_lin_gen(y, a, b, n, k);
+        return;
+    }
+#endif
     add_loop(y, a, b, n, k, 1, 0);
 }
 

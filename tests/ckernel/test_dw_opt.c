@@ -499,6 +499,8 @@ static void bench_add(int32_t h, int32_t c, int32_t clamp)
 
     fill(xbuf, 2 * n);
     random_add_params(&p, 0);
+    p.a_mult = 1 << 30; /* AddPrepare's: the input of the larger scale is linear */
+    p.a_shift = 0;
     if (!clamp) {
         p.act_min = -128;
         p.act_max = 127;
@@ -548,6 +550,7 @@ static void run_bench(void)
     bench_add(32, 16, 0);
     bench_add(32, 16, 1);
     bench_add(8, 48, 0);
+    bench_add(4, 96, 0);
 }
 
 #ifdef TT_DW_BENCH
