@@ -11,7 +11,8 @@
  *     are read as int8 every time);
  *   - 2 pixels x 2 output channels per block: each weight word and each buffer word feeds
  *     two __smlad (~1.1 instructions per MAC); cin 8 and 16 instead hold one channel's
- *     weights in registers and stream the pixels;
+ *     weights in registers and stream the pixels (cin 16 two pixels at a time in inline
+ *     assembly, the weights read per group);
  *   - pointwise inputs too wide for the buffer, and regular-conv patches too wide (per
  *     kernel tap), are converted on the fly (__sxtab16 adds the offset).
  * The int32 sum is exact in any order, so only the requantisation needs care:
@@ -613,6 +614,55 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
 /* ---- narrow inputs (cin 8, 16): one output channel at a time, its k / 4 weight groups
  * held converted in registers across the pixels; row layout ---- */
 
+/* The DSP pixel-pair loop below takes 14 registers beside one memory operand: GCC 12
+ * allocates them when it optimises for speed; -O0 (r7 the frame pointer) and -Os keep C. */
+#if defined(__ARM_FEATURE_DSP) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
+#define CV_WS_ASM 1
+
+/* group g (4 inputs) of pixels A (at xp) and B (PB bytes on): its weight words from wv, the
+ * sums a and b going on from AA and AB */
+#define CV_WS_G(g, PB, AA, AB)                                                            \
+    "ldrd %[w0], %[w1], [%[wv], #(" #g ")*8]\n\t"                                          \
+    "ldrd %[x0], %[x1], [%[xp], #(" #g ")*8]\n\t"                                          \
+    "smlad %[a], %[x0], %[w0], %[" AA "]\n\t"                                              \
+    "smlad %[a], %[x1], %[w1], %[a]\n\t"                                                   \
+    "ldrd %[x0], %[x1], [%[xp], #(" #g ")*8+" #PB "]\n\t"                                  \
+    "smlad %[b], %[x0], %[w0], %[" AB "]\n\t"                                              \
+    "smlad %[b], %[x1], %[w1], %[b]\n\t"
+#define CV_WS_RQ(v)                                                                        \
+    "add %[x0], %[c], %[" v "], asr #31\n\t"                                               \
+    "smmlar %[" v "], %[" v "], %[m], %[x0]\n\t"                                           \
+    "asr %[" v "], %[" v "], %[e]\n\t"                                                     \
+    "ssat %[" v "], #8, %[" v "]\n\t"
+/* Pixel pairs from xp to xe (PB bytes per pixel, GROUPS their MACs): y[0], y[cout] =
+ * channel oc of both (rq_fast, no clamp), y stepping by 2 cout. At cin 16 GCC's one-pixel
+ * loop kept the sum's start, two weight words and the requantisation constants on the stack
+ * (26 instructions an output); this reads the weights per group from wv, keeping everything
+ * else in registers, and shares them between the two pixels: 21.5. (At cin 8 GCC's own pair
+ * loop, weights in registers, is one instruction shorter than this form.) */
+#define CV_WS_PAIRS(PB, GROUPS)                                                        \
+    do {                                                                                  \
+        int32_t a_, b_, x0_, x1_, w0_, w1_;                                               \
+        __asm__ volatile("1:\n\t" GROUPS CV_WS_RQ("a") CV_WS_RQ("b")                        \
+                         "strb %[a], [%[y]]\n\t"                                           \
+                         "strb %[b], [%[y], %[cout]]\n\t"                                  \
+                         "add %[y], %[y], %[cout], lsl #1\n\t"                             \
+                         "add %[xp], %[xp], #2*" #PB "\n\t"                                \
+                         "ldr %[x0], %[xe]\n\t"                                            \
+                         "cmp %[xp], %[x0]\n\t"                                            \
+                         "bne 1b"                                                         \
+                         : [xp] "+r"(xp), [y] "+r"(y), [a] "=&r"(a_), [b] "=&r"(b_),       \
+                           [x0] "=&r"(x0_), [x1] "=&r"(x1_), [w0] "=&r"(w0_),               \
+                           [w1] "=&r"(w1_)                                                \
+                         : [wv] "r"(wv), [init] "r"(init), [m] "r"(m), [c] "r"(c),         \
+                           [e] "r"(e), [cout] "r"(cout), [xe] "m"(xe2)                     \
+                         : "cc", "memory");                                               \
+    } while (0)
+#define CV_WS_16                                                                           \
+    CV_WS_G(0, 32, "init", "init") CV_WS_G(1, 32, "a", "b") CV_WS_G(2, 32, "a", "b")     \
+        CV_WS_G(3, 32, "a", "b")
+#endif
+
 static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, const int8_t *w,
                                  const cv_ctx *cx, int32_t oc, int32_t nk, int mode)
 {
@@ -644,6 +694,14 @@ static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, cons
         w3l = sx_lo(u);
         w3h = sx_hi(u);
     }
+#if defined(CV_WS_ASM)
+    if (nk == 4 && mode == 0 && npx >= 2) { /* cin 16: pixel pairs, then the odd one below */
+        const int32_t *const xe2 = xp + (npx & ~1) * 2 * nk;
+        const int32_t wv[8] = {w0l, w0h, w1l, w1h, w2l, w2h, w3l, w3h};
+        CV_WS_PAIRS(32, CV_WS_16);
+        npx &= 1;
+    }
+#endif
     if (nk == 2 && mode != 2) { /* cin 8: two pixels per pass (one loop test, one y step) */
         const int32_t *const xe2 = xp + (npx & ~1) * 2 * nk;
         while (xp != xe2) {

@@ -481,6 +481,7 @@ int main(void)
         int32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
         int32_t h = rnd(1, 9), w = rnd(1, 13), cin = rnd(1, 40), cout = rnd(1, 21);
         if (kind == 1) cin = rnd(150, 300); /* wider than the buffer */
+        if (kind == 0 && rnd(0, 1)) cin = rnd(0, 1) ? 8 : 16; /* the narrow-input kernels */
         if (kind >= 2) {
             const int32_t ks[5] = {1, 2, 3, 5, 7};
             kh = ks[rnd(0, 4)];
