@@ -378,6 +378,158 @@ void tt_cs_pw_input_s8_opt(float *plane, const float *dy, const int8_t *w, const
     }
 }
 
+/* ---- the source for 4 channels at once (tt_cs_pw_input_s8_g): each dy load feeds four
+ * channels' sums, and one 32-bit load gathers the four channels' weights of an output ----
+ * Column chunk: wq[4 o + j] = scale[o] * (float)w[o, c0 + j], the same products
+ * tt_cs_pw_input_s8_opt forms, so each plane gets its bits (o ascending per element). */
+
+/* wq[4 o + j] for o < nb from the 4 weight bytes at w + o * cin */
+static void pw_column4_s8(float *wq, const int8_t *w, const float *scale, int32_t cin,
+                          int32_t nb)
+{
+    int32_t o;
+
+    for (o = 0; o < nb; ++o, w += cin, wq += 4) {
+        uint32_t v;
+        memcpy(&v, w, 4); /* one LDR: unaligned loads are fine on the M4/M7 */
+#if CS_VFP && defined(__ARM_FEATURE_DSP)
+        {
+            uint32_t t0, t1, t2, t3;
+            __asm__("sxtb %[t0], %[v]\n\tsxtb %[t1], %[v], ror #8\n\t"
+                    "sxtb %[t2], %[v], ror #16\n\tasr %[t3], %[v], #24\n\t"
+                    "vmov s0, s1, %[t0], %[t1]\n\tvmov s2, s3, %[t2], %[t3]\n\t"
+                    "vcvt.f32.s32 s0, s0\n\tvcvt.f32.s32 s1, s1\n\t"
+                    "vcvt.f32.s32 s2, s2\n\tvcvt.f32.s32 s3, s3\n\t"
+                    "vldr s4, %[s]\n\t"
+                    "vmul.f32 s0, s4, s0\n\tvmul.f32 s1, s4, s1\n\t"
+                    "vmul.f32 s2, s4, s2\n\tvmul.f32 s3, s4, s3\n\t"
+                    "vstmia %[d], {s0-s3}"
+                    : "=m"(*(float(*)[4])wq), [t0] "=&r"(t0), [t1] "=&r"(t1),
+                      [t2] "=&r"(t2), [t3] "=&r"(t3)
+                    : [v] "r"(v), [s] "m"(scale[o]), [d] "r"(wq)
+                    : "s0", "s1", "s2", "s3", "s4");
+        }
+#else
+        wq[0] = scale[o] * (float)(int8_t)(v & 0xFFu);
+        wq[1] = scale[o] * (float)(int8_t)((v >> 8) & 0xFFu);
+        wq[2] = scale[o] * (float)(int8_t)((v >> 16) & 0xFFu);
+        wq[3] = scale[o] * (float)(int8_t)(v >> 24);
+#endif
+    }
+}
+
+#if CS_VFP
+static const float cs_zero8[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}; /* VLDM */
+#endif
+
+/* planes j < 4 (ps floats apart), pixels p, p + 1: (+)= sum over o < nb of dy[., o] * wq[4 o
+ * + j], o ascending; `first`: from 0. nb8 = nb rounded down to 8 (the tail in C). */
+static void pw_src4_pair(float *pl, int32_t ps, const float *d0, const float *d1,
+                         const float *wq, int32_t nb, int first)
+{
+    int32_t o, j;
+
+#if CS_VFP && defined(__OPTIMIZE__) /* at -O0 the asm runs out of registers */
+    const int32_t nb8 = nb & ~7;
+    if (nb8 > 0) {
+        const float *wp = wq, *const we = wq + 4 * nb8, *a = d0, *b = d1;
+        const int32_t ps4 = 4 * ps; /* bytes between the planes */
+        const float *t;
+/* outputs o + k, o + k + 1 (dy in s(k), s(k+1) and s(8+k), s(9+k)), weights of 2 outputs */
+#define CS_SRC4_2(k0, k1, k8, k9)                                                           \
+    "vldmia %[w]!, {s16-s23}\n\t"                                                          \
+    "vmla.f32 s24, s" #k0 ", s16\n\tvmla.f32 s25, s" #k8 ", s16\n\t"                        \
+    "vmla.f32 s26, s" #k0 ", s17\n\tvmla.f32 s27, s" #k8 ", s17\n\t"                        \
+    "vmla.f32 s28, s" #k0 ", s18\n\tvmla.f32 s29, s" #k8 ", s18\n\t"                        \
+    "vmla.f32 s30, s" #k0 ", s19\n\tvmla.f32 s31, s" #k8 ", s19\n\t"                        \
+    "vmla.f32 s24, s" #k1 ", s20\n\tvmla.f32 s25, s" #k9 ", s20\n\t"                        \
+    "vmla.f32 s26, s" #k1 ", s21\n\tvmla.f32 s27, s" #k9 ", s21\n\t"                        \
+    "vmla.f32 s28, s" #k1 ", s22\n\tvmla.f32 s29, s" #k9 ", s22\n\t"                        \
+    "vmla.f32 s30, s" #k1 ", s23\n\tvmla.f32 s31, s" #k9 ", s23\n\t"
+        /* the sums start from the planes, or from zeros when `first` (one asm: the compiler
+         * puts nothing between the loads, the loop and the stores) */
+        __asm__ volatile("cmp %[f], #0\n\t"
+                         "bne 2f\n\t"
+                         "mov %[t], %[pl]\n\t"
+                         "vldmia %[t], {s24-s25}\n\tadd %[t], %[t], %[ps4]\n\t"
+                         "vldmia %[t], {s26-s27}\n\tadd %[t], %[t], %[ps4]\n\t"
+                         "vldmia %[t], {s28-s29}\n\tadd %[t], %[t], %[ps4]\n\t"
+                         "vldmia %[t], {s30-s31}\n\t"
+                         "b 1f\n\t"
+                         "2:\n\t"
+                         "vldmia %[z], {s24-s31}\n\t"
+                         "1:\n\t"
+                         "vldmia %[a]!, {s0-s7}\n\t"
+                         "vldmia %[b]!, {s8-s15}\n\t"
+                         CS_SRC4_2(0, 1, 8, 9) CS_SRC4_2(2, 3, 10, 11)
+                         CS_SRC4_2(4, 5, 12, 13) CS_SRC4_2(6, 7, 14, 15)
+                         "cmp %[w], %[we]\n\t"
+                         "bne 1b\n\t"
+                         "mov %[t], %[pl]\n\t"
+                         "vstmia %[t], {s24-s25}\n\tadd %[t], %[t], %[ps4]\n\t"
+                         "vstmia %[t], {s26-s27}\n\tadd %[t], %[t], %[ps4]\n\t"
+                         "vstmia %[t], {s28-s29}\n\tadd %[t], %[t], %[ps4]\n\t"
+                         "vstmia %[t], {s30-s31}"
+                         : [a] "+r"(a), [b] "+r"(b), [w] "+r"(wp), [t] "=&r"(t)
+                         : [we] "r"(we), [pl] "r"(pl), [ps4] "r"(ps4), [f] "r"(first),
+                           [z] "r"(cs_zero8)
+                         : "cc", "memory", "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8",
+                           "s9", "s10", "s11", "s12", "s13", "s14", "s15", "s16", "s17", "s18",
+                           "s19", "s20", "s21", "s22", "s23", "s24", "s25", "s26", "s27", "s28",
+                           "s29", "s30", "s31");
+#undef CS_SRC4_2
+        first = 0;
+    }
+    o = nb8;
+#else
+    o = 0;
+#endif
+    for (j = 0; j < 4; ++j) {
+        float *const q = pl + j * ps;
+        float a0 = first ? 0.0f : q[0], a1 = first ? 0.0f : q[1];
+        int32_t i;
+        for (i = o; i < nb; ++i) {
+            a0 = cs_mla(a0, d0[i], wq[4 * i + j]);
+            a1 = cs_mla(a1, d1[i], wq[4 * i + j]);
+        }
+        q[0] = a0, q[1] = a1;
+    }
+}
+
+void tt_cs_pw_input_s8_g_opt(float *planes, int32_t ps, const float *dy, const int8_t *w,
+                             const float *w_scale, int32_t n, int32_t cout, int32_t cin,
+                             int32_t c0, int32_t cnt)
+{
+    float wq[4 * CS_OB];
+    int32_t o0, p, j, i;
+
+    /* a short group, or outputs too few for pixel pairs through the columns (the one-channel
+     * kernel streams the pixels past weights held in registers there): channel by channel */
+    if (cnt != 4 || c0 + 4 > cin || cout < CS_PIX_OUTER) {
+        for (i = 0; i < cnt; ++i) {
+            tt_cs_pw_input_s8_opt(planes + i * ps, dy, w, w_scale, n, cout, cin, c0 + i);
+        }
+        return;
+    }
+    for (o0 = 0; o0 < cout; o0 += CS_OB) {
+        const int32_t nb = cout - o0 < CS_OB ? cout - o0 : CS_OB;
+        pw_column4_s8(wq, &w[o0 * cin + c0], &w_scale[o0], cin, nb);
+        for (p = 0; p + 2 <= n; p += 2) {
+            pw_src4_pair(planes + p, ps, &dy[p * cout + o0], &dy[(p + 1) * cout + o0], wq, nb,
+                         o0 == 0);
+        }
+        for (; p < n; ++p) { /* an odd last pixel */
+            for (j = 0; j < 4; ++j) {
+                float a = o0 == 0 ? 0.0f : planes[j * ps + p];
+                for (i = 0; i < nb; ++i) {
+                    a = cs_mla(a, dy[p * cout + o0 + i], wq[4 * i + j]);
+                }
+                planes[j * ps + p] = a;
+            }
+        }
+    }
+}
+
 void tt_cs_pw_input_f32_opt(float *plane, const float *dy, const float *w, int32_t n,
                             int32_t cout, int32_t cin, int32_t c)
 {
@@ -1359,7 +1511,6 @@ static __attribute__((noinline)) int dw_input_fast(float *dx, const float *dy,
               "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s24", "s25", "s26", "s27",   \
               "s28", "s29", "s30", "s31")
 #define CS_ROW3 12 /* floats of a padded 8-wide row under a 3x3 kernel (10, rounded up) */
-static const float cs_zero8[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
 
 #define CS_ACC4 [a0] "+t"(a0), [a1] "+t"(a1), [a2] "+t"(a2), [a3] "+t"(a3)
 #define CS_ACC8 CS_ACC4, [a4] "+t"(a4), [a5] "+t"(a5), [a6] "+t"(a6), [a7] "+t"(a7)

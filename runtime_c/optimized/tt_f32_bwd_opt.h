@@ -8,6 +8,7 @@
  * same signatures and preconditions. Bit-identical to them except tt_cs_pw_input_s8_opt
  * (dy * (w_scale[o] * w[o, c]): rounding differs, the summation order does not). */
 extern __typeof__(tt_cs_pw_input_s8) tt_cs_pw_input_s8_opt;
+extern __typeof__(tt_cs_pw_input_s8_g) tt_cs_pw_input_s8_g_opt;
 extern __typeof__(tt_cs_pw_input_f32) tt_cs_pw_input_f32_opt;
 extern __typeof__(tt_cs_mask) tt_cs_mask_opt;
 extern __typeof__(tt_cs_q8_clamp) tt_cs_q8_clamp_opt;

@@ -32,6 +32,19 @@ void tt_cs_pw_input_s8(float *plane, const float *dy, const int8_t *w, const flo
     }
 }
 
+/* channels c0 .. c0 + cnt - 1, channel c0 + i into the plane planes + i * ps: each exactly as
+ * tt_cs_pw_input_s8 computes it (a region's source run once per group of channels) */
+void tt_cs_pw_input_s8_g(float *planes, int32_t ps, const float *dy, const int8_t *w,
+                         const float *w_scale, int32_t n, int32_t cout, int32_t cin, int32_t c0,
+                         int32_t cnt)
+{
+    int32_t i;
+
+    for (i = 0; i < cnt; ++i) {
+        tt_cs_pw_input_s8(planes + i * ps, dy, w, w_scale, n, cout, cin, c0 + i);
+    }
+}
+
 void tt_cs_pw_input_f32(float *plane, const float *dy, const float *w, int32_t n, int32_t cout,
                         int32_t cin, int32_t c)
 {

@@ -338,6 +338,11 @@ int32_t tt_q8_step_s32(int32_t b, float delta, const tt_q8_update *u, uint32_t i
 /* plane = channel c of a 1x1 conv's input gradient: sum over o of dy[:, o] * w[o, c] */
 void tt_cs_pw_input_s8(float *plane, const float *dy, const int8_t *w, const float *w_scale,
                        int32_t n, int32_t cout, int32_t cin, int32_t c);
+/* the same for cnt channels c0.., channel c0 + i into the plane planes + i * ps (a region's
+ * source run once per group of channels: passes/channel_group.py) */
+void tt_cs_pw_input_s8_g(float *planes, int32_t ps, const float *dy, const int8_t *w,
+                         const float *w_scale, int32_t n, int32_t cout, int32_t cin, int32_t c0,
+                         int32_t cnt);
 void tt_cs_pw_input_f32(float *plane, const float *dy, const float *w, int32_t n, int32_t cout,
                         int32_t cin, int32_t c);
 /* out = in where channel c of the mask / int8 y (lo < y < hi) / x (lo < x < hi) passes */

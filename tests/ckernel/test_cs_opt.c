@@ -101,13 +101,13 @@ static void fill_bits(float *p, int32_t n, uint32_t bits) /* "not written" marke
 enum {
     K_PWI_S8, K_PWI_F32, K_ADD_S8, K_ADD_F32, K_PWW_S8, K_PWW_F32, K_DWI_S8, K_DWI_F32,
     K_DWW_S8, K_DWW_F32, K_MASK, K_CLAMP, K_CLIP, K_BIAS_S32, K_BIAS_F32, K_ADD_MASTER, K_PWW_S8_G,
-    K_ADD_S8_G, K_N
+    K_ADD_S8_G, K_PWI_S8_G, K_N
 };
 static const char *const K_NAME[K_N] = {
     "pw_input_s8", "pw_input_f32", "pw_input_add_s8", "pw_input_add_f32", "pw_weight_sgd_s8",
     "pw_weight_sgd_f32", "dw_input_s8", "dw_input_f32", "dw_weight_sgd_s8", "dw_weight_sgd_f32",
     "mask", "q8_clamp", "clip_f32", "bias_sgd_s32", "bias_sgd_f32", "pw_input_add_s8_master",
-    "pw_weight_sgd_s8_g", "pw_input_add_s8_g"};
+    "pw_weight_sgd_s8_g", "pw_input_add_s8_g", "pw_input_s8_g"};
 static uint32_t g_hash[K_N];
 static uint32_t g_cases[K_N];
 static float g_worst_rel; /* pw_input_s8: largest |opt - ref| / sum|terms| seen */
@@ -193,6 +193,31 @@ static void t_pw_input(int32_t n, int32_t cout, int32_t cin, int32_t c)
     }
     hash(K_PWI_S8, g_b, n * 4);
     ++g_cases[K_PWI_S8];
+    /* a group of channels into planes ps apart (tt_cs_pw_input_s8_g): each plane the bits of
+     * the one-channel kernel's (mostly 4 channels, the fast path; else a region's last few) */
+    {
+        const int32_t cnt = cin >= 4 && (rnd() % 4u) != 0u ? 4 : rint_(1, cin < 4 ? cin : 4);
+        const int32_t c0 = rint_(0, cin - cnt), ps = n + rint_(0, 3);
+        int32_t i;
+        fill_bits(g_a, cnt * ps, 0x7fc00001u);
+        fill_bits(g_b, cnt * ps, 0x7fc00002u);
+        for (i = 0; i < cnt; ++i) {
+            tt_cs_pw_input_s8_opt(g_a + i * ps, g_dy, g_w8, g_ws, n, cout, cin, c0 + i);
+        }
+        tt_cs_pw_input_s8_g_opt(g_b, ps, g_dy, g_w8, g_ws, n, cout, cin, c0, cnt);
+        for (i = 0; i < cnt; ++i) {
+            same(K_PWI_S8_G, g_a + i * ps, g_b + i * ps, n * 4, "plane");
+            hash(K_PWI_S8_G, g_b + i * ps, n * 4);
+        }
+        tt_cs_pw_input_s8_g(g_b, ps, g_dy, g_w8, g_ws, n, cout, cin, c0, cnt);
+        for (i = 0; i < cnt; ++i) { /* the reference's group: its one-channel kernel's bits */
+            tt_cs_pw_input_s8(g_a + i * ps, g_dy, g_w8, g_ws, n, cout, cin, c0 + i);
+        }
+        for (i = 0; i < cnt; ++i) {
+            same(K_PWI_S8_G, g_a + i * ps, g_b + i * ps, n * 4, "reference planes");
+        }
+        ++g_cases[K_PWI_S8_G];
+    }
     /* fp32: bit-identical */
     fill_bits(g_a, n, 0x7fc00001u);
     fill_bits(g_b, n, 0x7fc00002u);
@@ -758,6 +783,13 @@ static void bench_block(const block *b)
     for (c = 0; c < b->mid; ++c) tt_cs_pw_input_s8_opt(g_a, g_dy, g_w8, g_ws, n_out, b->cout, b->mid, c);
     to = tock();
     report("pw_input_s8", b, tr, to, (float)b->mid * (float)n_out * (float)b->cout);
+    tick(); /* 4 channels at a time into kept planes (the last group may be short) */
+    for (c = 0; c < b->mid; c += 4) tt_cs_pw_input_s8_g(g_a, n_out, g_dy, g_w8, g_ws, n_out, b->cout, b->mid, c, b->mid - c < 4 ? b->mid - c : 4);
+    tr = tock();
+    tick();
+    for (c = 0; c < b->mid; c += 4) tt_cs_pw_input_s8_g_opt(g_a, n_out, g_dy, g_w8, g_ws, n_out, b->cout, b->mid, c, b->mid - c < 4 ? b->mid - c : 4);
+    to = tock();
+    report("pw_input_s8_g", b, tr, to, (float)b->mid * (float)n_out * (float)b->cout);
     tick();
     for (c = 0; c < b->mid; ++c) tt_cs_pw_input_f32(g_a, g_dy, g_w, n_out, b->cout, b->mid, c);
     tr = tock();

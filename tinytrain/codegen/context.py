@@ -17,7 +17,7 @@ OPTIMIZED_KERNELS = frozenset({
     "tt_dense_s8", "tt_q8_clamp_mask", "tt_conv2d_s8_master", "tt_dense_s8_master",
     "tt_cs_pw_input_add_s8_master",
     "tt_cs_pw_input_s8", "tt_cs_pw_input_add_s8", "tt_cs_dw_input_s8", "tt_cs_pw_weight_sgd_s8",
-    "tt_cs_pw_weight_sgd_s8_g", "tt_cs_pw_input_add_s8_g",
+    "tt_cs_pw_weight_sgd_s8_g", "tt_cs_pw_input_add_s8_g", "tt_cs_pw_input_s8_g",
     "tt_gather_channels_s8", "tt_scatter_channels_s8", "tt_gather_channels_f32",
     "tt_scatter_channels_f32",
     "tt_cs_pw_weight_sgd_s8f", "tt_cs_x_float_s8",

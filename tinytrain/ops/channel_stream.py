@@ -12,7 +12,9 @@ _nodes (the original nodes, in order), _slots ({per-channel tensor: slot}), _sha
 region tensor's shape), x_float (optional, passes/x_float.py: {int8 update input: (float
 offset in the scratch, zero point)}, converted to float once before the loop), group, _held,
 _grouped (optional, passes/channel_group.py: {tensor: float offset of its `group` kept planes;
-channel c writes plane c mod group}, the int8 1x1 updates and sinks run once per group). Each
+channel c writes plane c mod group}, the int8 1x1 updates and sinks run once per group),
+_hoisted (optional, the same pass: the int8 source, run at each group's first channel for the
+group, into its kept planes). Each
 sub-op's per-channel kernel adds its floats in the order the whole-tensor kernel does, so the
 region gives bit-identical results.
 """
@@ -64,13 +66,18 @@ class ChannelStream(OpDef):
         zero, body, late = [], [], []
         xf = a.get("x_float", {})  # int8 update inputs converted once (passes/x_float.py)
         for k, n in enumerate(self.members(node)):
-            if n.name in grouped:
+            hoisted = n.name == a.get("_hoisted")
+            if hoisted:
+                call = self._source_call(n, cg, held, shapes, plane, group, a["channels"])
+            elif n.name in grouped:
                 call = self._group_call(n, cg, p, held, shapes, plane, group, merged, zero)
             else:
                 call = self._sub_call(n, cg, p, slots, shapes, merged, zero, xf)
             # the reference kernel, or its optimised twin when the build uses them
             kernel = call.split("(", 1)[0]
             line = cg.member(node, k, cg.kernel(kernel) + call[len(kernel):])
+            if hoisted:  # at the group's first channel, for the group
+                line = f"if ((c & {group - 1}) == 0) {{ {line} }}"
             (late if n.name in grouped else body).append("        " + line)
         if late:  # after the group's last channel (or the region's)
             last = a["channels"] - 1
@@ -107,6 +114,16 @@ class ChannelStream(OpDef):
                 f"{cg.ptr(ins[1])}, {c_float(a['x_scale'])}, {a['x_zp']}, {_hw(dy)}, {x[-1]}, "
                 f"{w_cin}, {_idx(cg, a)}, {chans}, {floats(cg, a['step'])}, "
                 f"{_update(cg, n, 3)});")
+
+    @staticmethod
+    def _source_call(n, cg, held, shapes, plane, group, channels) -> str:
+        """Channels c..c+3 (fewer at the region's end) of the region's int8 source, into the
+        group's kept planes (passes/channel_group.py)."""
+        dy, dx = shapes[n.inputs[0]], shapes[n.outputs[0]]
+        cnt = f"{channels} - c < {group} ? {channels} - c : {group}"
+        return (f"tt_cs_pw_input_s8_g((pl + {held[n.outputs[0]]}), {plane}, "
+                f"{cg.ptr(n.inputs[0])}, {cg.ptr(n.inputs[1])}, "
+                f"{floats(cg, n.attrs['w_scale'])}, {_hw(dy)}, {dy[-1]}, {dx[-1]}, c, {cnt});")
 
     def members(self, node):
         # a merge_channels only names the whole tensor its parts already fill: no call

@@ -15,6 +15,10 @@ group is complete (or the channels run out), through tt_cs_pw_weight_sgd_s8_g an
 tt_cs_pw_input_add_s8_g. Each element's sums, in their order, and each weight's rounding are
 the reference's; only the time a sub-op runs moves (see _deferred for when that is safe).
 
+The region's source (the projection's input gradient, its first sub-op) goes the other way:
+it runs at each group's first channel for the group's four channels (tt_cs_pw_input_s8_g,
+four more kept planes), so each dy element it reads is loaded once for four sums.
+
 Kept, like x_float, only where the planner's arena does not grow.
 """
 
@@ -81,6 +85,26 @@ def _deferred(node: Node, members: list[Node], chosen: set[str]) -> set[str]:
     return chosen
 
 
+def _keeping(g: Graph, node: Node, tensors: list[str], attrs: dict) -> Graph:
+    """g with region `node` keeping GROUP planes of each of `tensors` (appended to its
+    scratch) and `attrs` set."""
+    a = node.attrs
+    scratch = g.t(a["scratch"])
+    off, held = scratch.size, dict(a.get("_held", {}))
+    for t in tensors:
+        if t not in held:
+            held[t] = off
+            off += GROUP * a["plane"]
+    k = node.outputs.index(a["scratch"])
+    shapes = list(a["out_shapes"])
+    shapes[k] = (off,)
+    new = Node(node.name, node.op, node.inputs, node.outputs,
+               {**a, "group": GROUP, "_held": held, "_grouped": a.get("_grouped", ()),
+                **attrs, "out_shapes": tuple(shapes)}, node.phase)
+    nodes = tuple(new if m.name == node.name else m for m in g.nodes)
+    return g.replace(nodes=nodes).with_tensors([scratch.replace(shape=(off,))])
+
+
 def _grouped(g: Graph, node: Node) -> Graph | None:
     """node with its groupable updates deferred and their gradient planes kept, or None."""
     a = node.attrs
@@ -89,24 +113,32 @@ def _grouped(g: Graph, node: Node) -> Graph | None:
     names = [m.name for m in members if m.name in chosen]
     if not names:
         return None
-    scratch = g.t(a["scratch"])
-    off, held = scratch.size, {}
-    for m in members:
-        if m.name in names and m.inputs[0] not in held:
-            held[m.inputs[0]] = off
-            off += GROUP * a["plane"]
-    k = node.outputs.index(a["scratch"])
-    shapes = list(a["out_shapes"])
-    shapes[k] = (off,)
-    new = Node(node.name, node.op, node.inputs, node.outputs,
-               {**a, "group": GROUP, "_held": held, "_grouped": tuple(names),
-                "out_shapes": tuple(shapes)}, node.phase)
-    nodes = tuple(new if m.name == node.name else m for m in g.nodes)
-    return g.replace(nodes=nodes).with_tensors([scratch.replace(shape=(off,))])
+    inputs = list(dict.fromkeys(m.inputs[0] for m in members if m.name in names))
+    return _keeping(g, node, inputs, {"_grouped": tuple(names)})
+
+
+def _hoisted(g: Graph, node: Node) -> Graph | None:
+    """node with its source computed for four channels at once, at each group's first
+    channel, into kept planes (tt_cs_pw_input_s8_g: each dy element loaded once for four
+    channels' sums), or None. The source is the region's first sub-op and reads only whole
+    tensors (the block's dy and the projection's weight) that no sub-op writes, so running
+    channels c+1..c+3's share before channel c's other sub-ops changes no value."""
+    a = node.attrs
+    members = [n for n in a["_nodes"] if n.op != "merge_channels"]
+    src = members[0]
+    if (a.get("_hoisted") or src.op != "conv2d_backward_input_q8" or not _pointwise(src)
+            or src.attrs.get("master") or src.inputs[0] in a["_slots"]
+            or g.t(src.inputs[1]).dtype != "s8"):
+        return None
+    if {o for m in members[1:] for o in m.outputs} & set(src.inputs):
+        return None
+    return _keeping(g, node, [src.outputs[0]], {"_hoisted": src.name})
 
 
 def group_update_rows(g: Graph) -> Graph:
-    """Group the int8 1x1 updates and sinks of each channel-streamed region where the arena
-    stays the same size (one region at a time, in order)."""
-    return each_region_within_arena(
+    """Group the int8 1x1 updates and sinks of each channel-streamed region, then its source,
+    where the arena stays the same size (one region and one step at a time, in order: a
+    source that does not fit leaves the groups that do)."""
+    g = each_region_within_arena(
         g, lambda g, node: None if "group" in node.attrs else _grouped(g, node))
+    return each_region_within_arena(g, _hoisted)
