@@ -4,13 +4,14 @@ Deferring a sub-op moves it after later channels' sub-ops and after the sub-ops 
 it in a channel. The end-to-end tests (tests/test_stream.py) train grouped builds bit for bit
 like plain ones; these pin the legality rule itself on the orders a region can have: a sink
 reading row c of a weight and an update writing row c must keep their order within a
-channel, and nothing else may share what a deferred sub-op writes.
+channel, and nothing else may share what a deferred sub-op writes. A region's source may run
+early, for four channels at once, only when nothing in the region writes what it reads.
 """
 
 from __future__ import annotations
 
 from tinytrain.ir import Node
-from tinytrain.passes.channel_group import _deferred
+from tinytrain.passes.channel_group import _deferred, _hoistable
 
 POINTWISE = {"kernel": (1, 1), "stride": (1, 1), "pads": (0, 0, 0, 0), "groups": 1}
 
@@ -69,3 +70,30 @@ def test_a_sub_op_writing_what_a_deferred_one_reads_blocks_it():
     writer = Node("w", "mask_backward", ("g", "x"), ("x",), {}, "backward")  # writes x
     node, members = _region(writer, _update("u"))
     assert _deferred(node, members, {"u"}) == set()
+
+
+def _source(**attrs) -> Node:
+    """The region's source: channel c of a 1x1 input gradient from the whole dy and weight P."""
+    return Node("src", "conv2d_backward_input_q8", ("dy", "P"), ("g",), {**POINTWISE, **attrs},
+                "backward")
+
+
+def test_a_source_reading_what_no_sub_op_writes_is_hoisted():
+    node, members = _region(_source(), _bias("b"), _sink("s"), _update("u"))
+    assert _hoistable(node, members, "s8")
+
+
+def test_a_sub_op_writing_the_source_weight_or_dy_blocks_it():
+    for written in ("P", "dy"):
+        writer = Node("w", "mask_backward", ("g", "x"), (written,), {}, "backward")
+        node, members = _region(_source(), writer)
+        assert not _hoistable(node, members, "s8"), written
+
+
+def test_only_int8_plain_sources_are_hoisted():
+    node, members = _region(_source(), _bias("b"))
+    assert not _hoistable(node, members, "f32")  # the kernel gathers four int8 weights
+    node, members = _region(_source(master=True), _bias("b"))
+    assert not _hoistable(node, members, "s8")  # a 16-bit master: its own kernel
+    node, members = _region(_sink("s"), _bias("b"))  # starts at a per-channel plane
+    assert not _hoistable(node, members, "s8")

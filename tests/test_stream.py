@@ -163,6 +163,11 @@ def test_update_rows_are_grouped_where_the_arena_allows(mbv2):
         assert all(m.inputs[1] not in a.get("x_float", {}) for m in updates)
     assert any(m.op == "conv2d_weight_sgd_q8" for n in grouped for m in n.attrs["_nodes"]
                if m.name in n.attrs["_grouped"])
+    hoisted = [n for n in grouped if n.attrs.get("_hoisted")]  # sources, four channels a pass
+    assert hoisted
+    for n in hoisted:
+        src = n.attrs["_nodes"][0]
+        assert src.name == n.attrs["_hoisted"] and src.outputs[0] in n.attrs["_held"]
 
 
 def _train(cli, path, d, out, *extra):
@@ -183,6 +188,7 @@ def test_grouped_updates_train_bit_identically(mbv2, tmp_path, cli, monkeypatch)
                                         kernels="reference"))
     code = (tmp_path / "a" / "model.c").read_text()
     assert "tt_cs_pw_weight_sgd_s8_g(" in code and "tt_cs_pw_input_add_s8_g(" in code
+    assert "tt_cs_pw_input_s8_g(" in code  # the sources, four channels at a time
     cli("run", tmp_path / "a", "--data", d / "train.npz", "--metrics", tmp_path / "m.jsonl",
         "--save", tmp_path / "state.npz")
     grouped = [json.loads(line)["loss"] for line in open(tmp_path / "m.jsonl")]

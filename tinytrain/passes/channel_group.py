@@ -125,14 +125,19 @@ def _hoisted(g: Graph, node: Node) -> Graph | None:
     channels c+1..c+3's share before channel c's other sub-ops changes no value."""
     a = node.attrs
     members = [n for n in a["_nodes"] if n.op != "merge_channels"]
+    if a.get("_hoisted") or not _hoistable(node, members, g.t(members[0].inputs[1]).dtype):
+        return None
+    return _keeping(g, node, [members[0].outputs[0]], {"_hoisted": members[0].name})
+
+
+def _hoistable(node: Node, members: list[Node], weight_dtype: str) -> bool:
+    """The region's first sub-op is an int8 1x1 source reading the whole dy (no 16-bit master)
+    and no other sub-op writes what it reads."""
     src = members[0]
-    if (a.get("_hoisted") or src.op != "conv2d_backward_input_q8" or not _pointwise(src)
-            or src.attrs.get("master") or src.inputs[0] in a["_slots"]
-            or g.t(src.inputs[1]).dtype != "s8"):
-        return None
-    if {o for m in members[1:] for o in m.outputs} & set(src.inputs):
-        return None
-    return _keeping(g, node, [src.outputs[0]], {"_hoisted": src.name})
+    if (src.op != "conv2d_backward_input_q8" or not _pointwise(src) or src.attrs.get("master")
+            or src.inputs[0] in node.attrs["_slots"] or weight_dtype != "s8"):
+        return False
+    return not {o for m in members[1:] for o in m.outputs} & set(src.inputs)
 
 
 def group_update_rows(g: Graph) -> Graph:
