@@ -484,7 +484,7 @@ static void pw_src4_pair(float *pl, int32_t ps, const float *d0, const float *d1
 #else
     o = 0;
 #endif
-    for (j = 0; j < 4; ++j) {
+    for (j = 0; j < 4 && o < nb; ++j) { /* the outputs past the last 8 */
         float *const q = pl + j * ps;
         float a0 = first ? 0.0f : q[0], a1 = first ? 0.0f : q[1];
         int32_t i;
