@@ -614,10 +614,44 @@ TT_DW_INLINE void dw_store4(int8_t *o, int32_t a0, int32_t a1, int32_t a2, int32
         DW_PAIR_STORE(o, o + cin);                                                         \
     }
 
+/* The same for a 3x3 row with one kernel row in the padding (the first or last output row):
+ * kernel rows R0, R1 from start values without the missing row's share of the folded input
+ * offset (dw_ini_shift) */
+#define DW_PAIRS_2ROWS(PAIR, S, R0, R1)                                                    \
+    for (; np > 0; --np, o += 2 * cin, x += 2 * (S) * cin) {                              \
+        DW_PAIR_INIT;                                                                      \
+        PAIR(rp[R0] + x, cin, wb, R0);                                                    \
+        PAIR(rp[R1] + x, cin, wb, R1);                                                    \
+        DW_PAIR_STORE(o, o + cin);                                                         \
+    }
+
+/* k's pair start values (ini_i) plus sign * kernel row mr's share of the folded input offset
+ * (in_offset * the sum of its doubled weights, wb's 16-bit lanes): -1 before a row that misses
+ * kernel row mr, +1 after it (in place: dw_group's frame has no room for a copy within the
+ * DSP blocks' memory-operand reach) */
+static void dw_ini_shift(dw_consts *k, const uint32_t *wb, int32_t mr, int32_t kw,
+                         int32_t in_offset, int32_t sign)
+{
+    int32_t s[4] = {0, 0, 0, 0};
+    int32_t t, j;
+
+    for (t = mr * kw; t < (mr + 1) * kw; ++t) {
+        s[0] += (int32_t)(int16_t)(wb[2 * t] & 0xFFFFu);
+        s[2] += (int32_t)(int16_t)(wb[2 * t] >> 16);
+        s[1] += (int32_t)(int16_t)(wb[2 * t + 1] & 0xFFFFu);
+        s[3] += (int32_t)(int16_t)(wb[2 * t + 1] >> 16);
+    }
+    for (j = 0; j < 4; ++j) {
+        k->ini_i[j / 2].w[j % 2] += sign * in_offset * s[j];
+    }
+}
+
 /* Output rows oy0..oy1 of channels c0..c0+3. Each pixel runs its window clipped to the input,
  * kernel rows unrolled for 1 to 7 taps; the interior pixels of 3x3 (stride 1, 2) and 5x5
  * (stride 1) convolutions go in pairs: each input column loaded and extended once for both,
- * the input offset folded into the start values, the requantisation constants loaded once. */
+ * the input offset folded into the start values, the requantisation constants loaded once.
+ * A 3x3 row with one kernel row in the padding pairs its pixels too, over two kernel rows
+ * (a clipped pixel costs about a pair). */
 TT_DW_NOINLINE void dw_group(const dw_job *J, int32_t c0)
 {
     dw_consts k;
@@ -637,8 +671,11 @@ TT_DW_NOINLINE void dw_group(const dw_job *J, int32_t c0)
         const int32_t iy0 = oy * g->sh - g->pt;
         const int32_t ky0 = iy0 < 0 ? -iy0 : 0;
         const int32_t ky1 = g->h - iy0 < kh ? g->h - iy0 : kh;
-        /* the pairs start at column oxa of the rows whose kernel rows all lie in the input */
-        const int32_t pair_ox = pairs > 0 && ky0 == 0 && ky1 == kh ? oxa : -1;
+        /* the pairs start at column oxa of the rows whose kernel rows all lie in the input,
+         * or all but the first or last of a 3x3's */
+        const int32_t full = ky0 == 0 && ky1 == kh;
+        const int32_t two = kh == 3 && kw == 3 && ky1 - ky0 == 2;
+        const int32_t pair_ox = pairs > 0 && (full || two) ? oxa : -1;
         int8_t *const out = tt_row(J->y, oy) + c0;
         int32_t ix0 = -g->pl; /* input column of kernel column 0 */
         for (ky = ky0; ky < ky1; ++ky) {
@@ -654,7 +691,20 @@ TT_DW_NOINLINE void dw_group(const dw_job *J, int32_t c0)
                 int32_t np = pairs, x = xo;
                 ox += 2 * np - 1;
                 ix0 += (2 * np - 1) * sw;
-                if (kh == 5) {
+                if (!full) { /* ky0 == 1: kernel row 0 missing, else row 2 */
+                    const int32_t mr = ky0 == 1 ? 0 : 2;
+                    dw_ini_shift(&k, wb, mr, 3, J->q->in_offset, -1);
+                    if (ky0 == 1 && sw == 1) {
+                        DW_PAIRS_2ROWS(DW_PAIR3S1, 1, 1, 2)
+                    } else if (ky0 == 1) {
+                        DW_PAIRS_2ROWS(DW_PAIR3S2, 2, 1, 2)
+                    } else if (sw == 1) {
+                        DW_PAIRS_2ROWS(DW_PAIR3S1, 1, 0, 1)
+                    } else {
+                        DW_PAIRS_2ROWS(DW_PAIR3S2, 2, 0, 1)
+                    }
+                    dw_ini_shift(&k, wb, mr, 3, J->q->in_offset, 1);
+                } else if (kh == 5) {
                     DW_PAIRS(DW_PAIR5S1, 5, 1)
                 } else if (sw == 1) {
                     DW_PAIRS(DW_PAIR3S1, 3, 1)
