@@ -154,7 +154,8 @@ def _row(m: dict, board: str, kernels: str, r: dict, inside: dict | None = None)
             "instructions": r["step"]["instructions"], "anchor_label": label,
             "anchor": anchor, "target": target, "macs": sum((r["macs"] or {}).values()),
             "phases": r["phases"], "floor_total": sum(o["floor"] * o["macs"] for o in ops),
-            "top": sorted(ops, key=lambda o: -o["above"])[:TOP]}
+            "top": sorted(ops, key=lambda o: -o["above"])[:TOP],
+            "ops": sorted(ops, key=lambda o: -o["above"])}  # every op, for --json readers
 
 
 def main() -> None:
