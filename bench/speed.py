@@ -149,13 +149,13 @@ def _row(m: dict, board: str, kernels: str, r: dict, inside: dict | None = None)
            for o in _leaves(r, inside)]
     for o in ops:  # what the op executes beyond floor x MACs
         o["above"] = o["instructions"] - o["floor"] * o["macs"]
+    ranked = sorted(ops, key=lambda o: -o["above"])
     return {"model": m["name"], "board": board, "kernels": kernels, "kind": m["kind"],
             "weights": m["weights"], "fp32_accuracy": m.get("fp32_accuracy"),
             "instructions": r["step"]["instructions"], "anchor_label": label,
             "anchor": anchor, "target": target, "macs": sum((r["macs"] or {}).values()),
             "phases": r["phases"], "floor_total": sum(o["floor"] * o["macs"] for o in ops),
-            "top": sorted(ops, key=lambda o: -o["above"])[:TOP],
-            "ops": sorted(ops, key=lambda o: -o["above"])}  # every op, for --json readers
+            "top": ranked[:TOP], "ops": ranked}  # every op, for --json readers
 
 
 def main() -> None:
