@@ -422,12 +422,28 @@ static void pw_column4_s8(float *wq, const int8_t *w, const float *scale, int32_
 static const float cs_zero8[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}; /* VLDM */
 #endif
 
+/* one pixel's element of planes j < 4 (ps floats apart) at pl: (+)= sum over o0 <= o < nb of
+ * d[o] * wq[4 o + j], o ascending; `first`: from 0 */
+static void pw_src4_pixel(float *pl, int32_t ps, const float *d, const float *wq, int32_t o0,
+                          int32_t nb, int first)
+{
+    int32_t j, o;
+
+    for (j = 0; j < 4; ++j) {
+        float a = first ? 0.0f : pl[j * ps];
+        for (o = o0; o < nb; ++o) {
+            a = cs_mla(a, d[o], wq[4 * o + j]);
+        }
+        pl[j * ps] = a;
+    }
+}
+
 /* planes j < 4 (ps floats apart), pixels p, p + 1: (+)= sum over o < nb of dy[., o] * wq[4 o
  * + j], o ascending; `first`: from 0. nb8 = nb rounded down to 8 (the tail in C). */
 static void pw_src4_pair(float *pl, int32_t ps, const float *d0, const float *d1,
                          const float *wq, int32_t nb, int first)
 {
-    int32_t o, j;
+    int32_t o;
 
 #if CS_VFP && defined(__OPTIMIZE__) /* at -O0 the asm runs out of registers */
     const int32_t nb8 = nb & ~7;
@@ -484,15 +500,9 @@ static void pw_src4_pair(float *pl, int32_t ps, const float *d0, const float *d1
 #else
     o = 0;
 #endif
-    for (j = 0; j < 4 && o < nb; ++j) { /* the outputs past the last 8 */
-        float *const q = pl + j * ps;
-        float a0 = first ? 0.0f : q[0], a1 = first ? 0.0f : q[1];
-        int32_t i;
-        for (i = o; i < nb; ++i) {
-            a0 = cs_mla(a0, d0[i], wq[4 * i + j]);
-            a1 = cs_mla(a1, d1[i], wq[4 * i + j]);
-        }
-        q[0] = a0, q[1] = a1;
+    if (o < nb) { /* the outputs past the last 8 */
+        pw_src4_pixel(pl, ps, d0, wq, o, nb, first);
+        pw_src4_pixel(pl + 1, ps, d1, wq, o, nb, first);
     }
 }
 
@@ -501,7 +511,7 @@ void tt_cs_pw_input_s8_g_opt(float *planes, int32_t ps, const float *dy, const i
                              int32_t c0, int32_t cnt)
 {
     float wq[4 * CS_OB];
-    int32_t o0, p, j, i;
+    int32_t o0, p, i;
 
     /* a short group, or outputs too few for pixel pairs through the columns (the one-channel
      * kernel streams the pixels past weights held in registers there): channel by channel */
@@ -518,14 +528,8 @@ void tt_cs_pw_input_s8_g_opt(float *planes, int32_t ps, const float *dy, const i
             pw_src4_pair(planes + p, ps, &dy[p * cout + o0], &dy[(p + 1) * cout + o0], wq, nb,
                          o0 == 0);
         }
-        for (; p < n; ++p) { /* an odd last pixel */
-            for (j = 0; j < 4; ++j) {
-                float a = o0 == 0 ? 0.0f : planes[j * ps + p];
-                for (i = 0; i < nb; ++i) {
-                    a = cs_mla(a, dy[p * cout + o0 + i], wq[4 * i + j]);
-                }
-                planes[j * ps + p] = a;
-            }
+        if (p < n) { /* an odd last pixel */
+            pw_src4_pixel(planes + p, ps, &dy[p * cout + o0], wq, 0, nb, o0 == 0);
         }
     }
 }
