@@ -1,6 +1,7 @@
-"""Optimised 1-bit int8 output masks (runtime_c/optimized/tt_q8_mask_opt.c) against
-tt_q8_clamp_mask, bit for bit, on the host and on the Cortex-M7 / M4 twins, where the
-four-bytes-at-a-time DSP path runs (tests/ckernel/test_mask_opt.c)."""
+"""Optimised 1-bit masks (runtime_c/optimized/tt_q8_mask_opt.c) against the reference, bit
+for bit, on the host and on the Cortex-M7 / M4 twins, where the assembly paths run
+(tests/ckernel/test_mask_opt.c): building one of int8 outputs (tt_q8_clamp_mask) and applying
+one to fp32 gradients (tt_mask_backward_f32)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from tests import ckernel
 
 PROGRAM = ckernel.HERE / "test_mask_opt.c"
-SOURCES = [ckernel.RUNTIME["tt_q8_core.c"], ckernel.RUNTIME["tt_q8_mask_opt.c"]]
+SOURCES = [ckernel.RUNTIME[f] for f in ("tt_q8_core.c", "tt_sparse_f32.c", "tt_q8_mask_opt.c")]
 TWIN = "needs arm-none-eabi-gcc and QEMU"
 
 

@@ -34,6 +34,7 @@
  * results are bit-identical.
  */
 #include "tt_kernels.h"
+#include "tt_q8_round.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -1921,6 +1922,58 @@ void tt_bias_backward_sgd_f32_opt(float *b, float *m, const float *dy, int32_t r
         for (j = 0; j < nw; ++j) {
             b[ch + j] = tt_sgd_elem(b[ch + j], 0.0f + acc[j],
                                     m != NULL ? &m[ch + j] : NULL, lr, momentum, wd);
+        }
+        ch += nw;
+    }
+}
+
+/* tt_bias_sgd_s32: the column sums as above, then each channel's update with the
+ * reference's delta (sum * its step) and rounding index; stochastic rounding inline
+ * (tt_q8_round.h), its key hoisted: the library call's floorf was ~200 instructions a bias */
+void tt_bias_sgd_s32_opt(int32_t *b, const float *dy, int32_t rows, int32_t c,
+                         const float *step, const tt_q8_update *u)
+{
+    static const float one = 1.0f;
+    const int32_t sr = u->mode == TT_Q8_STOCHASTIC;
+    const uint32_t key = tt_sr_key(u->salt, u->step);
+    float acc[8];
+    int32_t ch = 0, j;
+
+    while (ch < c) {
+        const int32_t nw = rows > 1 ? width(c - ch, 8) : 1;
+        if (nw > 1) {
+            tacc(nw, acc, ttk_zeros, &one, 0, dy + ch, c, rows, 1, 0, 0);
+        } else {
+            int32_t r;
+            acc[0] = 0.0f;
+            for (r = 0; r < rows; ++r) {
+                acc[0] += dy[r * c + ch];
+            }
+        }
+        for (j = 0; j < nw; ++j) {
+            const int32_t i = ch + j;
+            const float d = acc[j] * tt_q8_lr_step(step, i, u);
+            b[i] = sr ? tt_sr_s32(b[i], d, key, (uint32_t)i)
+                          : tt_q8_step_s32(b[i], d, u, (uint32_t)i);
+        }
+        ch += nw;
+    }
+}
+
+/* tt_bias_grad_row_f32: sum[j] += 1 * dy[p][j], pixels ascending, 8 or 4 channels a call */
+void tt_bias_grad_row_f32_opt(float *sum, const float *dy, int32_t pixels, int32_t c)
+{
+    static const float one = 1.0f;
+    int32_t ch = 0, p;
+
+    while (ch < c) {
+        const int32_t nw = pixels > 0 ? width(c - ch, 8) : 1;
+        if (nw > 1) {
+            tacc(nw, sum + ch, sum + ch, &one, 0, dy + ch, c, pixels, 1, 0, 0);
+        } else {
+            for (p = 0; p < pixels; ++p) {
+                sum[ch] += dy[p * c + ch];
+            }
         }
         ch += nw;
     }

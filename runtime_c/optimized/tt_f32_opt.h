@@ -18,6 +18,8 @@ extern __typeof__(tt_dense_backward_input_f32) tt_dense_backward_input_f32_opt;
 extern __typeof__(tt_dense_backward_weight_f32) tt_dense_backward_weight_f32_opt;
 extern __typeof__(tt_dense_backward_weight_sgd_f32) tt_dense_backward_weight_sgd_f32_opt;
 extern __typeof__(tt_bias_backward_sgd_f32) tt_bias_backward_sgd_f32_opt;
+extern __typeof__(tt_bias_sgd_s32) tt_bias_sgd_s32_opt; /* int8 bias: fp32 sums */
+extern __typeof__(tt_bias_grad_row_f32) tt_bias_grad_row_f32_opt;
 extern __typeof__(tt_max_pool2d_f32) tt_max_pool2d_f32_opt;
 extern __typeof__(tt_max_pool2d_backward_f32) tt_max_pool2d_backward_f32_opt;
 

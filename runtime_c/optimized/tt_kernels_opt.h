@@ -36,8 +36,9 @@ extern __typeof__(tt_dense_s8_master) tt_dense_s8_master_opt;
 /* (one line: tests/test_runtime_layers.py reads the declarations as text) */
 extern __typeof__(tt_cs_pw_input_add_s8_master) tt_cs_pw_input_add_s8_master_opt;
 
-/* tt_q8_clamp_mask's bits (tt_q8_mask_opt.c) */
+/* 1-bit masks: tt_q8_clamp_mask's bits, and applying a mask (tt_q8_mask_opt.c) */
 extern __typeof__(tt_q8_clamp_mask) tt_q8_clamp_mask_opt;
+extern __typeof__(tt_mask_backward_f32) tt_mask_backward_f32_opt; /* dx is dy or disjoint */
 
 /* partial-channel copies of a run of channels, a memcpy per row (tt_channels_opt.c) */
 extern __typeof__(tt_gather_channels_s8) tt_gather_channels_s8_opt;

@@ -1,8 +1,12 @@
 /*
- * Optimised 1-bit masks of int8 outputs (tt_kernels_opt.h): tt_q8_clamp_mask's bits, built a
- * byte at a time instead of read-modify-write per element. On cores with the DSP extension
- * four int8 values are compared at once: SSUB8 sets a GE flag per byte where the difference is
- * >= 0, SEL turns the flags into 0xFF/0x00 bytes, and one multiply gathers the four bits.
+ * Optimised 1-bit masks (tt_kernels_opt.h).
+ * Building one, tt_q8_clamp_mask: the bits of int8 outputs, a byte at a time instead of
+ * read-modify-write per element. On cores with the DSP extension four int8 values are compared
+ * at once: SSUB8 sets a GE flag per byte where the difference is >= 0, SEL turns the flags into
+ * 0xFF/0x00 bytes, and one multiply gathers the four bits.
+ * Applying one, tt_mask_backward_f32: a mask byte's eight floats at a time, each moved as an
+ * integer ANDed with its bit widened to a word (the float's bits, or +0's all-zero bits), so
+ * every value, NaN payloads included, comes out as the reference's assignment stores it.
  */
 #include "tt_kernels.h"
 
@@ -60,5 +64,85 @@ void tt_q8_clamp_mask_opt(uint8_t *mask, const int8_t *y, int32_t n, int32_t lo,
             m |= inside(y[i + j], lo, hi) << j;
         }
         mask[i >> 3] = (uint8_t)m;
+    }
+}
+
+/* ---- applying a mask: dx[i] = dy[i] where bit i is set, else +0 (dx is dy or disjoint) */
+
+#if defined(__thumb2__) && (defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_7M__))
+/* the whole bytes of mask[0 .. nb): per byte LDM four floats, SBFX + AND each, STM, twice
+ * (25 instructions per 8 elements); a full byte copies them, or in place leaves them. */
+void ttm_mask8(float *dx, const float *dy, const uint8_t *mask, int32_t nb);
+#define TTM_HALF(b0, b1, b2, b3)                                                           \
+    "  ldmia r1!, {r4, r5, r6, r7}\n"                                                       \
+    "  sbfx lr, ip, #" #b0 ", #1\n  and r4, r4, lr\n"                                      \
+    "  sbfx lr, ip, #" #b1 ", #1\n  and r5, r5, lr\n"                                      \
+    "  sbfx lr, ip, #" #b2 ", #1\n  and r6, r6, lr\n"                                      \
+    "  sbfx lr, ip, #" #b3 ", #1\n  and r7, r7, lr\n"                                      \
+    "  stmia r0!, {r4, r5, r6, r7}\n"
+__asm__(".syntax unified\n"
+        ".thumb\n"
+        ".pushsection .text.ttm_mask8,\"ax\",%progbits\n"
+        ".balign 4\n"
+        ".global ttm_mask8\n"
+        ".type ttm_mask8, %function\n"
+        ".thumb_func\n"
+        "ttm_mask8:\n"
+        "  push {r4, r5, r6, r7, lr}\n"
+        "  adds r3, r2, r3\n" /* the mask's end */
+        "1:\n"
+        "  ldrb ip, [r2], #1\n"
+        "  cmp ip, #255\n"
+        "  beq 3f\n"
+        TTM_HALF(0, 1, 2, 3) TTM_HALF(4, 5, 6, 7)
+        "2:\n"
+        "  cmp r2, r3\n"
+        "  bne 1b\n"
+        "  pop {r4, r5, r6, r7, pc}\n"
+        "3:\n"
+        "  cmp r0, r1\n"
+        "  beq 4f\n"
+        "  ldmia r1!, {r4, r5, r6, r7}\n"
+        "  stmia r0!, {r4, r5, r6, r7}\n"
+        "  ldmia r1!, {r4, r5, r6, r7}\n"
+        "  stmia r0!, {r4, r5, r6, r7}\n"
+        "  b 2b\n"
+        "4:\n"
+        "  adds r0, r0, #32\n"
+        "  adds r1, r1, #32\n"
+        "  b 2b\n"
+        ".size ttm_mask8, .-ttm_mask8\n"
+        ".popsection\n");
+#undef TTM_HALF
+#define TTM_ASM 1
+#endif
+
+static inline uint32_t bits_of(const float *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+void tt_mask_backward_f32_opt(float *dx, const float *dy, const uint8_t *mask, int32_t n)
+{
+    int32_t i = 0, j;
+
+#if defined(TTM_ASM)
+    if (n >= 8) {
+        ttm_mask8(dx, dy, mask, n >> 3);
+        i = n & ~7;
+    }
+#endif
+    for (; i + 8 <= n; i += 8) {
+        const uint32_t b = mask[i >> 3];
+        for (j = 0; j < 8; ++j) {
+            const uint32_t v = bits_of(&dy[i + j]) & (0u - ((b >> j) & 1u));
+            memcpy(&dx[i + j], &v, 4);
+        }
+    }
+    for (; i < n; ++i) { /* the last partial byte */
+        const uint32_t v = bits_of(&dy[i]) & (0u - ((uint32_t)(mask[i >> 3] >> (i & 7)) & 1u));
+        memcpy(&dx[i], &v, 4);
     }
 }

@@ -52,7 +52,8 @@ class MaskBackward(OpDef):
 
     def c_call(self, node, cg):
         n = size(cg.shape(node.inputs[0]))
-        return (f"tt_mask_backward_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
+        fn = cg.kernel("tt_mask_backward_f32")
+        return (f"{fn}({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
                 f"{cg.ptr(node.inputs[1])}, {n});")
 
     # In a backward region run row by row (passes/stream_backward.py): row r's bits start at
@@ -65,7 +66,8 @@ class MaskBackward(OpDef):
 
     def row_call(self, node, cg, rings, out, row):
         _, w, c = cg.shape(node.inputs[0])
-        return (f"tt_mask_backward_f32((float *)tt_row(&{out}, {row}), "
+        fn = cg.kernel("tt_mask_backward_f32")
+        return (f"{fn}((float *)tt_row(&{out}, {row}), "
                 f"(const float *)tt_row(&{rings[0]}, {row}), "
                 f"{cg.ptr(node.inputs[1])} + {row} * {w * c // 8}, {w * c});")
 

@@ -163,7 +163,8 @@ class BiasSGDQ8(OpDef):
 
     def c_call(self, node, cg):
         s = cg.shape(node.inputs[0])
-        return (f"tt_bias_sgd_s32({cg.ptr(node.inputs[1])}, {cg.ptr(node.inputs[0])}, "
+        fn = cg.kernel("tt_bias_sgd_s32")
+        return (f"{fn}({cg.ptr(node.inputs[1])}, {cg.ptr(node.inputs[0])}, "
                 f"{size(s[:-1])}, {s[-1]}, {floats(cg, node.attrs['step'])}, "
                 f"{_update(cg, node, 2)});")
 
@@ -179,12 +180,13 @@ class BiasSGDQ8(OpDef):
 
     def row_call(self, node, cg, rings, out, row):
         _, w, c = cg.shape(node.inputs[0])
-        return (f"tt_bias_grad_row_f32({out}, (const float *)tt_row(&{rings[0]}, {row}), "
+        return (f"{cg.kernel('tt_bias_grad_row_f32')}({out}, "
+                f"(const float *)tt_row(&{rings[0]}, {row}), "
                 f"{w}, {c});")
 
     def row_finish(self, node, cg, sums: str) -> str:
         c = cg.shape(node.inputs[0])[-1]
-        return (f"tt_bias_sgd_s32({cg.ptr(node.inputs[1])}, {sums}, 1, {c}, "
+        return (f"{cg.kernel('tt_bias_sgd_s32')}({cg.ptr(node.inputs[1])}, {sums}, 1, {c}, "
                 f"{floats(cg, node.attrs['step'])}, {_update(cg, node, 2)});")
 
 

@@ -1,0 +1,28 @@
+"""The optimised bias gradients of int8 layers (tt_bias_sgd_s32_opt, tt_bias_grad_row_f32_opt
+in runtime_c/optimized/tt_f32_opt.c) against the reference, bit for bit, on the host and on
+the Cortex-M7 / M4F twins, where their column sums run in assembly (tests/ckernel/
+test_bias_opt.c: every rounding mode, saturating biases, odd values, 8-, 4- and 1-wide
+channel chunks)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import ckernel
+
+PROGRAM = ckernel.HERE / "test_bias_opt.c"
+SOURCES = [ckernel.RUNTIME[f] for f in ("tt_q8_core.c", "tt_row_backward.c", "tt_f32_opt.c",
+                                         "tt_conv2d_f32.c", "tt_dense_f32.c", "tt_sparse_f32.c",
+                                         "tt_pool_f32.c")]
+TWIN = "needs arm-none-eabi-gcc and QEMU"
+
+
+@pytest.mark.parametrize("target", [
+    "host",
+    pytest.param("m7", marks=pytest.mark.skipif(not ckernel.available("m7"), reason=TWIN)),
+    pytest.param("m4", marks=pytest.mark.skipif(not ckernel.available("m4"), reason=TWIN)),
+])
+def test_bias_opt_matches_reference(target, tmp_path):
+    r = ckernel.run(PROGRAM, target, tmp_path, sources=SOURCES)
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "bias_opt: 0 failures" in r.stdout
