@@ -2,8 +2,8 @@
  * Optimised 1-bit masks (tt_kernels_opt.h).
  * Building one, tt_q8_clamp_mask: the bits of int8 outputs, a byte at a time instead of
  * read-modify-write per element. On cores with the DSP extension four int8 values are compared
- * at once: SSUB8 sets a GE flag per byte where the difference is >= 0, SEL turns the flags into
- * 0xFF/0x00 bytes, and one multiply gathers the four bits.
+ * at once: USUB8 sets a GE flag per byte (see pick4), SEL turns the flags into the element's
+ * bit, and one multiply gathers a mask byte's eight bits.
  * Applying one, tt_mask_backward_f32: a mask byte's eight floats at a time, each moved as an
  * integer ANDed with its bit widened to a word (the float's bits, or +0's all-zero bits), so
  * every value, NaN payloads included, comes out as the reference's assignment stores it.
@@ -16,17 +16,14 @@
 #if defined(__ARM_FEATURE_DSP)
 #include <arm_acle.h>
 
-/* bit i of the result = lo < byte i of v < hi (signed); lo1 = lo + 1, hi1 = hi - 1 in every
- * byte lane */
-static inline uint32_t mask4(uint32_t v, uint32_t lo1, uint32_t hi1)
+/* each byte of v: lo < byte < hi as (byte - (lo + 1)) mod 256 < hi - lo - 1 (the bytes
+ * below lo + 1 wrap to 256 - ..., past every inside value). USUB8 sets a GE flag where
+ * t >= rng (outside); SEL then keeps the byte of `out` there and takes the byte of `in`
+ * elsewhere. lo1 = lo + 1, rng = hi - lo - 1 in every byte lane. */
+static inline uint32_t pick4(uint32_t v, uint32_t lo1, uint32_t rng, uint32_t out, uint32_t in)
 {
-    uint32_t above, below;
-    (void)__ssub8(v, lo1); /* GE: v - (lo + 1) >= 0 */
-    above = __sel(0xFFFFFFFFu, 0u);
-    (void)__ssub8(hi1, v); /* GE: (hi - 1) - v >= 0 */
-    below = __sel(0xFFFFFFFFu, 0u);
-    /* one bit per byte lane, then the four summed into the top byte (no carries) */
-    return ((above & below & 0x08040201u) * 0x01010101u) >> 24;
+    (void)__usub8(__usub8(v, lo1), rng);
+    return __sel(out, in);
 }
 #endif
 
@@ -40,15 +37,26 @@ void tt_q8_clamp_mask_opt(uint8_t *mask, const int8_t *y, int32_t n, int32_t lo,
     int32_t i = 0, j;
 
 #if defined(__ARM_FEATURE_DSP)
-    if (lo >= -128 && hi <= 127 && lo < hi) { /* lanes hold lo + 1 and hi - 1 as int8 */
+    if (lo >= -128 && hi <= 127 && lo < hi) { /* lanes: lo + 1 as int8, hi - lo - 1 <= 254 */
         const uint32_t lo1 = 0x01010101u * (uint8_t)(int8_t)(lo + 1);
-        const uint32_t hi1 = 0x01010101u * (uint8_t)(int8_t)(hi - 1);
-        for (; i + 8 <= n; i += 8) {
+        const uint32_t rng = 0x01010101u * (uint32_t)(hi - lo - 1); /* 0 .. 254 */
+        const int8_t *const ye = y + (n & ~7);
+        uint32_t ones = 0x01010101u, k0 = 0x08040201u, k1 = 0x80402010u;
+        uint8_t *m = mask;
+        /* in registers: one MUL below, not GCC's two shifted adds; no literal loads */
+        __asm__("" : "+r"(ones), "+r"(k0), "+r"(k1));
+        for (; y != ye; y += 8) {
             uint32_t a, b;
-            memcpy(&a, y + i, 4);
-            memcpy(&b, y + i + 4, 4);
-            mask[i >> 3] = (uint8_t)(mask4(a, lo1, hi1) | (mask4(b, lo1, hi1) << 4));
+            memcpy(&a, y, 4);
+            memcpy(&b, y + 4, 4);
+            /* bit j of byte j (element j), then bit 4 + j (element 4 + j); one multiply
+             * adds the four bytes' disjoint bits into the top byte */
+            a = pick4(a, lo1, rng, 0u, k0);
+            a = pick4(b, lo1, rng, a, a | k1);
+            *m++ = (uint8_t)((a * ones) >> 24);
         }
+        i = n & ~7;
+        y -= i;
     }
 #endif
     for (; i + 8 <= n; i += 8) {
