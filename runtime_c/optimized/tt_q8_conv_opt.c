@@ -570,6 +570,117 @@ CV_XS_FN(xs_27x_c, 7, 0, 1, 1)
 /* extending a channel pair's weights (~8 instructions per group) pays from 3 pixel pairs on */
 #define CV_EXT_MIN_PX 6
 
+/* The 3x3x3 stem's blocks in assembly (fast requantisation, no clamp, an even cout): 14
+ * registers beside the loop's memory reads, which GCC 12 allocates when it optimises for
+ * speed (-O0 and -Os keep xs_27x). GCC's xs_27x kept the requantisation constants, the output
+ * stride and the loop's end on the stack: 126 instructions a block of 2 pixels x 2 channels
+ * (108 MACs); here each is read once per block from a table: 118. */
+#if defined(__ARM_FEATURE_DSP) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
+#define CV_STEM_ASM 1
+
+/* a channel pair's constants, as the loop reads them (byte offsets in its comments) */
+typedef struct {
+    int32_t i0, i1; /* 0: start values, 2 * bias */
+    int32_t m0, c0; /* 8: channel 0's multiplier and rounding constant */
+    int32_t m1, c1; /* 16: channel 1's */
+    int32_t e0, e1; /* 24: their right shifts */
+    int32_t ys;     /* 32: bytes from pixel 0's outputs to pixel 1's (0: a lone pixel) */
+    const int32_t *xend; /* 36: the blocks' end in the buffer */
+} cv_stem_k;
+
+/* group g: the pixel pair's words (x0, x1 | x2, x3) times channel 0's (w0, w1), then
+ * channel 1's */
+#define CV_ST_G(g)                                                                         \
+    "ldrd %[x0], %[x1], [%[xp], #" #g "*16]\n\t"                                           \
+    "ldrd %[x2], %[x3], [%[xp], #" #g "*16+8]\n\t"                                         \
+    "ldrd %[w0], %[w1], [%[wx], #" #g "*16]\n\t"                                           \
+    "smlad %[a00], %[x0], %[w0], %[a00]\n\t"                                               \
+    "smlad %[a00], %[x1], %[w1], %[a00]\n\t"                                               \
+    "smlad %[a10], %[x2], %[w0], %[a10]\n\t"                                               \
+    "smlad %[a10], %[x3], %[w1], %[a10]\n\t"                                               \
+    "ldrd %[w0], %[w1], [%[wx], #" #g "*16+8]\n\t"                                         \
+    "smlad %[a01], %[x0], %[w0], %[a01]\n\t"                                               \
+    "smlad %[a01], %[x1], %[w1], %[a01]\n\t"                                               \
+    "smlad %[a11], %[x2], %[w0], %[a11]\n\t"                                               \
+    "smlad %[a11], %[x3], %[w1], %[a11]\n\t"
+/* rq_fast of v: m in w0, c in w1, e in x0 */
+#define CV_ST_RQ(v)                                                                        \
+    "add %[x1], %[w1], %[" v "], asr #31\n\t"                                              \
+    "smmlar %[" v "], %[" v "], %[w0], %[x1]\n\t"                                          \
+    "asr %[" v "], %[" v "], %[x0]\n\t"                                                    \
+    "ssat %[" v "], #8, %[" v "]\n\t"
+
+/* the blocks from pair slot xp to k->xend into y (channels 0, 1 of pixel 0; ys on, pixel 1) */
+static inline void stem_blocks(int8_t *y, const int32_t *xp, const int32_t *wx,
+                               const cv_stem_k *k)
+{
+    int32_t a00, a01, a10, a11, x0, x1, x2, x3, w0, w1;
+    __asm__ volatile("1:\n\t"
+                     "ldrd %[a00], %[a01], [%[k]]\n\t"
+                     "mov %[a10], %[a00]\n\t"
+                     "mov %[a11], %[a01]\n\t"
+                     CV_ST_G(0) CV_ST_G(1) CV_ST_G(2) CV_ST_G(3) CV_ST_G(4) CV_ST_G(5)
+                     CV_ST_G(6)
+                     "ldrd %[w0], %[w1], [%[k], #8]\n\t"
+                     "ldr %[x0], [%[k], #24]\n\t"
+                     CV_ST_RQ("a00") CV_ST_RQ("a10")
+                     "ldrd %[w0], %[w1], [%[k], #16]\n\t"
+                     "ldr %[x0], [%[k], #28]\n\t"
+                     CV_ST_RQ("a01") CV_ST_RQ("a11")
+                     "ldr %[x2], [%[k], #32]\n\t"
+                     "strb %[a00], [%[y]]\n\t"
+                     "strb %[a01], [%[y], #1]\n\t"
+                     "strb %[a10], [%[y], %[x2]]\n\t"
+                     "add %[x3], %[y], %[x2]\n\t"
+                     "strb %[a11], [%[x3], #1]\n\t"
+                     "add %[y], %[y], %[x2], lsl #1\n\t"
+                     "add %[xp], %[xp], #7*16\n\t"
+                     "ldr %[x0], [%[k], #36]\n\t"
+                     "cmp %[xp], %[x0]\n\t"
+                     "bne 1b"
+                     : [a00] "=&r"(a00), [a01] "=&r"(a01), [a10] "=&r"(a10), [a11] "=&r"(a11),
+                       [x0] "=&r"(x0), [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3),
+                       [w0] "=&r"(w0), [w1] "=&r"(w1), [xp] "+r"(xp), [y] "+r"(y)
+                     : [wx] "r"(wx), [k] "r"(k)
+                     : "cc", "memory");
+}
+#undef CV_ST_G
+#undef CV_ST_RQ
+
+static CV_NOINLINE void xs_27x_asm(int8_t *y, const int32_t *buf, int32_t npx,
+                                   const cv_ctx *cx)
+{
+    int32_t wx[28];
+    cv_stem_k k;
+    const int32_t cout = cx->cout;
+    const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
+    const int32_t *const last = buf + (npx >> 1) * 28; /* the odd pixel's slot, if any */
+    int32_t oc;
+
+    for (oc = 0; oc < cout; oc += 2) {
+        extend_pair(wx, cx->w + oc * 27, cx->w + (oc + 1) * 27, 27);
+        k.i0 = bias != NULL ? 2 * bias[oc] : 0;
+        k.i1 = bias != NULL ? 2 * bias[oc + 1] : 0;
+        k.m0 = mult[oc];
+        k.m1 = mult[oc + 1];
+        k.e0 = -shift[oc];
+        k.e1 = -shift[oc + 1];
+        k.c0 = fast_c(cx->k1, k.e0);
+        k.c1 = fast_c(cx->k1, k.e1);
+        k.ys = cout;
+        k.xend = last;
+        if (buf != last) {
+            stem_blocks(y + oc, buf, wx, &k);
+        }
+        if (npx & 1) { /* its partner slot repeats it: both stores land on its outputs */
+            k.ys = 0;
+            k.xend = last + 28;
+            stem_blocks(y + (npx - 1) * cout + oc, last, wx, &k);
+        }
+    }
+}
+#endif
+
 /* General path, pair layout: per channel pair, any requantisation. */
 static CV_HOT CV_NOINLINE void any_buf(int8_t *y, const int32_t *buf, int32_t npx,
                                        const cv_ctx *cx)
@@ -605,6 +716,12 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
     } else if (cx->k == 24) {
         (cx->clamp ? xs_24x_c : xs_24x)(y, buf, npx, cx);
     } else if (cx->k == 27) {
+#if defined(CV_STEM_ASM)
+        if (!cx->clamp && !(cx->cout & 1)) {
+            xs_27x_asm(y, buf, npx, cx);
+            return;
+        }
+#endif
         (cx->clamp ? xs_27x_c : xs_27x)(y, buf, npx, cx);
     } else {
         (cx->clamp ? xs_genx_c : xs_genx)(y, buf, npx, cx);
