@@ -778,6 +778,44 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
 #define CV_WS_16                                                                           \
     CV_WS_G(0, 32, "init", "init") CV_WS_G(1, 32, "a", "b") CV_WS_G(2, 32, "a", "b")     \
         CV_WS_G(3, 32, "a", "b")
+
+/* cin 8, pixel pairs from xp to xe2: the weights, start value, m, c and cout in registers
+ * and the right shift E an immediate of SSAT (the loop is instantiated per shift, 1..22:
+ * rq_fast's ASR then costs nothing), so nothing is read from the stack but the loop's end:
+ * 23 instructions a pair where GCC's C loop, short of registers, takes 28. */
+#define CV_WS8_RQ(v, E)                                                                    \
+    "add %[x0], %[c], %[" v "], asr #31\n\t"                                               \
+    "smmlar %[" v "], %[" v "], %[m], %[x0]\n\t"                                           \
+    "ssat %[" v "], #8, %[" v "], asr #" #E "\n\t"
+#define CV_WS8_PAIRS(E)                                                                    \
+    case E:                                                                                \
+        __asm__ volatile("1:\n\t"                                                           \
+                         "ldrd %[x0], %[x1], [%[xp]], #32\n\t"                              \
+                         "smlad %[a], %[x0], %[w0l], %[init]\n\t"                           \
+                         "smlad %[a], %[x1], %[w0h], %[a]\n\t"                              \
+                         "ldrd %[x0], %[x1], [%[xp], #-24]\n\t"                             \
+                         "smlad %[a], %[x0], %[w1l], %[a]\n\t"                              \
+                         "smlad %[a], %[x1], %[w1h], %[a]\n\t"                              \
+                         "ldrd %[x0], %[x1], [%[xp], #-16]\n\t"                             \
+                         "smlad %[b], %[x0], %[w0l], %[init]\n\t"                           \
+                         "smlad %[b], %[x1], %[w0h], %[b]\n\t"                              \
+                         "ldrd %[x0], %[x1], [%[xp], #-8]\n\t"                              \
+                         "smlad %[b], %[x0], %[w1l], %[b]\n\t"                              \
+                         "smlad %[b], %[x1], %[w1h], %[b]\n\t"                              \
+                         CV_WS8_RQ("a", E) CV_WS8_RQ("b", E)                                  \
+                         "strb %[a], [%[y]]\n\t"                                             \
+                         "strb %[b], [%[y], %[cout]]\n\t"                                    \
+                         "add %[y], %[y], %[cout], lsl #1\n\t"                               \
+                         "ldr %[x0], %[xe]\n\t"                                              \
+                         "cmp %[xp], %[x0]\n\t"                                              \
+                         "bne 1b"                                                            \
+                         : [xp] "+r"(xp), [y] "+r"(y), [a] "=&r"(a_), [b] "=&r"(b_),          \
+                           [x0] "=&r"(x0_), [x1] "=&r"(x1_)                                  \
+                         : [w0l] "r"(w0l), [w0h] "r"(w0h), [w1l] "r"(w1l), [w1h] "r"(w1h),   \
+                           [init] "r"(init), [m] "r"(m), [c] "r"(c), [cout] "r"(cout),       \
+                           [xe] "m"(xe2)                                                     \
+                         : "cc", "memory");                                                  \
+        break;
 #endif
 
 static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, const int8_t *w,
@@ -817,6 +855,22 @@ static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, cons
         const int32_t wv[8] = {w0l, w0h, w1l, w1h, w2l, w2h, w3l, w3h};
         CV_WS_PAIRS(32, CV_WS_16);
         npx &= 1;
+    }
+    if (nk == 2 && mode == 0 && npx >= 2) { /* cin 8: pixel pairs, then the odd one below */
+        const int32_t *const xe2 = xp + (npx & ~1) * 2 * nk;
+        int32_t a_, b_, x0_, x1_;
+        switch (e) { /* rq_fast's shift, 1..22 on this path (fast_channel) */
+            CV_WS8_PAIRS(1) CV_WS8_PAIRS(2) CV_WS8_PAIRS(3) CV_WS8_PAIRS(4) CV_WS8_PAIRS(5)
+            CV_WS8_PAIRS(6) CV_WS8_PAIRS(7) CV_WS8_PAIRS(8) CV_WS8_PAIRS(9) CV_WS8_PAIRS(10)
+            CV_WS8_PAIRS(11) CV_WS8_PAIRS(12) CV_WS8_PAIRS(13) CV_WS8_PAIRS(14)
+            CV_WS8_PAIRS(15) CV_WS8_PAIRS(16) CV_WS8_PAIRS(17) CV_WS8_PAIRS(18)
+            CV_WS8_PAIRS(19) CV_WS8_PAIRS(20) CV_WS8_PAIRS(21) CV_WS8_PAIRS(22)
+        default:
+            break; /* (not reached) the C loop below takes them */
+        }
+        if (xp == xe2) {
+            npx &= 1;
+        }
     }
 #endif
     if (nk == 2 && mode != 2) { /* cin 8: two pixels per pass (one loop test, one y step) */

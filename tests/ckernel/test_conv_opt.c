@@ -64,6 +64,9 @@ static void params(tt_q8_requant *q, int32_t cout, int32_t profile, int32_t has_
     for (i = 0; i < cout; ++i) {
         MULT[i] = (int32_t)(0x40000000u + (th_rand(&seed) & 0x3fffffffu));
         SHIFT[i] = profile == 0 ? rnd(-12, -1) : profile == 1 ? rnd(-22, -1) : rnd(-24, 0);
+        if (profile == 0 && rnd(0, 3) == 0) {
+            SHIFT[i] = rnd(-22, -13); /* every shift of the fast path without a clamp */
+        }
         B[i] = rnd(-20000, 20000);
         if (profile == 2) {
             const int32_t e = rnd(0, 9);
