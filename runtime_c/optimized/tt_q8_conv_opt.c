@@ -731,8 +731,9 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
 /* ---- narrow inputs (cin 8, 16): one output channel at a time, its k / 4 weight groups
  * held converted in registers across the pixels; row layout ---- */
 
-/* The DSP pixel-pair loop below takes 14 registers beside one memory operand: GCC 12
- * allocates them when it optimises for speed; -O0 (r7 the frame pointer) and -Os keep C. */
+/* The DSP pixel-pair loops below take 14 registers (cin 8 also reads its end from the
+ * stack): GCC 12 allocates them when it optimises for speed; -O0 (r7 the frame pointer) and
+ * -Os keep C. */
 #if defined(__ARM_FEATURE_DSP) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
 #define CV_WS_ASM 1
 
@@ -746,47 +747,40 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
     "ldrd %[x0], %[x1], [%[xp], #(" #g ")*8+" #PB "]\n\t"                                  \
     "smlad %[b], %[x0], %[w0], %[" AB "]\n\t"                                              \
     "smlad %[b], %[x1], %[w1], %[b]\n\t"
-#define CV_WS_RQ(v)                                                                        \
-    "add %[x0], %[c], %[" v "], asr #31\n\t"                                               \
-    "smmlar %[" v "], %[" v "], %[m], %[x0]\n\t"                                           \
-    "asr %[" v "], %[" v "], %[e]\n\t"                                                     \
-    "ssat %[" v "], #8, %[" v "]\n\t"
-/* Pixel pairs from xp to xe (PB bytes per pixel, GROUPS their MACs): y[0], y[cout] =
- * channel oc of both (rq_fast, no clamp), y stepping by 2 cout. At cin 16 GCC's one-pixel
- * loop kept the sum's start, two weight words and the requantisation constants on the stack
- * (26 instructions an output); this reads the weights per group from wv, keeping everything
- * else in registers, and shares them between the two pixels: 21.5. (At cin 8 GCC's own pair
- * loop, weights in registers, is one instruction shorter than this form.) */
-#define CV_WS_PAIRS(PB, GROUPS)                                                        \
-    do {                                                                                  \
-        int32_t a_, b_, x0_, x1_, w0_, w1_;                                               \
-        __asm__ volatile("1:\n\t" GROUPS CV_WS_RQ("a") CV_WS_RQ("b")                        \
-                         "strb %[a], [%[y]]\n\t"                                           \
-                         "strb %[b], [%[y], %[cout]]\n\t"                                  \
-                         "add %[y], %[y], %[cout], lsl #1\n\t"                             \
-                         "add %[xp], %[xp], #2*" #PB "\n\t"                                \
-                         "ldr %[x0], %[xe]\n\t"                                            \
-                         "cmp %[xp], %[x0]\n\t"                                            \
-                         "bne 1b"                                                         \
-                         : [xp] "+r"(xp), [y] "+r"(y), [a] "=&r"(a_), [b] "=&r"(b_),       \
-                           [x0] "=&r"(x0_), [x1] "=&r"(x1_), [w0] "=&r"(w0_),               \
-                           [w1] "=&r"(w1_)                                                \
-                         : [wv] "r"(wv), [init] "r"(init), [m] "r"(m), [c] "r"(c),         \
-                           [e] "r"(e), [cout] "r"(cout), [xe] "m"(xe2)                     \
-                         : "cc", "memory");                                               \
-    } while (0)
-#define CV_WS_16                                                                           \
-    CV_WS_G(0, 32, "init", "init") CV_WS_G(1, 32, "a", "b") CV_WS_G(2, 32, "a", "b")     \
-        CV_WS_G(3, 32, "a", "b")
-
-/* cin 8, pixel pairs from xp to xe2: the weights, start value, m, c and cout in registers
- * and the right shift E an immediate of SSAT (the loop is instantiated per shift, 1..22:
- * rq_fast's ASR then costs nothing), so nothing is read from the stack but the loop's end:
- * 23 instructions a pair where GCC's C loop, short of registers, takes 28. */
-#define CV_WS8_RQ(v, E)                                                                    \
+/* rq_fast of v with the right shift E as SSAT's immediate: the loops below are instantiated
+ * per shift (1..22, all the fast path allows), which saves the ASR and its register */
+#define CV_WS_RQ(v, E)                                                                     \
     "add %[x0], %[c], %[" v "], asr #31\n\t"                                               \
     "smmlar %[" v "], %[" v "], %[m], %[x0]\n\t"                                           \
     "ssat %[" v "], #8, %[" v "], asr #" #E "\n\t"
+/* cin 16, pixel pairs from xp to xe2 (32 bytes per pixel): y[0], y[cout] = channel oc of
+ * both (rq_fast, no clamp), y stepping by 2 cout. GCC's one-pixel loop kept the sum's start,
+ * two weight words and the requantisation constants on the stack (26 instructions an
+ * output); this reads the weights per group from wv, keeping everything else in registers,
+ * and shares them between the two pixels: 20. */
+#define CV_WS_16                                                                           \
+    CV_WS_G(0, 32, "init", "init") CV_WS_G(1, 32, "a", "b") CV_WS_G(2, 32, "a", "b")     \
+        CV_WS_G(3, 32, "a", "b")
+#define CV_WS16_PAIRS(E)                                                                   \
+    case E:                                                                                \
+        __asm__ volatile("1:\n\t" CV_WS_16 CV_WS_RQ("a", E) CV_WS_RQ("b", E)               \
+                         "strb %[a], [%[y]]\n\t"                                             \
+                         "strb %[b], [%[y], %[cout]]\n\t"                                    \
+                         "add %[y], %[y], %[cout], lsl #1\n\t"                               \
+                         "add %[xp], %[xp], #64\n\t"                                         \
+                         "cmp %[xp], %[xe]\n\t"                                              \
+                         "bne 1b"                                                            \
+                         : [xp] "+r"(xp), [y] "+r"(y), [a] "=&r"(a_), [b] "=&r"(b_),          \
+                           [x0] "=&r"(x0_), [x1] "=&r"(x1_), [w0] "=&r"(w0_),                \
+                           [w1] "=&r"(w1_)                                                   \
+                         : [wv] "r"(wv), [init] "r"(init), [m] "r"(m), [c] "r"(c),           \
+                           [cout] "r"(cout), [xe] "r"(xe2)                                    \
+                         : "cc", "memory");                                                  \
+        break;
+
+/* cin 8, pixel pairs from xp to xe2: the weights, start value, m, c and cout in registers,
+ * nothing read from the stack but the loop's end: 23 instructions a pair where GCC's C loop,
+ * short of registers, takes 28. */
 #define CV_WS8_PAIRS(E)                                                                    \
     case E:                                                                                \
         __asm__ volatile("1:\n\t"                                                           \
@@ -802,7 +796,7 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
                          "ldrd %[x0], %[x1], [%[xp], #-8]\n\t"                              \
                          "smlad %[b], %[x0], %[w1l], %[b]\n\t"                              \
                          "smlad %[b], %[x1], %[w1h], %[b]\n\t"                              \
-                         CV_WS8_RQ("a", E) CV_WS8_RQ("b", E)                                  \
+                         CV_WS_RQ("a", E) CV_WS_RQ("b", E)                                  \
                          "strb %[a], [%[y]]\n\t"                                             \
                          "strb %[b], [%[y], %[cout]]\n\t"                                    \
                          "add %[y], %[y], %[cout], lsl #1\n\t"                               \
@@ -853,8 +847,20 @@ static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, cons
     if (nk == 4 && mode == 0 && npx >= 2) { /* cin 16: pixel pairs, then the odd one below */
         const int32_t *const xe2 = xp + (npx & ~1) * 2 * nk;
         const int32_t wv[8] = {w0l, w0h, w1l, w1h, w2l, w2h, w3l, w3h};
-        CV_WS_PAIRS(32, CV_WS_16);
-        npx &= 1;
+        int32_t a_, b_, x0_, x1_, w0_, w1_;
+        switch (e) { /* rq_fast's shift, 1..22 on this path (fast_channel) */
+            CV_WS16_PAIRS(1) CV_WS16_PAIRS(2) CV_WS16_PAIRS(3) CV_WS16_PAIRS(4)
+            CV_WS16_PAIRS(5) CV_WS16_PAIRS(6) CV_WS16_PAIRS(7) CV_WS16_PAIRS(8)
+            CV_WS16_PAIRS(9) CV_WS16_PAIRS(10) CV_WS16_PAIRS(11) CV_WS16_PAIRS(12)
+            CV_WS16_PAIRS(13) CV_WS16_PAIRS(14) CV_WS16_PAIRS(15) CV_WS16_PAIRS(16)
+            CV_WS16_PAIRS(17) CV_WS16_PAIRS(18) CV_WS16_PAIRS(19) CV_WS16_PAIRS(20)
+            CV_WS16_PAIRS(21) CV_WS16_PAIRS(22)
+        default:
+            break; /* (not reached) the C loop below takes them */
+        }
+        if (xp == xe2) {
+            npx &= 1;
+        }
     }
     if (nk == 2 && mode == 0 && npx >= 2) { /* cin 8: pixel pairs, then the odd one below */
         const int32_t *const xe2 = xp + (npx & ~1) * 2 * nk;
