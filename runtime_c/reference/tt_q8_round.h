@@ -48,12 +48,24 @@ TT_ROUND_INLINE float tt_sr_clamp(float d)
     return d > lim ? lim : (d < -lim ? -lim : d);
 }
 
-/* (int32_t)floorf(t) for |t| < 2^31. On Cortex-M truncate (one VCVT) and step down, which is
- * exact: GCC predefines the same macros for FPv4 and FPv5, so VRINTM cannot be chosen at
- * compile time, and the M4's floorf is newlib's software routine. */
+/* TT_FPV5: the FPU has FPv5's conversions that round toward minus infinity (VCVTM; Cortex-M7
+ * with fpv5-sp-d16 or fpv5-d16). GCC predefines the same macros for FPv4 and FPv5, so the
+ * board's flags say it (boards/stm32f746.toml); without it the FPv4 sequences below run, with
+ * the same results. */
+#if defined(TT_FPV5) && defined(__arm__) && defined(__ARM_FP)
+#define TT_SR_VCVTM 1
+#endif
+
+/* (int32_t)floorf(t) for |t| < 2^31. On Cortex-M one VCVTM, or truncate (one VCVT) and step
+ * down, which is exact; the M4's floorf is newlib's software routine. */
 TT_ROUND_INLINE int32_t tt_sr_floor(float t)
 {
-#if defined(__arm__) && defined(__ARM_FP)
+#if defined(TT_SR_VCVTM)
+    int32_t i;
+    __asm__("vcvtm.s32.f32 %0, %0" : "+t"(t));
+    __asm__("vmov %0, %1" : "=r"(i) : "t"(t));
+    return i;
+#elif defined(__arm__) && defined(__ARM_FP)
     const int32_t i = (int32_t)t;
     return (float)i > t ? i - 1 : i;
 #else
@@ -62,18 +74,26 @@ TT_ROUND_INLINE int32_t tt_sr_floor(float t)
 }
 
 #if defined(__arm__) && defined(__ARM_FP) && defined(__ARM_FEATURE_DSP)
-/* floor(t) saturated to [-513, 511], NaN -> 0, without a compare for either: VCVT truncates,
- * saturates and maps NaN to 0 in hardware, SSAT clamps the integer. Any |t| >= 512 moves an
- * int8 weight to a bound whatever the exact value, so this equals the clamp-then-floor of
- * tt_sr_s8's portable form for every input. */
+/* floor(t) saturated to [-513, 511] ([-512, 511] with VCVTM), NaN -> 0, without a compare for
+ * either: VCVT truncates, saturates and maps NaN to 0 in hardware, SSAT clamps the integer.
+ * Any |t| >= 512 moves an int8 weight to a bound whatever the exact value, so this equals the
+ * clamp-then-floor of tt_sr_s8's portable form for every input. */
 TT_ROUND_INLINE int32_t tt_sr_floor_sat(float t)
 {
+#if defined(TT_SR_VCVTM) /* 3 instructions where the FPv4 sequence takes 9 */
+    int32_t i;
+    __asm__("vcvtm.s32.f32 %0, %0" : "+t"(t));
+    __asm__("vmov %0, %1" : "=r"(i) : "t"(t));
+    __asm__("ssat %0, #10, %1" : "=r"(i) : "r"(i));
+    return i;
+#else
     float f;
     int32_t i;
     __asm__("vcvt.s32.f32 %0, %1" : "=t"(f) : "t"(t));
     __asm__("vmov %0, %1" : "=r"(i) : "t"(f));
     __asm__("ssat %0, #10, %1" : "=r"(i) : "r"(i));
     return (float)i > t ? i - 1 : i;
+#endif
 }
 #endif
 

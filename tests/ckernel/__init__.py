@@ -26,7 +26,7 @@ CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off",
           "-ffunction-sections", "-fdata-sections"]
 TARGETS = {  # QEMU machine and the boards' flags (boards/*.toml)
     "m7": ("mps2-an500", ["-mcpu=cortex-m7", "-mthumb", "-mfpu=fpv5-sp-d16",
-                          "-mfloat-abi=hard"]),
+                          "-mfloat-abi=hard", "-DTT_FPV5"]),
     "m4": ("mps2-an386", ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16",
                           "-mfloat-abi=hard"]),
 }
