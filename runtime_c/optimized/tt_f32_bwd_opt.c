@@ -203,7 +203,7 @@ CS_INLINE void cs_acc4_s8(float *a0, float *a1, float *a2, float *a3, float d, c
 }
 
 /* sum of v[0..n) in order, starting from 0.0f */
-static float cs_sum(const float *v, int32_t n)
+CS_INLINE float cs_sum(const float *v, int32_t n)
 {
     float a = 0.0f;
     int32_t p = 0;
