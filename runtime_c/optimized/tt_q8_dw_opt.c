@@ -1087,38 +1087,56 @@ TT_DW_INLINE void add_loop(int8_t *y, const int8_t *a, const int8_t *b, int32_t 
 }
 
 #if defined(TT_DW_DSP)
-/* add_loop(.., 1, 0) without a clamp beyond SSAT's: one element per pass, every constant and
- * pointer in a register (14), the index counting up from -n to 0 against end pointers: 15
- * instructions an element where the 4-element pack spills (~21). */
+/* add_loop(.., 1, 0) without a clamp beyond SSAT's: one element per pass (b rescaled: SMMLAR,
+ * shift be; a linear; the sum rescaled), every constant and pointer in a register (14), the
+ * index counting up from -n to 0 against end pointers. OUT_RQ is the output's shift and
+ * saturation: one SSAT with the shift as its immediate (the loop instantiated per shift 1..22:
+ * 14 instructions an element), or ASR by oe then SSAT (15); the 4-element pack spills (~21). */
+#define ADD_LIN_LOOP(OUT_RQ)                                                               \
+    __asm__ volatile("1:\n\t"                                                               \
+                     "ldrsb %[u], [%[pb], %[i]]\n\t"                                        \
+                     "add %[u], %[boff], %[u], lsl #21\n\t"                                  \
+                     "add %[t], %[bc], %[u], asr #31\n\t"                                    \
+                     "smmlar %[u], %[u], %[bm], %[t]\n\t"                                    \
+                     "asr %[u], %[u], %[be]\n\t"                                             \
+                     "ldrsb %[t], [%[pa], %[i]]\n\t"                                        \
+                     "add %[t], %[aoff], %[t], lsl #20\n\t"                                  \
+                     "add %[t], %[t], %[u], lsl #1\n\t"                                      \
+                     "add %[u], %[oc], %[t], asr #31\n\t"                                    \
+                     "smmlar %[t], %[t], %[om], %[u]\n\t" OUT_RQ                             \
+                     "strb %[t], [%[py], %[i]]\n\t"                                         \
+                     "adds %[i], %[i], #1\n\t"                                               \
+                     "bne 1b"                                                                \
+                     : [i] "+r"(i), [t] "=&r"(t), [u] "=&r"(u)                               \
+                     : [pa] "r"(a + n), [pb] "r"(b + n), [py] "r"(y + n),                    \
+                       [aoff] "r"(k->aoff), [boff] "r"(k->boff), [bc] "r"(k->bc),            \
+                       [bm] "r"(k->bm), [be] "r"(k->be), [oc] "r"(k->oc), [om] "r"(k->om),   \
+                       [oe] "r"(k->oe)                                                       \
+                     : "cc", "memory")
+#define ADD_LIN_CASE(E)                                                                    \
+    case E:                                                                                \
+        ADD_LIN_LOOP("ssat %[t], #8, %[t], asr #" #E "\n\t");                               \
+        break;
+
 TT_DW_INLINE void add_run_lin_gen(int8_t *y, const int8_t *a, const int8_t *b, int32_t n,
                                   const add_k *k)
 {
     int32_t i = -n, t, u;
 
-    __asm__ volatile("1:\n\t"
-                     "ldrsb %[u], [%[pb], %[i]]\n\t"
-                     "add %[u], %[boff], %[u], lsl #21\n\t"
-                     "add %[t], %[bc], %[u], asr #31\n\t"
-                     "smmlar %[u], %[u], %[bm], %[t]\n\t"
-                     "asr %[u], %[u], %[be]\n\t"
-                     "ldrsb %[t], [%[pa], %[i]]\n\t"
-                     "add %[t], %[aoff], %[t], lsl #20\n\t"
-                     "add %[t], %[t], %[u], lsl #1\n\t"
-                     "add %[u], %[oc], %[t], asr #31\n\t"
-                     "smmlar %[t], %[t], %[om], %[u]\n\t"
-                     "asr %[t], %[t], %[oe]\n\t"
-                     "ssat %[t], #8, %[t]\n\t"
-                     "strb %[t], [%[py], %[i]]\n\t"
-                     "adds %[i], %[i], #1\n\t"
-                     "bne 1b"
-                     : [i] "+r"(i), [t] "=&r"(t), [u] "=&r"(u)
-                     : [pa] "r"(a + n), [pb] "r"(b + n), [py] "r"(y + n), [aoff] "r"(k->aoff),
-                       [boff] "r"(k->boff), [bc] "r"(k->bc), [bm] "r"(k->bm), [be] "r"(k->be),
-                       [oc] "r"(k->oc), [om] "r"(k->om), [oe] "r"(k->oe)
-                     : "cc", "memory");
+    switch (k->oe) {
+        ADD_LIN_CASE(1) ADD_LIN_CASE(2) ADD_LIN_CASE(3) ADD_LIN_CASE(4) ADD_LIN_CASE(5)
+        ADD_LIN_CASE(6) ADD_LIN_CASE(7) ADD_LIN_CASE(8) ADD_LIN_CASE(9) ADD_LIN_CASE(10)
+        ADD_LIN_CASE(11) ADD_LIN_CASE(12) ADD_LIN_CASE(13) ADD_LIN_CASE(14)
+        ADD_LIN_CASE(15) ADD_LIN_CASE(16) ADD_LIN_CASE(17) ADD_LIN_CASE(18)
+        ADD_LIN_CASE(19) ADD_LIN_CASE(20) ADD_LIN_CASE(21) ADD_LIN_CASE(22)
+    default:
+        ADD_LIN_LOOP("asr %[t], %[t], %[oe]\n\tssat %[t], #8, %[t]\n\t");
+        break;
+    }
 }
+#undef ADD_LIN_CASE
+#undef ADD_LIN_LOOP
 #endif
-
 TT_DW_NOINLINE void add_loop_lin_gen(int8_t *y, const int8_t *a, const int8_t *b, int32_t n,
                                      const add_k *k)
 {
