@@ -574,7 +574,7 @@ CV_XS_FN(xs_27x_c, 7, 0, 1, 1)
  * registers beside the loop's memory reads, which GCC 12 allocates when it optimises for
  * speed (-O0 and -Os keep xs_27x). GCC's xs_27x kept the requantisation constants, the output
  * stride and the loop's end on the stack: 126 instructions a block of 2 pixels x 2 channels
- * (108 MACs); here each is read once per block from a table: 118. */
+ * (108 MACs); here each is read once per block from a table: 115. */
 #if defined(__ARM_FEATURE_DSP) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
 #define CV_STEM_ASM 1
 
@@ -589,20 +589,22 @@ typedef struct {
 } cv_stem_k;
 
 /* group g: the pixel pair's words (x0, x1 | x2, x3) times channel 0's (w0, w1), then
- * channel 1's */
-#define CV_ST_G(g)                                                                         \
+ * channel 1's; A00 / A01: where pixel 0's sums go on from (group 0: pixel 1's, which start
+ * at the channels' start values) */
+#define CV_ST_G(g, A00, A01)                                                               \
     "ldrd %[x0], %[x1], [%[xp], #" #g "*16]\n\t"                                           \
     "ldrd %[x2], %[x3], [%[xp], #" #g "*16+8]\n\t"                                         \
     "ldrd %[w0], %[w1], [%[wx], #" #g "*16]\n\t"                                           \
-    "smlad %[a00], %[x0], %[w0], %[a00]\n\t"                                               \
+    "smlad %[a00], %[x0], %[w0], %[" A00 "]\n\t"                                           \
     "smlad %[a00], %[x1], %[w1], %[a00]\n\t"                                               \
     "smlad %[a10], %[x2], %[w0], %[a10]\n\t"                                               \
     "smlad %[a10], %[x3], %[w1], %[a10]\n\t"                                               \
     "ldrd %[w0], %[w1], [%[wx], #" #g "*16+8]\n\t"                                         \
-    "smlad %[a01], %[x0], %[w0], %[a01]\n\t"                                               \
+    "smlad %[a01], %[x0], %[w0], %[" A01 "]\n\t"                                           \
     "smlad %[a01], %[x1], %[w1], %[a01]\n\t"                                               \
     "smlad %[a11], %[x2], %[w0], %[a11]\n\t"                                               \
     "smlad %[a11], %[x3], %[w1], %[a11]\n\t"
+#define CV_ST_GN(g) CV_ST_G(g, "a00", "a01")
 /* rq_fast of v: m in w0, c in w1, e in x0 */
 #define CV_ST_RQ(v)                                                                        \
     "add %[x1], %[w1], %[" v "], asr #31\n\t"                                              \
@@ -616,11 +618,9 @@ static inline void stem_blocks(int8_t *y, const int32_t *xp, const int32_t *wx,
 {
     int32_t a00, a01, a10, a11, x0, x1, x2, x3, w0, w1;
     __asm__ volatile("1:\n\t"
-                     "ldrd %[a00], %[a01], [%[k]]\n\t"
-                     "mov %[a10], %[a00]\n\t"
-                     "mov %[a11], %[a01]\n\t"
-                     CV_ST_G(0) CV_ST_G(1) CV_ST_G(2) CV_ST_G(3) CV_ST_G(4) CV_ST_G(5)
-                     CV_ST_G(6)
+                     "ldrd %[a10], %[a11], [%[k]]\n\t"
+                     CV_ST_G(0, "a10", "a11") CV_ST_GN(1) CV_ST_GN(2) CV_ST_GN(3) CV_ST_GN(4)
+                     CV_ST_GN(5) CV_ST_GN(6)
                      "ldrd %[w0], %[w1], [%[k], #8]\n\t"
                      "ldr %[x0], [%[k], #24]\n\t"
                      CV_ST_RQ("a00") CV_ST_RQ("a10")
@@ -628,11 +628,10 @@ static inline void stem_blocks(int8_t *y, const int32_t *xp, const int32_t *wx,
                      "ldr %[x0], [%[k], #28]\n\t"
                      CV_ST_RQ("a01") CV_ST_RQ("a11")
                      "ldr %[x2], [%[k], #32]\n\t"
-                     "strb %[a00], [%[y]]\n\t"
-                     "strb %[a01], [%[y], #1]\n\t"
-                     "strb %[a10], [%[y], %[x2]]\n\t"
-                     "add %[x3], %[y], %[x2]\n\t"
-                     "strb %[a11], [%[x3], #1]\n\t"
+                     "bfi %[a00], %[a01], #8, #8\n\t" /* each pixel's two bytes: one STRH */
+                     "strh %[a00], [%[y]]\n\t"
+                     "bfi %[a10], %[a11], #8, #8\n\t"
+                     "strh %[a10], [%[y], %[x2]]\n\t"
                      "add %[y], %[y], %[x2], lsl #1\n\t"
                      "add %[xp], %[xp], #7*16\n\t"
                      "ldr %[x0], [%[k], #36]\n\t"
@@ -645,6 +644,7 @@ static inline void stem_blocks(int8_t *y, const int32_t *xp, const int32_t *wx,
                      : "cc", "memory");
 }
 #undef CV_ST_G
+#undef CV_ST_GN
 #undef CV_ST_RQ
 
 static CV_NOINLINE void xs_27x_asm(int8_t *y, const int32_t *buf, int32_t npx,
