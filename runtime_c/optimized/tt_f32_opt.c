@@ -1894,9 +1894,28 @@ void tt_dense_backward_weight_sgd_f32_opt(float *w, float *m, const float *dy,
     }
 }
 
-/* Column sums of dy (rows x c) as tacc with a == 1.0f (1 * v is exactly v), 8 channels a
- * call, rows ascending from 0 as the reference; then the update as the reference's. One row
- * (a dense bias) is the dense update with x = dy and dy = 1: 0 + 1*v == 0 + (0 + v). */
+/* acc[j] = the sum of dy's column ch + j (rows x c), rows ascending from 0.0f as the
+ * reference's bias updates add them, as tacc with a == 1.0f (1 * v is exactly v); returns
+ * how many columns: 8 or 4 a call, or 1 (and with fewer than 2 rows) in C */
+static int32_t col_sums(float *acc, const float *dy, int32_t rows, int32_t c, int32_t ch)
+{
+    static const float one = 1.0f;
+    const int32_t nw = rows > 1 ? width(c - ch, 8) : 1;
+    int32_t r;
+
+    if (nw > 1) {
+        tacc(nw, acc, ttk_zeros, &one, 0, dy + ch, c, rows, 1, 0, 0);
+        return nw;
+    }
+    acc[0] = 0.0f;
+    for (r = 0; r < rows; ++r) {
+        acc[0] += dy[r * c + ch];
+    }
+    return 1;
+}
+
+/* dy's column sums (col_sums), then the update as the reference's. One row (a dense bias)
+ * is the dense update with x = dy and dy = 1: 0 + 1*v == 0 + (0 + v). */
 void tt_bias_backward_sgd_f32_opt(float *b, float *m, const float *dy, int32_t rows,
                                   int32_t c, float lr, float momentum, float wd)
 {
@@ -1909,16 +1928,7 @@ void tt_bias_backward_sgd_f32_opt(float *b, float *m, const float *dy, int32_t r
         return;
     }
     while (ch < c) {
-        const int32_t nw = (rows > 1) ? width(c - ch, 8) : 1;
-        if (nw > 1) {
-            tacc(nw, acc, ttk_zeros, &one, 0, dy + ch, c, rows, 1, 0, 0);
-        } else {
-            int32_t r;
-            acc[0] = 0.0f;
-            for (r = 0; r < rows; ++r) {
-                acc[0] += dy[r * c + ch];
-            }
-        }
+        const int32_t nw = col_sums(acc, dy, rows, c, ch);
         for (j = 0; j < nw; ++j) {
             b[ch + j] = tt_sgd_elem(b[ch + j], 0.0f + acc[j],
                                     m != NULL ? &m[ch + j] : NULL, lr, momentum, wd);
@@ -1933,23 +1943,13 @@ void tt_bias_backward_sgd_f32_opt(float *b, float *m, const float *dy, int32_t r
 void tt_bias_sgd_s32_opt(int32_t *b, const float *dy, int32_t rows, int32_t c,
                          const float *step, const tt_q8_update *u)
 {
-    static const float one = 1.0f;
     const int32_t sr = u->mode == TT_Q8_STOCHASTIC;
     const uint32_t key = tt_sr_key(u->salt, u->step);
     float acc[8];
     int32_t ch = 0, j;
 
     while (ch < c) {
-        const int32_t nw = rows > 1 ? width(c - ch, 8) : 1;
-        if (nw > 1) {
-            tacc(nw, acc, ttk_zeros, &one, 0, dy + ch, c, rows, 1, 0, 0);
-        } else {
-            int32_t r;
-            acc[0] = 0.0f;
-            for (r = 0; r < rows; ++r) {
-                acc[0] += dy[r * c + ch];
-            }
-        }
+        const int32_t nw = col_sums(acc, dy, rows, c, ch);
         for (j = 0; j < nw; ++j) {
             const int32_t i = ch + j;
             const float d = acc[j] * tt_q8_lr_step(step, i, u);

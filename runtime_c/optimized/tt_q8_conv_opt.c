@@ -849,12 +849,7 @@ static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, cons
         const int32_t wv[8] = {w0l, w0h, w1l, w1h, w2l, w2h, w3l, w3h};
         int32_t a_, b_, x0_, x1_, w0_, w1_;
         switch (e) { /* rq_fast's shift, 1..22 on this path (fast_channel) */
-            CV_WS16_PAIRS(1) CV_WS16_PAIRS(2) CV_WS16_PAIRS(3) CV_WS16_PAIRS(4)
-            CV_WS16_PAIRS(5) CV_WS16_PAIRS(6) CV_WS16_PAIRS(7) CV_WS16_PAIRS(8)
-            CV_WS16_PAIRS(9) CV_WS16_PAIRS(10) CV_WS16_PAIRS(11) CV_WS16_PAIRS(12)
-            CV_WS16_PAIRS(13) CV_WS16_PAIRS(14) CV_WS16_PAIRS(15) CV_WS16_PAIRS(16)
-            CV_WS16_PAIRS(17) CV_WS16_PAIRS(18) CV_WS16_PAIRS(19) CV_WS16_PAIRS(20)
-            CV_WS16_PAIRS(21) CV_WS16_PAIRS(22)
+            TT_Q8_EACH_SHIFT(CV_WS16_PAIRS)
         default:
             break; /* (not reached) the C loop below takes them */
         }
@@ -866,11 +861,7 @@ static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, cons
         const int32_t *const xe2 = xp + (npx & ~1) * 2 * nk;
         int32_t a_, b_, x0_, x1_;
         switch (e) { /* rq_fast's shift, 1..22 on this path (fast_channel) */
-            CV_WS8_PAIRS(1) CV_WS8_PAIRS(2) CV_WS8_PAIRS(3) CV_WS8_PAIRS(4) CV_WS8_PAIRS(5)
-            CV_WS8_PAIRS(6) CV_WS8_PAIRS(7) CV_WS8_PAIRS(8) CV_WS8_PAIRS(9) CV_WS8_PAIRS(10)
-            CV_WS8_PAIRS(11) CV_WS8_PAIRS(12) CV_WS8_PAIRS(13) CV_WS8_PAIRS(14)
-            CV_WS8_PAIRS(15) CV_WS8_PAIRS(16) CV_WS8_PAIRS(17) CV_WS8_PAIRS(18)
-            CV_WS8_PAIRS(19) CV_WS8_PAIRS(20) CV_WS8_PAIRS(21) CV_WS8_PAIRS(22)
+            TT_Q8_EACH_SHIFT(CV_WS8_PAIRS)
         default:
             break; /* (not reached) the C loop below takes them */
         }

@@ -1124,11 +1124,7 @@ TT_DW_INLINE void add_run_lin_gen(int8_t *y, const int8_t *a, const int8_t *b, i
     int32_t i = -n, t, u;
 
     switch (k->oe) {
-        ADD_LIN_CASE(1) ADD_LIN_CASE(2) ADD_LIN_CASE(3) ADD_LIN_CASE(4) ADD_LIN_CASE(5)
-        ADD_LIN_CASE(6) ADD_LIN_CASE(7) ADD_LIN_CASE(8) ADD_LIN_CASE(9) ADD_LIN_CASE(10)
-        ADD_LIN_CASE(11) ADD_LIN_CASE(12) ADD_LIN_CASE(13) ADD_LIN_CASE(14)
-        ADD_LIN_CASE(15) ADD_LIN_CASE(16) ADD_LIN_CASE(17) ADD_LIN_CASE(18)
-        ADD_LIN_CASE(19) ADD_LIN_CASE(20) ADD_LIN_CASE(21) ADD_LIN_CASE(22)
+        TT_Q8_EACH_SHIFT(ADD_LIN_CASE)
     default:
         ADD_LIN_LOOP("asr %[t], %[t], %[oe]\n\tssat %[t], #8, %[t]\n\t");
         break;

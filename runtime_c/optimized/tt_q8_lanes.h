@@ -5,6 +5,13 @@
 
 #include <stdint.h>
 
+/* M(e) for each right shift e = 1..22 of the fast requantisation (SMMLAR then ASR; the
+ * kernels' fast path takes no other): loops whose shift is one value are instantiated per
+ * shift with it as SSAT's immediate, inside a switch on e */
+#define TT_Q8_EACH_SHIFT(M)                                                                \
+    M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11) M(12) M(13) M(14) M(15)     \
+    M(16) M(17) M(18) M(19) M(20) M(21) M(22)
+
 #if defined(__ARM_FEATURE_DSP)
 #include <arm_acle.h>
 
