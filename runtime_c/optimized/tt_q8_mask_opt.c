@@ -134,7 +134,7 @@ static inline uint32_t bits_of(const float *p)
 
 void tt_mask_backward_f32_opt(float *dx, const float *dy, const uint8_t *mask, int32_t n)
 {
-    int32_t i = 0, j;
+    int32_t i = 0;
 
 #if defined(TTM_ASM)
     if (n >= 8) {
@@ -142,14 +142,7 @@ void tt_mask_backward_f32_opt(float *dx, const float *dy, const uint8_t *mask, i
         i = n & ~7;
     }
 #endif
-    for (; i + 8 <= n; i += 8) {
-        const uint32_t b = mask[i >> 3];
-        for (j = 0; j < 8; ++j) {
-            const uint32_t v = bits_of(&dy[i + j]) & (0u - ((b >> j) & 1u));
-            memcpy(&dx[i + j], &v, 4);
-        }
-    }
-    for (; i < n; ++i) { /* the last partial byte */
+    for (; i < n; ++i) { /* every element elsewhere; after the assembly, the last partial byte */
         const uint32_t v = bits_of(&dy[i]) & (0u - ((uint32_t)(mask[i >> 3] >> (i & 7)) & 1u));
         memcpy(&dx[i], &v, 4);
     }
