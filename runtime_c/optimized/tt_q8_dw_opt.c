@@ -403,6 +403,51 @@ typedef struct {
     const int32_t *pack; /* tt_conv2d_s8_dw_pack's constants, or NULL: derive them per call */
 } dw_job;
 
+/* |acc| <= |bias| + the sum bound: |x + in_offset| <= 128 + |in_offset| (<= 383),
+ * |w| <= 128, at most 49 taps */
+TT_DW_INLINE uint32_t dw_sum_bound(const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    const uint32_t in_mag = 128u + (uint32_t)(q->in_offset < 0 ? -q->in_offset : q->in_offset);
+    return (uint32_t)(g->kh * g->kw) * in_mag * 128u;
+}
+
+/* The layer-wide conditions of the fast requantisation (int8 activation range and output
+ * offset). */
+TT_DW_INLINE int dw_fast_range(const tt_q8_requant *q)
+{
+    return q->act_min >= -128 && q->act_max <= 127 && q->act_min <= q->act_max &&
+           q->out_offset >= -128 && q->out_offset <= 127;
+}
+
+/* Channel c's fast requantisation: multiplier *m, rounding constant *cst (with the output
+ * offset) and right shift *e; 0 when its constants could overflow it (huge bias, e < 1, ...).
+ * 2 acc must fit; |SRDHM| <= acc_bound + 1 and the constant (and -1) added to it must not
+ * wrap: with acc_bound < 2^30 that holds for e <= 22 (|cst| <= 129 * 2^22). */
+TT_DW_INLINE int dw_fast_channel(int32_t *m, int32_t *cst, int32_t *e, int32_t c, uint32_t sum_bound,
+                           const dw_job *J)
+{
+    const tt_q8_requant *q = J->q;
+    const int32_t bias = J->b != NULL ? J->b[c] : 0;
+    const uint32_t acc_bound = (bias < 0 ? 0u - (uint32_t)bias : (uint32_t)bias) + sum_bound;
+    int ok = 1;
+
+    *m = q->mult[c];
+    *e = -q->shift[c];
+    *cst = 0;
+    if (*m < 0 || *e < 1 || *e > 31 || acc_bound >= (1u << 30)) {
+        ok = 0;
+    } else if (*e <= 22) {
+        *cst = (int32_t)((1u << (*e - 1)) + ((uint32_t)q->out_offset << *e));
+    } else {
+        const int64_t c64 = ((int64_t)1 << (*e - 1)) + (int64_t)q->out_offset * ((int64_t)1 << *e);
+        if ((int64_t)acc_bound + 2 + (c64 < 0 ? -c64 : c64) >= ((int64_t)1 << 31)) {
+            ok = 0;
+        }
+        *cst = (int32_t)c64;
+    }
+    return ok;
+}
+
 /* Channel group c0: its weights repacked into wb (per tap two words: 2w of channels 0, 2 and
  * of channels 1, 3, as 16-bit lanes) and its requantisation constants. */
 static void dw_setup(dw_consts *k, uint32_t *wb, int32_t c0, const dw_job *J)
@@ -410,10 +455,7 @@ static void dw_setup(dw_consts *k, uint32_t *wb, int32_t c0, const dw_job *J)
     const tt_q8_requant *q = J->q;
     const int32_t taps = J->g->kh * J->g->kw;
     const int8_t *w0 = J->w + c0 * taps;
-    /* |acc| <= |bias| + sum_bound: |x + in_offset| <= 128 + |in_offset| (<= 383), |w| <= 128,
-     * at most 49 taps */
-    const uint32_t in_mag = 128u + (uint32_t)(q->in_offset < 0 ? -q->in_offset : q->in_offset);
-    const uint32_t sum_bound = (uint32_t)taps * in_mag * 128u;
+    const uint32_t sum_bound = dw_sum_bound(J->g, q);
     int32_t sw[4] = {0, 0, 0, 0};
     int32_t t, j;
 
@@ -427,30 +469,11 @@ static void dw_setup(dw_consts *k, uint32_t *wb, int32_t c0, const dw_job *J)
         sw[2] += v2;
         sw[3] += v3;
     }
-    k->fast = q->act_min >= -128 && q->act_max <= 127 && q->act_min <= q->act_max &&
-              q->out_offset >= -128 && q->out_offset <= 127;
+    k->fast = dw_fast_range(q);
     for (j = 0; j < 4; ++j) {
-        const int32_t c = c0 + j;
-        const int32_t bias = J->b != NULL ? J->b[c] : 0;
-        const uint32_t acc_bound = (bias < 0 ? 0u - (uint32_t)bias : (uint32_t)bias) + sum_bound;
-        const int32_t m = q->mult[c], e = -q->shift[c];
-        int32_t cst = 0;
-        /* 2 acc must fit; |SRDHM| <= acc_bound + 1 and the constant (and -1) added to it must
-         * not wrap: with acc_bound < 2^30 that holds for e <= 22 (|cst| <= 129 * 2^22) */
-        if (m < 0 || e < 1 || e > 31 || acc_bound >= (1u << 30)) {
+        if (!dw_fast_channel(&k->mc[j].w[0], &k->mc[j].w[1], &k->e[j], c0 + j, sum_bound, J)) {
             k->fast = 0;
-        } else if (e <= 22) {
-            cst = (int32_t)((1u << (e - 1)) + ((uint32_t)q->out_offset << e));
-        } else {
-            const int64_t c64 = ((int64_t)1 << (e - 1)) + (int64_t)q->out_offset * ((int64_t)1 << e);
-            if ((int64_t)acc_bound + 2 + (c64 < 0 ? -c64 : c64) >= ((int64_t)1 << 31)) {
-                k->fast = 0;
-            }
-            cst = (int32_t)c64;
         }
-        k->mc[j].w[0] = m;
-        k->mc[j].w[1] = cst;
-        k->e[j] = e;
     }
     for (j = 0; j < 4; ++j) {
         /* the start values stay within the bounds above (2 |bias| + the offset's share) */
@@ -889,6 +912,441 @@ TT_DW_NOINLINE void dw_strip_group(const dw_job *J, int32_t c0, uint32_t *strip)
     }
 }
 
+/* ---- the plane path: 3x3 stride 1, one channel at a time, two taps per SMLAD ----
+ * Per 4-channel group and block of output columns, the input rows under the current output
+ * row are kept in a ring of 3 rows per channel, each value x + in_offset a 16-bit lane, two
+ * neighbouring padded columns per word: E[i] = (x[2i], x[2i + 1]), padding 0 (it adds
+ * nothing, as the reference's skipped tap does). A kernel row (doubled weights w0, w1, w2)
+ * of an even output column o = 2i is then SMLAD(E[i], (w0, w1)) + SMLABT(E[i + 1], w2), of
+ * the odd one SMLATB(E[i], w0) + SMLAD(E[i + 1], (w1, w2)): two instructions for three MACs,
+ * where the 4-channel blocks above spend one per MAC beside the sign extensions. Four output
+ * columns share 3 words of each ring row, the rows at fixed distances (literal offsets), so
+ * one assembly loop keeps everything in registers: about 64 instructions per 36 MACs. The
+ * requantisation is DW_RQ, one byte per output (with the activation range: the 4 bytes
+ * clamped as one word). Filling a ring row sign-extends each input word once for its 4
+ * channels (SXTAB16 adds the offset) and packs it into the 4 rings (PKHBT / PKHTB); a whole
+ * tensor fills each input row once per column block, a row call the 3 rows under its output
+ * row. The ring's slot s holds the input rows = s (mod 3): each output row takes the kernel
+ * rows' weights in slot order instead of moving rows. */
+
+#define DW_PL_COLS 60 /* output columns per block */
+#define DW_PL_RW 31   /* words per ring row: DW_PL_COLS / 2 + 1 (124 bytes: the asm's offsets) */
+typedef char dw_pl_rw_is_124_bytes[DW_PL_RW * 4 == 124 ? 1 : -1];
+
+/* one channel's doubled weights of a kernel row as 16-bit lanes (w0, w1) and (w1, w2) */
+typedef struct {
+    uint32_t w01, w12;
+} dw_pl_w;
+
+
+/* Where the rings beat the 4-channel kernels (measured, TT_DW_BENCH in test_dw_opt.c): whole
+ * tensors at least 8 columns wide; single rows (each call fills the 3 input rows under its
+ * output row) only on wide maps. */
+static int dw_plane_ok(const tt_conv_geom *g, int whole)
+{
+    return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->ow >= (whole ? 8 : 48) &&
+           g->pt <= 3 && 4 * 3 * DW_PL_RW <= DW_STRIP_WORDS;
+}
+
+/* (x + off) of channels (0, 2) and (1, 3) of the 4 bytes v, as 16-bit lanes */
+TT_DW_INLINE void dw_ext4(uint32_t v, int32_t off2, uint32_t *e02, uint32_t *e13)
+{
+#if defined(TT_DW_DSP)
+    __asm__("sxtab16 %0, %2, %3\n\tsxtab16 %1, %2, %3, ror #8"
+            : "=&r"(*e02), "=r"(*e13)
+            : "r"(off2), "r"(v));
+#else
+    *e02 = (uint32_t)dw_sxtab16(off2, v);
+    *e13 = (uint32_t)dw_sxtab16(off2, (v >> 8) | (v << 24));
+#endif
+}
+
+/* ring rows of channel j start at d + j * DW_PL_CH words (372 bytes: the asm's offsets) */
+#define DW_PL_CH (3 * DW_PL_RW)
+
+/* word i of the 4 channels' ring rows (at d) from the extended columns a (2i), b (2i + 1) */
+#define DW_PL_PUT(d, i, a02, a13, b02, b13)                                                \
+    do {                                                                                   \
+        (d)[(i)] = ((a02) & 0xFFFFu) | ((b02) << 16);                                      \
+        (d)[2 * DW_PL_CH + (i)] = ((a02) >> 16) | ((b02) & 0xFFFF0000u);                   \
+        (d)[DW_PL_CH + (i)] = ((a13) & 0xFFFFu) | ((b13) << 16);                           \
+        (d)[3 * DW_PL_CH + (i)] = ((a13) >> 16) | ((b13) & 0xFFFF0000u);                   \
+    } while (0)
+
+/* slot of input row iy in a ring of 3 (iy >= -3: dw_plane_ok) */
+#define DW_PL_SLOT(iy) (((iy) + 3) % 3)
+
+/* A block's ring row layout: word i holds input columns ix0 + 2i, ix0 + 2i + 1; words i0 ..
+ * i1 - 1 have both inside the input, word i0 - 1 may have only its second (column 0: `left`),
+ * word i1 only its first (column w - 1: `right`), the others none (zeros). */
+typedef struct {
+    int32_t ix0, i0, i1, left, right;
+} dw_pl_cols;
+
+static dw_pl_cols dw_pl_layout(const tt_conv_geom *g, int32_t q0, int32_t nw)
+{
+    dw_pl_cols L;
+    const int32_t ix0 = q0 - g->pl, w = g->w;
+    int32_t i0 = ix0 >= 0 ? 0 : (1 - ix0) / 2, i1 = w - ix0 >= 0 ? (w - ix0) / 2 : 0;
+
+    i0 = i0 < nw ? i0 : nw;
+    i1 = i1 < nw ? i1 : nw;
+    i1 = i1 > i0 ? i1 : i0;
+    L.ix0 = ix0;
+    L.i0 = i0;
+    L.i1 = i1;
+    L.left = i0 > 0 && ix0 + 2 * i0 - 1 == 0;
+    L.right = i1 < nw && ix0 + 2 * i1 == w - 1;
+    return L;
+}
+
+/* Zero the words of the 3 ring slots of the 4 channels that hold no input column (they stay
+ * zero while the block's rows are filled). */
+static void dw_pl_zero_pad(uint32_t *buf, const dw_pl_cols *L, int32_t nw)
+{
+    int32_t r, i;
+
+    for (r = 0; r < 12; ++r) {
+        uint32_t *const d = buf + r * DW_PL_RW;
+        for (i = 0; i < L->i0 - L->left; ++i) {
+            d[i] = 0;
+        }
+        for (i = L->i1 + L->right; i < nw; ++i) {
+            d[i] = 0;
+        }
+    }
+}
+
+/* Input rows iy0 .. iy1 - 1 of channels c0..c0+3 into their ring slots (channel j's rows at
+ * buf + j DW_PL_CH, row iy in slot DW_PL_SLOT(iy)), layout L; rows outside the input are
+ * zeros. */
+TT_DW_NOINLINE void dw_pl_fill(uint32_t *buf, int32_t iy0, int32_t iy1, const dw_pl_cols *L,
+                               int32_t nw, const dw_job *J, int32_t c0, int32_t off2)
+{
+    const tt_conv_geom *g = J->g;
+    const int32_t cin = g->cin, i0 = L->i0, n = L->i1 - L->i0;
+    int32_t iy;
+
+    for (iy = iy0; iy < iy1; ++iy) {
+        uint32_t *const d = buf + DW_PL_SLOT(iy) * DW_PL_RW;
+        const int8_t *p;
+        if (iy < 0 || iy >= g->h) {
+            int32_t i;
+            for (i = 0; i < nw; ++i) {
+                d[i] = d[DW_PL_CH + i] = d[2 * DW_PL_CH + i] = d[3 * DW_PL_CH + i] = 0;
+            }
+            continue;
+        }
+        p = tt_row(J->x, iy) + c0 + (L->ix0 + 2 * i0) * cin; /* word i0's first column */
+#if defined(TT_DW_DSP)
+        {
+            /* per interior word: 2 LDR, 4 SXTAB16, 4 PKHBT / PKHTB, 4 STR (channels 1, 2, 3
+             * at 372, 744, 1116 bytes: DW_PL_CH words apart) */
+            uint32_t *dp = d + i0;
+            uint32_t t0, t1, t2, t3, t4;
+            __asm__ volatile("cmp %[l], #0\n\t"
+                             "beq 2f\n\t"
+                             "sub %[t1], %[p], %[c]\n\t"
+                             "ldr %[t0], [%[t1]]\n\t"
+                             "sxtab16 %[t1], %[o], %[t0], ror #8\n\t"
+                             "sxtab16 %[t0], %[o], %[t0]\n\t"
+                             "lsl %[t4], %[t0], #16\n\tstr %[t4], [%[d], #-4]\n\t"
+                             "lsr %[t4], %[t0], #16\n\tlsl %[t4], %[t4], #16\n\t"
+                             "str %[t4], [%[d], #740]\n\t"
+                             "lsl %[t4], %[t1], #16\n\tstr %[t4], [%[d], #368]\n\t"
+                             "lsr %[t4], %[t1], #16\n\tlsl %[t4], %[t4], #16\n\t"
+                             "str %[t4], [%[d], #1112]\n\t"
+                             "2:\n\t"
+                             "cmp %[d], %[e]\n\t"
+                             "beq 3f\n\t"
+                             "1:\n\t"
+                             "ldr %[t0], [%[p]]\n\tldr %[t2], [%[p], %[c]]\n\t"
+                             "add %[p], %[p], %[c], lsl #1\n\t"
+                             "sxtab16 %[t1], %[o], %[t0], ror #8\n\t"
+                             "sxtab16 %[t0], %[o], %[t0]\n\t"
+                             "sxtab16 %[t3], %[o], %[t2], ror #8\n\t"
+                             "sxtab16 %[t2], %[o], %[t2]\n\t"
+                             "pkhtb %[t4], %[t2], %[t0], asr #16\n\tstr %[t4], [%[d], #744]\n\t"
+                             "pkhbt %[t4], %[t1], %[t3], lsl #16\n\tstr %[t4], [%[d], #372]\n\t"
+                             "pkhtb %[t4], %[t3], %[t1], asr #16\n\tstr %[t4], [%[d], #1116]\n\t"
+                             "pkhbt %[t4], %[t0], %[t2], lsl #16\n\tstr %[t4], [%[d]], #4\n\t"
+                             "cmp %[d], %[e]\n\t"
+                             "bne 1b\n\t"
+                             "3:\n\t"
+                             "cmp %[r], #0\n\t"
+                             "beq 4f\n\t"
+                             "ldr %[t0], [%[p]]\n\t"
+                             "sxtab16 %[t1], %[o], %[t0], ror #8\n\t"
+                             "sxtab16 %[t0], %[o], %[t0]\n\t"
+                             "uxth %[t4], %[t0]\n\tstr %[t4], [%[d]]\n\t"
+                             "lsr %[t4], %[t0], #16\n\tstr %[t4], [%[d], #744]\n\t"
+                             "uxth %[t4], %[t1]\n\tstr %[t4], [%[d], #372]\n\t"
+                             "lsr %[t4], %[t1], #16\n\tstr %[t4], [%[d], #1116]\n\t"
+                             "4:"
+                             : [p] "+r"(p), [d] "+r"(dp), [t0] "=&r"(t0), [t1] "=&r"(t1),
+                               [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4)
+                             : [c] "r"(cin), [o] "r"(off2), [e] "r"(d + i0 + n),
+                               [l] "r"(L->left), [r] "r"(L->right)
+                             : "cc", "memory");
+        }
+#else
+        {
+            uint32_t a02, a13, b02, b13;
+            int32_t i;
+            if (L->left) { /* (padding, column 0) */
+                dw_ext4(dw_load32(p - cin), off2, &b02, &b13);
+                DW_PL_PUT(d, i0 - 1, 0u, 0u, b02, b13);
+            }
+            for (i = i0; i < i0 + n; ++i, p += 2 * cin) {
+                dw_ext4(dw_load32(p), off2, &a02, &a13);
+                dw_ext4(dw_load32(p + cin), off2, &b02, &b13);
+                DW_PL_PUT(d, i, a02, a13, b02, b13);
+            }
+            if (L->right) { /* (column w - 1, padding) */
+                dw_ext4(dw_load32(p), off2, &a02, &a13);
+                DW_PL_PUT(d, i0 + n, a02, a13, 0u, 0u);
+            }
+        }
+#endif
+    }
+}
+
+/* One channel's constants for one ring rotation (the loop's K, 40 bytes): the doubled
+ * weights of the kernel row in ring slot s as (w0, w1), (w1, w2), then the start value
+ * (2 * bias), the SMMLAR multiplier and rounding constant, and the right shift. */
+typedef struct {
+    dw_pl_w w[3];
+    int32_t ini, m, c, sh;
+} dw_pl_k;
+typedef char dw_pl_k_is_40_bytes[sizeof(dw_pl_k) == 40 ? 1 : -1];
+
+#if defined(TT_DW_DSP)
+/* ring slot at byte offset OFF from q, its weights at K + WOFF: 3 words, two weight words,
+ * 8 MACs (FIRST: the sums start from a0, the start value) */
+#define DW_PL_FIRST                                                                        \
+    "smlatb %[a1], %[e0], %[wa], %[a0]\n\tsmlad %[a2], %[e1], %[wa], %[a0]\n\t"             \
+    "smlatb %[a3], %[e1], %[wa], %[a0]\n\tsmlad %[a0], %[e0], %[wa], %[a0]\n\t"
+#define DW_PL_NEXT                                                                         \
+    "smlad %[a0], %[e0], %[wa], %[a0]\n\tsmlatb %[a1], %[e0], %[wa], %[a1]\n\t"             \
+    "smlad %[a2], %[e1], %[wa], %[a2]\n\tsmlatb %[a3], %[e1], %[wa], %[a3]\n\t"
+#define DW_PL_SLOT_MACS(OFF, WOFF, MACS)                                                   \
+    "ldrd %[e0], %[e1], [%[q], #" OFF "]\n\tldr %[e2], [%[q], #" OFF "+8]\n\t"              \
+    "ldrd %[wa], %[wb], [%[k], #" WOFF "]\n\t" MACS                                        \
+    "smlabt %[a0], %[e1], %[wb], %[a0]\n\tsmlad %[a1], %[e1], %[wb], %[a1]\n\t"             \
+    "smlabt %[a2], %[e2], %[wb], %[a2]\n\tsmlad %[a3], %[e2], %[wb], %[a3]\n\t"
+#define DW_PL_RQ1(a)                                                                       \
+    "add %[e0], %[wb], %[" a "], asr #31\n\tsmmlar %[" a "], %[" a "], %[wa], %[e0]\n\t"    \
+    "asr %[" a "], %[" a "], %[e1]\n\tssat %[" a "], #8, %[" a "]\n\t"
+/* the 4 bytes to o, o + cin, o + 2 cin, o + 3 cin; o steps by 4 cin */
+#define DW_PL_STORE                                                                        \
+    "strb %[a0], [%[o]]\n\tstrb %[a1], [%[o], %[cin]]\n\t"                                  \
+    "strb %[a2], [%[o], %[cin], lsl #1]\n\tadd %[o], %[o], %[cin], lsl #1\n\t"              \
+    "strb %[a3], [%[o], %[cin]]\n\tadd %[o], %[o], %[cin], lsl #1\n\t"
+/* the same through one word clamped to lo4..hi4 (as tt_clamp4_s8) */
+#define DW_PL_STORE_CLAMP                                                                  \
+    "bfi %[a0], %[a1], #8, #8\n\tbfi %[a0], %[a2], #16, #8\n\tbfi %[a0], %[a3], #24, #8\n\t" \
+    "ldr %[wa], %[lo4]\n\tldr %[wb], %[hi4]\n\t"                                            \
+    "ssub8 %[e0], %[a0], %[wa]\n\tsel %[a0], %[a0], %[wa]\n\t"                              \
+    "ssub8 %[e0], %[wb], %[a0]\n\tsel %[a0], %[a0], %[wb]\n\t"                              \
+    "strb %[a0], [%[o]]\n\tlsr %[a0], %[a0], #8\n\tstrb %[a0], [%[o], %[cin]]\n\t"          \
+    "lsr %[a0], %[a0], #8\n\tstrb %[a0], [%[o], %[cin], lsl #1]\n\t"                        \
+    "add %[o], %[o], %[cin], lsl #1\n\tlsr %[a0], %[a0], #8\n\t"                            \
+    "strb %[a0], [%[o], %[cin]]\n\tadd %[o], %[o], %[cin], lsl #1\n\t"
+/* groups of 4 output columns from ring word q on until q reaches end (K: dw_pl_k) */
+#define DW_PL_LOOP(STORE, o_, q_, end_, cin_, K_, lo4_, hi4_)                             \
+    do {                                                                                   \
+        int32_t a0_, a1_, a2_, a3_;                                                        \
+        uint32_t e0_, e1_, e2_, wa_, wb_;                                                  \
+        int8_t *po_ = (o_);                                                                \
+        const uint32_t *pq_ = (q_);                                                        \
+        __asm__ volatile("1:\n\t"                                                          \
+                         "ldr %[a0], [%[k], #24]\n\t"                                      \
+                         DW_PL_SLOT_MACS("0", "0", DW_PL_FIRST)                            \
+                         DW_PL_SLOT_MACS("124", "8", DW_PL_NEXT)                           \
+                         DW_PL_SLOT_MACS("248", "16", DW_PL_NEXT)                          \
+                         "add %[q], %[q], #8\n\t"                                          \
+                         "ldrd %[wa], %[wb], [%[k], #28]\n\tldr %[e1], [%[k], #36]\n\t"    \
+                         DW_PL_RQ1("a0") DW_PL_RQ1("a1") DW_PL_RQ1("a2") DW_PL_RQ1("a3")   \
+                         STORE                                                             \
+                         "cmp %[q], %[end]\n\t"                                            \
+                         "bne 1b"                                                          \
+                         : [q] "+r"(pq_), [o] "+r"(po_), [a0] "=&r"(a0_), [a1] "=&r"(a1_),  \
+                           [a2] "=&r"(a2_), [a3] "=&r"(a3_), [e0] "=&r"(e0_),               \
+                           [e1] "=&r"(e1_), [e2] "=&r"(e2_), [wa] "=&r"(wa_),               \
+                           [wb] "=&r"(wb_)                                                 \
+                         : [cin] "r"(cin_), [end] "r"(end_), [k] "r"(K_), [lo4] "m"(lo4_),  \
+                           [hi4] "m"(hi4_)                                                 \
+                         : "cc", "memory");                                                \
+    } while (0)
+#define DW_PL_RUN(clamp, o_, q_, end_, cin_, K_, lo4_, hi4_)                              \
+    do {                                                                                   \
+        if (clamp) {                                                                       \
+            DW_PL_LOOP(DW_PL_STORE_CLAMP, o_, q_, end_, cin_, K_, lo4_, hi4_);             \
+        } else {                                                                           \
+            DW_PL_LOOP(DW_PL_STORE, o_, q_, end_, cin_, K_, lo4_, hi4_);                   \
+        }                                                                                  \
+    } while (0)
+#else
+/* the same in C: column j of a group takes the lanes j .. j + 2 of each slot's 3 words */
+static void dw_pl_run_c(int clamp, int8_t *o, const uint32_t *q, const uint32_t *end,
+                        int32_t cin, const dw_pl_k *k, uint32_t lo4, uint32_t hi4)
+{
+    for (; q != end; q += 2, o += 4 * cin) {
+        int32_t a[4], s, j, t;
+        for (j = 0; j < 4; ++j) {
+            a[j] = k->ini;
+            for (s = 0; s < 3; ++s) {
+                const int32_t w[3] = {dw_lo16((int32_t)k->w[s].w01), dw_hi16((int32_t)k->w[s].w01),
+                                      dw_hi16((int32_t)k->w[s].w12)};
+                for (t = 0; t < 3; ++t) {
+                    const uint32_t word = q[s * DW_PL_RW + (j + t) / 2];
+                    const int32_t v = (int32_t)(int16_t)(uint16_t)(word >> (16 * ((j + t) % 2)));
+                    a[j] = (int32_t)((uint32_t)a[j] + (uint32_t)(v * w[t]));
+                }
+            }
+            DW_RQ(a[j], a[j], k->m, k->c, k->sh);
+        }
+        if (clamp) {
+            uint32_t r = (uint32_t)a[0];
+            DW_INS8(r, a[1], 8);
+            DW_INS8(r, a[2], 16);
+            DW_INS8(r, a[3], 24);
+            r = tt_clamp4_s8(r, lo4, hi4);
+            for (j = 0; j < 4; ++j) {
+                a[j] = (int8_t)(uint8_t)(r >> (8 * j));
+            }
+        }
+        for (j = 0; j < 4; ++j) {
+            o[j * cin] = (int8_t)a[j];
+        }
+    }
+}
+#define DW_PL_RUN(clamp, o_, q_, end_, cin_, K_, lo4_, hi4_)                              \
+    dw_pl_run_c((clamp), (o_), (q_), (end_), (cin_), (K_), (lo4_), (hi4_))
+#endif
+
+/* kt[j][t]: channel j's constants for the rotation where ring slot s holds kernel row
+ * (s + t) mod 3 (output rows whose top input row lies in slot (3 - t) mod 3), for the
+ * rotations of output rows oy0 .. oy0 + 2 that exist; returns 0 when the fast
+ * requantisation refuses the group (then nothing is written). */
+TT_DW_NOINLINE int dw_pl_consts(dw_pl_k kt[4][3], uint32_t *lohi, int32_t c0, const dw_job *J)
+{
+    const int32_t *const pk = J->pack != NULL ? J->pack + (c0 / 4) * dw_pack_group_words(J->g) : NULL;
+    const dw_consts *const k = (const dw_consts *)(const void *)pk;
+    const uint32_t sum_bound = dw_sum_bound(J->g, J->q);
+    int32_t j, n, r, used = 0;
+
+    if (pk != NULL ? !k->fast : !dw_fast_range(J->q)) {
+        return 0;
+    }
+    lohi[0] = dw_bcast8(J->q->act_min);
+    lohi[1] = dw_bcast8(J->q->act_max);
+    for (n = 0; n < 3 && n < J->oy1 - J->oy0; ++n) { /* the rotations in use */
+        used |= 1 << (3 - DW_PL_SLOT(J->oy0 + n - J->g->pt)) % 3;
+    }
+    for (j = 0; j < 4; ++j) {
+        dw_pl_w w[3];
+        dw_pl_k kj;
+        if (pk != NULL) { /* the pack's words: dw_consts, then per tap the doubled weights of
+                           * channels (0, 2) | (1, 3) as 16-bit lanes */
+            const uint32_t *const src = (const uint32_t *)(const void *)(pk + DW_PACK_CONSTS) + (j & 1);
+            const int32_t hs = 16 * (j >> 1);
+            for (r = 0; r < 3; ++r) {
+                const uint32_t v0 = (src[6 * r] >> hs) & 0xFFFFu;
+                const uint32_t v1 = (src[6 * r + 2] >> hs) & 0xFFFFu;
+                const uint32_t v2 = (src[6 * r + 4] >> hs) & 0xFFFFu;
+                w[r].w01 = v0 | (v1 << 16);
+                w[r].w12 = v1 | (v2 << 16);
+            }
+            kj.ini = k->ini_b[j / 2].w[j % 2];
+            kj.m = k->mc[j].w[0];
+            kj.c = k->mc[j].w[1];
+            kj.sh = k->e[j];
+        } else { /* derived as dw_setup does */
+            const int8_t *const wc = J->w + (c0 + j) * 9;
+            for (r = 0; r < 3; ++r) {
+                const uint32_t v0 = (uint32_t)(2 * wc[3 * r]) & 0xFFFFu;
+                const uint32_t v1 = (uint32_t)(2 * wc[3 * r + 1]) & 0xFFFFu;
+                const uint32_t v2 = (uint32_t)(2 * wc[3 * r + 2]) & 0xFFFFu;
+                w[r].w01 = v0 | (v1 << 16);
+                w[r].w12 = v1 | (v2 << 16);
+            }
+            if (!dw_fast_channel(&kj.m, &kj.c, &kj.sh, c0 + j, sum_bound, J)) {
+                return 0;
+            }
+            kj.ini = J->b != NULL ? 2 * J->b[c0 + j] : 0;
+        }
+        for (n = 0; n < 3; ++n) {
+            /* rotation n: ring slot s holds kernel row (s + n) mod 3 */
+            dw_pl_k *const kk = &kt[j][n];
+            if (!(used >> n & 1)) {
+                continue;
+            }
+            kj.w[0] = w[n];
+            kj.w[1] = w[n == 2 ? 0 : n + 1];
+            kj.w[2] = w[n == 0 ? 2 : n - 1];
+            *kk = kj;
+        }
+    }
+    return 1;
+}
+
+/* Output rows oy0..oy1 of channels c0..c0+3 through the rings (dw_plane_ok), buf: the
+ * caller's DW_STRIP_WORDS. Groups the fast requantisation refuses take dw_group. */
+TT_DW_NOINLINE void dw_plane_group(const dw_job *J, int32_t c0, uint32_t *buf)
+{
+    dw_pl_k kt[4][3];
+    uint32_t lohi[2];
+    const tt_conv_geom *g = J->g;
+    const int32_t cin = g->cin, ow = g->ow;
+    const int32_t off2 = (int32_t)(((uint32_t)J->q->in_offset & 0xFFFFu) |
+                                   ((uint32_t)J->q->in_offset << 16));
+    /* column blocks of equal width, a multiple of 4 */
+    const int32_t nblk = (ow + DW_PL_COLS - 1) / DW_PL_COLS;
+    const int32_t bw = ((ow + nblk - 1) / nblk + 3) & ~3;
+    int32_t j, t, ob0, oy, clamp;
+
+    if (!dw_pl_consts(kt, lohi, c0, J)) {
+        dw_group(J, c0);
+        return;
+    }
+    clamp = lohi[0] != 0x80808080u || lohi[1] != 0x7F7F7F7Fu;
+    for (ob0 = 0; ob0 < ow; ob0 += bw) {
+        const int32_t nob = ow - ob0 < bw ? ow - ob0 : bw;
+        const int32_t nw = 2 * ((nob + 3) / 4) + 1; /* ring words in use */
+        const int32_t n4 = nob & ~3;                 /* columns in whole groups */
+        const dw_pl_cols L = dw_pl_layout(g, ob0, nw);
+        int32_t last = J->oy0 - g->pt - 1;           /* the last input row filled */
+        if (L.i0 - L.left > 0 || L.i1 + L.right < nw) {
+            dw_pl_zero_pad(buf, &L, nw);
+        }
+        for (oy = J->oy0; oy < J->oy1; ++oy) {
+            const int32_t top = oy - g->pt;
+            const dw_pl_k *const kr = &kt[0][(3 - DW_PL_SLOT(top)) % 3];
+            int8_t *const out = tt_row(J->y, oy) + c0 + ob0 * cin;
+            if (last < top + 2) { /* the input rows not yet in the ring */
+                dw_pl_fill(buf, top > last + 1 ? top : last + 1, top + 3, &L, nw, J, c0, off2);
+                last = top + 2;
+            }
+            for (j = 0; j < 4; ++j) {
+                const uint32_t *const q = buf + j * DW_PL_CH;
+                const dw_pl_k *const kj = kr + 3 * j;
+                if (n4 > 0) {
+                    DW_PL_RUN(clamp, out + j, q, q + n4 / 2, cin, kj, lohi[0], lohi[1]);
+                }
+                if (nob > n4) { /* the last 1-3 columns: a whole group into tail[] */
+                    int8_t tail[4];
+                    DW_PL_RUN(clamp, tail, q + n4 / 2, q + n4 / 2 + 2, 1, kj, lohi[0],
+                              lohi[1]);
+                    for (t = 0; t < nob - n4; ++t) {
+                        out[j + (n4 + t) * cin] = tail[t];
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* The reference arithmetic for channels c0..cin-1 (fewer than 4 left over). */
 static void dw_tail(const dw_job *J, int32_t c0)
 {
@@ -960,7 +1418,12 @@ TT_DW_INLINE void dw_rows(const tt_rows *y, const tt_rows *x, int32_t oy0, int32
         !((g->kw == 3 && g->sw <= 2) || (g->kw == 5 && g->sw == 1))) {
         J.pairs = 0;
     }
-    if (dw_strip_ok(g, q, oy1 - oy0 > 1)) {
+    if (dw_plane_ok(g, oy1 - oy0 > 1)) {
+        uint32_t buf[DW_STRIP_WORDS];
+        for (c0 = 0; c0 + 4 <= g->cin; c0 += 4) {
+            dw_plane_group(&J, c0, buf);
+        }
+    } else if (dw_strip_ok(g, q, oy1 - oy0 > 1)) {
         uint32_t strip[DW_STRIP_WORDS];
         for (c0 = 0; c0 + 4 <= g->cin; c0 += 4) {
             dw_strip_group(&J, c0, strip);

@@ -401,6 +401,16 @@ static void run_tests(void)
             test_dw(&g, i % 2 == 0 ? 2 : 1, 1, id++);
         }
     }
+    for (i = 0; i < 16; ++i) { /* wide 3x3 stride-1 maps: several column blocks of the ring
+                                * path (60 columns), odd widths, every padding up to 3 */
+        const int32_t p0 = rnd(0, 3), p1 = rnd(0, 3);
+        const tt_conv_geom g = geom(rnd(1, 5), rnd(44, 150), 4 * rnd(1, 2) + rnd(0, 1) * 3, 3,
+                                    3, 1, 1, rnd(0, 3), p0, rnd(0, 3), p1);
+        if (g.oh < 1 || g.ow < 1) {
+            continue;
+        }
+        test_dw(&g, i % 3, rnd(0, 3) != 0, id++);
+    }
     {   /* the largest kernels the optimised path takes (7x7, 8 rows of 6), and past them */
         const tt_conv_geom g0 = geom(11, 9, 12, 7, 7, 1, 2, 3, 2, 4, 3);
         const tt_conv_geom g1 = geom(10, 10, 8, 8, 6, 1, 1, 3, 4, 4, 3);
@@ -463,7 +473,10 @@ static void bench_dw(int32_t h, int32_t c, int32_t k, int32_t st, int32_t rows)
     fill(xbuf, h * h * c);
     fill(wbuf, c * k * k);
     random_requant(&q, c, 0);
-    q.act_min = q.out_offset; /* ReLU6 fused, as in the networks */
+    /* ReLU6 fused, as in the networks: their ReLU6 outputs are calibrated to the whole int8
+     * range (zero point -128), so the activation range clamps nothing beyond SSAT's */
+    q.out_offset = -128;
+    q.act_min = q.out_offset;
     q.act_max = 127;
     t0 = th_ticks();
     tt_conv2d_s8(yref, xbuf, wbuf, bias, &g, &q);
