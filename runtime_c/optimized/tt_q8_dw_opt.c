@@ -912,40 +912,56 @@ TT_DW_NOINLINE void dw_strip_group(const dw_job *J, int32_t c0, uint32_t *strip)
     }
 }
 
-/* ---- the plane path: 3x3 stride 1, one channel at a time, two taps per SMLAD ----
+/* ---- the ring path: square K x K kernels (3, 5) at stride 1, one channel at a time, two
+ * taps per SMLAD ----
  * Per 4-channel group and block of output columns, the input rows under the current output
- * row are kept in a ring of 3 rows per channel, each value x + in_offset a 16-bit lane, two
- * neighbouring padded columns per word: E[i] = (x[2i], x[2i + 1]), padding 0 (it adds
- * nothing, as the reference's skipped tap does). A kernel row (doubled weights w0, w1, w2)
- * of an even output column o = 2i is then SMLAD(E[i], (w0, w1)) + SMLABT(E[i + 1], w2), of
- * the odd one SMLATB(E[i], w0) + SMLAD(E[i + 1], (w1, w2)): two instructions for three MACs,
- * where the 4-channel blocks above spend one per MAC beside the sign extensions. Four output
- * columns share 3 words of each ring row, the rows at fixed distances (literal offsets), so
- * one assembly loop keeps everything in registers: about 64 instructions per 36 MACs. The
- * requantisation is DW_RQ, one byte per output (with the activation range: the 4 bytes
- * clamped as one word). Filling a ring row sign-extends each input word once for its 4
- * channels (SXTAB16 adds the offset) and packs it into the 4 rings (PKHBT / PKHTB); a whole
- * tensor fills each input row once per column block, a row call the 3 rows under its output
- * row. The ring's slot s holds the input rows = s (mod 3): each output row takes the kernel
- * rows' weights in slot order instead of moving rows. */
+ * row are kept per channel as rows of 16-bit lanes x + in_offset, two neighbouring padded
+ * columns per word: E[i] = (x[2i], x[2i + 1]), padding 0 (it adds nothing, as the
+ * reference's skipped tap does). With doubled weights as 16-bit lanes, a kernel row of an
+ * even output column o = 2i is SMLAD(E[i], (w0, w1)) + SMLAD(E[i + 1], (w2, w3)) + ... +
+ * SMLABT(E[i + (K - 1) / 2], w[K-1]), of the odd one SMLATB(E[i], w0) + SMLAD(E[i + 1],
+ * (w1, w2)) + ...: (K + 1) / 2 instructions for K MACs where the 4-channel blocks above
+ * spend one per MAC beside the sign extensions. A group of four output columns of one
+ * channel reads its words of each input row once, at literal offsets (the rows lie
+ * DW_PL_RW words apart), so one assembly loop keeps everything in registers; the
+ * requantisation is DW_RQ, one byte per output (the activation range clamps the 4 bytes as
+ * one word). Filling a row sign-extends each input word once for its 4 channels (SXTAB16
+ * adds the offset) and packs it into the 4 channels' rows (PKHBT / PKHTB). The rows are a
+ * window of DW_PL_NS slots: a whole tensor fills each input row once per column block and
+ * moves the K - 1 rows it still needs back to slot 0 when the window is full (about 2 % of
+ * the work), so kernel row r always lies r rows after the output row's first; a row call
+ * fills the K rows under its output row.
+ *
+ * The caller's DW_STRIP_WORDS buffer holds the 4 channels' rows (4 NS RW words) and their
+ * constants (per channel K rows of K - 1 weight words: (w0, w1), (w2, w3), .., then (w1,
+ * w2), ..; then the start value 2 * bias, the SMMLAR multiplier and rounding constant, the
+ * right shift). */
 
-#define DW_PL_COLS 60 /* output columns per block */
-#define DW_PL_RW 31   /* words per ring row: DW_PL_COLS / 2 + 1 (124 bytes: the asm's offsets) */
-typedef char dw_pl_rw_is_124_bytes[DW_PL_RW * 4 == 124 ? 1 : -1];
-
-/* one channel's doubled weights of a kernel row as 16-bit lanes (w0, w1) and (w1, w2) */
-typedef struct {
-    uint32_t w01, w12;
-} dw_pl_w;
-
+/* words per ring row (the loop's literal offsets), rows in the window; a block is DW_PL_G
+ * groups of 4 columns: 2 G + (K - 1) / 2 words */
+#define DW_PL_RW(K) ((K) == 3 ? 17 : 10)
+#define DW_PL_NS(K) ((K) == 3 ? 5 : 7)
+/* small maps: shorter rows, more of them in the same words (a whole 8x8 map's input rows
+ * without moving any at K = 3) */
+#define DW_PL_RWS(K) ((K) == 3 ? 5 : 7)
+#define DW_PL_CHW(K) (DW_PL_NS(K) * DW_PL_RW(K)) /* words per channel */
+typedef char dw_pl_small_rows[DW_PL_CHW(3) % DW_PL_RWS(3) == 0 && DW_PL_CHW(5) % DW_PL_RWS(5) == 0
+                                  ? 1
+                                  : -1];
+#define DW_PL_G(K) ((DW_PL_RW(K) - ((K) - 1) / 2) / 2)
+#define DW_PL_KW(K) ((K) * ((K) - 1)) /* weight words per channel */
+#define DW_PL_WORDS(K) (4 * DW_PL_NS(K) * DW_PL_RW(K) + 4 * (DW_PL_KW(K) + 4))
+typedef char dw_pl_fits[DW_PL_WORDS(3) <= DW_STRIP_WORDS && DW_PL_WORDS(5) <= DW_STRIP_WORDS
+                            ? 1
+                            : -1];
 
 /* Where the rings beat the 4-channel kernels (measured, TT_DW_BENCH in test_dw_opt.c): whole
- * tensors at least 8 columns wide; single rows (each call fills the 3 input rows under its
- * output row) only on wide maps. */
+ * tensors at least 8 columns wide. A row call would fill the K input rows under its output
+ * row every time: slower than the 4-channel kernels. */
 static int dw_plane_ok(const tt_conv_geom *g, int whole)
 {
-    return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->ow >= (whole ? 8 : 48) &&
-           g->pt <= 3 && 4 * 3 * DW_PL_RW <= DW_STRIP_WORDS;
+    const int32_t k = g->kh;
+    return whole && g->kw == k && (k == 3 || k == 5) && g->sh == 1 && g->sw == 1 && g->ow >= 8;
 }
 
 /* (x + off) of channels (0, 2) and (1, 3) of the 4 bytes v, as 16-bit lanes */
@@ -961,20 +977,15 @@ TT_DW_INLINE void dw_ext4(uint32_t v, int32_t off2, uint32_t *e02, uint32_t *e13
 #endif
 }
 
-/* ring rows of channel j start at d + j * DW_PL_CH words (372 bytes: the asm's offsets) */
-#define DW_PL_CH (3 * DW_PL_RW)
-
-/* word i of the 4 channels' ring rows (at d) from the extended columns a (2i), b (2i + 1) */
-#define DW_PL_PUT(d, i, a02, a13, b02, b13)                                                \
+/* word i of the 4 channels' ring rows (at d, ch words apart) from the extended columns a
+ * (2i) and b (2i + 1) */
+#define DW_PL_PUT(d, ch, i, a02, a13, b02, b13)                                            \
     do {                                                                                   \
         (d)[(i)] = ((a02) & 0xFFFFu) | ((b02) << 16);                                      \
-        (d)[2 * DW_PL_CH + (i)] = ((a02) >> 16) | ((b02) & 0xFFFF0000u);                   \
-        (d)[DW_PL_CH + (i)] = ((a13) & 0xFFFFu) | ((b13) << 16);                           \
-        (d)[3 * DW_PL_CH + (i)] = ((a13) >> 16) | ((b13) & 0xFFFF0000u);                   \
+        (d)[2 * (ch) + (i)] = ((a02) >> 16) | ((b02) & 0xFFFF0000u);                       \
+        (d)[(ch) + (i)] = ((a13) & 0xFFFFu) | ((b13) << 16);                               \
+        (d)[3 * (ch) + (i)] = ((a13) >> 16) | ((b13) & 0xFFFF0000u);                       \
     } while (0)
-
-/* slot of input row iy in a ring of 3 (iy >= -3: dw_plane_ok) */
-#define DW_PL_SLOT(iy) (((iy) + 3) % 3)
 
 /* A block's ring row layout: word i holds input columns ix0 + 2i, ix0 + 2i + 1; words i0 ..
  * i1 - 1 have both inside the input, word i0 - 1 may have only its second (column 0: `left`),
@@ -1000,14 +1011,15 @@ static dw_pl_cols dw_pl_layout(const tt_conv_geom *g, int32_t q0, int32_t nw)
     return L;
 }
 
-/* Zero the words of the 3 ring slots of the 4 channels that hold no input column (they stay
- * zero while the block's rows are filled). */
-static void dw_pl_zero_pad(uint32_t *buf, const dw_pl_cols *L, int32_t nw)
+/* Zero the words of the window's rows of the 4 channels that hold no input column (they stay
+ * zero while the block's rows are filled and moved). */
+static void dw_pl_zero_pad(uint32_t *buf, int32_t k, int32_t rw, const dw_pl_cols *L,
+                           int32_t nw)
 {
     int32_t r, i;
 
-    for (r = 0; r < 12; ++r) {
-        uint32_t *const d = buf + r * DW_PL_RW;
+    for (r = 0; r < 4 * DW_PL_CHW(k) / rw; ++r) {
+        uint32_t *const d = buf + r * rw;
         for (i = 0; i < L->i0 - L->left; ++i) {
             d[i] = 0;
         }
@@ -1017,77 +1029,88 @@ static void dw_pl_zero_pad(uint32_t *buf, const dw_pl_cols *L, int32_t nw)
     }
 }
 
-/* Input rows iy0 .. iy1 - 1 of channels c0..c0+3 into their ring slots (channel j's rows at
- * buf + j DW_PL_CH, row iy in slot DW_PL_SLOT(iy)), layout L; rows outside the input are
- * zeros. */
-TT_DW_NOINLINE void dw_pl_fill(uint32_t *buf, int32_t iy0, int32_t iy1, const dw_pl_cols *L,
-                               int32_t nw, const dw_job *J, int32_t c0, int32_t off2)
+#if defined(TT_DW_DSP)
+/* One input row into the 4 channels' ring rows at d (channel j at byte offset j CH): the
+ * left edge word (padding, column 0) when l, interior words until d reaches e (per word: 2
+ * LDR, 4 SXTAB16, 4 PKHBT / PKHTB, 4 STR), the right edge word (column w - 1, padding) when
+ * r. CH1..CH3: the channels' byte offsets as strings, CHnM4 the same minus 4. */
+#define DW_PL_FILL_ASM(CH1, CH2, CH3, CH1M4, CH2M4, CH3M4)                                 \
+    __asm__ volatile("cmp %[l], #0\n\t"                                                    \
+                     "beq 2f\n\t"                                                          \
+                     "sub %[t1], %[p], %[c]\n\t"                                           \
+                     "ldr %[t0], [%[t1]]\n\t"                                              \
+                     "sxtab16 %[t1], %[o], %[t0], ror #8\n\t"                              \
+                     "sxtab16 %[t0], %[o], %[t0]\n\t"                                      \
+                     "lsl %[t4], %[t0], #16\n\tstr %[t4], [%[d], #-4]\n\t"                 \
+                     "lsr %[t4], %[t0], #16\n\tlsl %[t4], %[t4], #16\n\t"                  \
+                     "str %[t4], [%[d], #" CH2M4 "]\n\t"                                   \
+                     "lsl %[t4], %[t1], #16\n\tstr %[t4], [%[d], #" CH1M4 "]\n\t"          \
+                     "lsr %[t4], %[t1], #16\n\tlsl %[t4], %[t4], #16\n\t"                  \
+                     "str %[t4], [%[d], #" CH3M4 "]\n\t"                                   \
+                     "2:\n\t"                                                              \
+                     "cmp %[d], %[e]\n\t"                                                  \
+                     "beq 3f\n\t"                                                          \
+                     "1:\n\t"                                                              \
+                     "ldr %[t0], [%[p]]\n\tldr %[t2], [%[p], %[c]]\n\t"                    \
+                     "add %[p], %[p], %[c], lsl #1\n\t"                                    \
+                     "sxtab16 %[t1], %[o], %[t0], ror #8\n\t"                              \
+                     "sxtab16 %[t0], %[o], %[t0]\n\t"                                      \
+                     "sxtab16 %[t3], %[o], %[t2], ror #8\n\t"                              \
+                     "sxtab16 %[t2], %[o], %[t2]\n\t"                                      \
+                     "pkhtb %[t4], %[t2], %[t0], asr #16\n\tstr %[t4], [%[d], #" CH2 "]\n\t" \
+                     "pkhbt %[t4], %[t1], %[t3], lsl #16\n\tstr %[t4], [%[d], #" CH1 "]\n\t" \
+                     "pkhtb %[t4], %[t3], %[t1], asr #16\n\tstr %[t4], [%[d], #" CH3 "]\n\t" \
+                     "pkhbt %[t4], %[t0], %[t2], lsl #16\n\tstr %[t4], [%[d]], #4\n\t"     \
+                     "cmp %[d], %[e]\n\t"                                                  \
+                     "bne 1b\n\t"                                                          \
+                     "3:\n\t"                                                              \
+                     "cmp %[r], #0\n\t"                                                    \
+                     "beq 4f\n\t"                                                          \
+                     "ldr %[t0], [%[p]]\n\t"                                               \
+                     "sxtab16 %[t1], %[o], %[t0], ror #8\n\t"                              \
+                     "sxtab16 %[t0], %[o], %[t0]\n\t"                                      \
+                     "uxth %[t4], %[t0]\n\tstr %[t4], [%[d]]\n\t"                          \
+                     "lsr %[t4], %[t0], #16\n\tstr %[t4], [%[d], #" CH2 "]\n\t"            \
+                     "uxth %[t4], %[t1]\n\tstr %[t4], [%[d], #" CH1 "]\n\t"                \
+                     "lsr %[t4], %[t1], #16\n\tstr %[t4], [%[d], #" CH3 "]\n\t"            \
+                     "4:"                                                                  \
+                     : [p] "+r"(p), [d] "+r"(dp), [t0] "=&r"(t0), [t1] "=&r"(t1),          \
+                       [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4)                      \
+                     : [c] "r"(cin), [o] "r"(off2), [e] "r"(d + i0 + n), [l] "r"(L->left),  \
+                       [r] "r"(L->right)                                                   \
+                     : "cc", "memory")
+#endif
+
+/* Input rows iy0 .. iy1 - 1 of channels c0..c0+3 into the window (channel j's rows at
+ * buf + j NS RW, row iy in slot iy - base), layout L; rows outside the input are zeros. */
+TT_DW_NOINLINE void dw_pl_fill(uint32_t *buf, int32_t k, int32_t rw, int32_t iy0, int32_t iy1,
+                               int32_t base, const dw_pl_cols *L, int32_t nw, const dw_job *J,
+                               int32_t c0, int32_t off2)
 {
     const tt_conv_geom *g = J->g;
-    const int32_t cin = g->cin, i0 = L->i0, n = L->i1 - L->i0;
+    const int32_t cin = g->cin, i0 = L->i0, n = L->i1 - L->i0, ch = DW_PL_CHW(k);
     int32_t iy;
 
     for (iy = iy0; iy < iy1; ++iy) {
-        uint32_t *const d = buf + DW_PL_SLOT(iy) * DW_PL_RW;
+        uint32_t *const d = buf + (iy - base) * rw;
         const int8_t *p;
         if (iy < 0 || iy >= g->h) {
             int32_t i;
             for (i = 0; i < nw; ++i) {
-                d[i] = d[DW_PL_CH + i] = d[2 * DW_PL_CH + i] = d[3 * DW_PL_CH + i] = 0;
+                d[i] = d[ch + i] = d[2 * ch + i] = d[3 * ch + i] = 0;
             }
             continue;
         }
         p = tt_row(J->x, iy) + c0 + (L->ix0 + 2 * i0) * cin; /* word i0's first column */
 #if defined(TT_DW_DSP)
         {
-            /* per interior word: 2 LDR, 4 SXTAB16, 4 PKHBT / PKHTB, 4 STR (channels 1, 2, 3
-             * at 372, 744, 1116 bytes: DW_PL_CH words apart) */
             uint32_t *dp = d + i0;
             uint32_t t0, t1, t2, t3, t4;
-            __asm__ volatile("cmp %[l], #0\n\t"
-                             "beq 2f\n\t"
-                             "sub %[t1], %[p], %[c]\n\t"
-                             "ldr %[t0], [%[t1]]\n\t"
-                             "sxtab16 %[t1], %[o], %[t0], ror #8\n\t"
-                             "sxtab16 %[t0], %[o], %[t0]\n\t"
-                             "lsl %[t4], %[t0], #16\n\tstr %[t4], [%[d], #-4]\n\t"
-                             "lsr %[t4], %[t0], #16\n\tlsl %[t4], %[t4], #16\n\t"
-                             "str %[t4], [%[d], #740]\n\t"
-                             "lsl %[t4], %[t1], #16\n\tstr %[t4], [%[d], #368]\n\t"
-                             "lsr %[t4], %[t1], #16\n\tlsl %[t4], %[t4], #16\n\t"
-                             "str %[t4], [%[d], #1112]\n\t"
-                             "2:\n\t"
-                             "cmp %[d], %[e]\n\t"
-                             "beq 3f\n\t"
-                             "1:\n\t"
-                             "ldr %[t0], [%[p]]\n\tldr %[t2], [%[p], %[c]]\n\t"
-                             "add %[p], %[p], %[c], lsl #1\n\t"
-                             "sxtab16 %[t1], %[o], %[t0], ror #8\n\t"
-                             "sxtab16 %[t0], %[o], %[t0]\n\t"
-                             "sxtab16 %[t3], %[o], %[t2], ror #8\n\t"
-                             "sxtab16 %[t2], %[o], %[t2]\n\t"
-                             "pkhtb %[t4], %[t2], %[t0], asr #16\n\tstr %[t4], [%[d], #744]\n\t"
-                             "pkhbt %[t4], %[t1], %[t3], lsl #16\n\tstr %[t4], [%[d], #372]\n\t"
-                             "pkhtb %[t4], %[t3], %[t1], asr #16\n\tstr %[t4], [%[d], #1116]\n\t"
-                             "pkhbt %[t4], %[t0], %[t2], lsl #16\n\tstr %[t4], [%[d]], #4\n\t"
-                             "cmp %[d], %[e]\n\t"
-                             "bne 1b\n\t"
-                             "3:\n\t"
-                             "cmp %[r], #0\n\t"
-                             "beq 4f\n\t"
-                             "ldr %[t0], [%[p]]\n\t"
-                             "sxtab16 %[t1], %[o], %[t0], ror #8\n\t"
-                             "sxtab16 %[t0], %[o], %[t0]\n\t"
-                             "uxth %[t4], %[t0]\n\tstr %[t4], [%[d]]\n\t"
-                             "lsr %[t4], %[t0], #16\n\tstr %[t4], [%[d], #744]\n\t"
-                             "uxth %[t4], %[t1]\n\tstr %[t4], [%[d], #372]\n\t"
-                             "lsr %[t4], %[t1], #16\n\tstr %[t4], [%[d], #1116]\n\t"
-                             "4:"
-                             : [p] "+r"(p), [d] "+r"(dp), [t0] "=&r"(t0), [t1] "=&r"(t1),
-                               [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4)
-                             : [c] "r"(cin), [o] "r"(off2), [e] "r"(d + i0 + n),
-                               [l] "r"(L->left), [r] "r"(L->right)
-                             : "cc", "memory");
+            if (k == 3) { /* channels 4 NS RW = 340 bytes apart */
+                DW_PL_FILL_ASM("340", "680", "1020", "336", "676", "1016");
+            } else { /* 280 */
+                DW_PL_FILL_ASM("280", "560", "840", "276", "556", "836");
+            }
         }
 #else
         {
@@ -1095,47 +1118,82 @@ TT_DW_NOINLINE void dw_pl_fill(uint32_t *buf, int32_t iy0, int32_t iy1, const dw
             int32_t i;
             if (L->left) { /* (padding, column 0) */
                 dw_ext4(dw_load32(p - cin), off2, &b02, &b13);
-                DW_PL_PUT(d, i0 - 1, 0u, 0u, b02, b13);
+                DW_PL_PUT(d, ch, i0 - 1, 0u, 0u, b02, b13);
             }
             for (i = i0; i < i0 + n; ++i, p += 2 * cin) {
                 dw_ext4(dw_load32(p), off2, &a02, &a13);
                 dw_ext4(dw_load32(p + cin), off2, &b02, &b13);
-                DW_PL_PUT(d, i, a02, a13, b02, b13);
+                DW_PL_PUT(d, ch, i, a02, a13, b02, b13);
             }
             if (L->right) { /* (column w - 1, padding) */
                 dw_ext4(dw_load32(p), off2, &a02, &a13);
-                DW_PL_PUT(d, i0 + n, a02, a13, 0u, 0u);
+                DW_PL_PUT(d, ch, i0 + n, a02, a13, 0u, 0u);
             }
         }
 #endif
     }
 }
+typedef char dw_pl_fill_offsets[4 * DW_PL_CHW(3) == 340 && 4 * DW_PL_CHW(5) == 280
+                                    ? 1
+                                    : -1];
 
-/* One channel's constants for one ring rotation (the loop's K, 40 bytes): the doubled
- * weights of the kernel row in ring slot s as (w0, w1), (w1, w2), then the start value
- * (2 * bias), the SMMLAR multiplier and rounding constant, and the right shift. */
+
+/* A row's channel steps (memory operands of the loop): bytes from where q ends to the next
+ * channel's first word, from where o ends to the next channel's first output, and the end
+ * of the channels' constants. */
 typedef struct {
-    dw_pl_w w[3];
-    int32_t ini, m, c, sh;
-} dw_pl_k;
-typedef char dw_pl_k_is_40_bytes[sizeof(dw_pl_k) == 40 ? 1 : -1];
+    int32_t qstep, ostep;
+    const uint32_t *kend;
+} dw_pl_step;
 
 #if defined(TT_DW_DSP)
-/* ring slot at byte offset OFF from q, its weights at K + WOFF: 3 words, two weight words,
- * 8 MACs (FIRST: the sums start from a0, the start value) */
-#define DW_PL_FIRST                                                                        \
-    "smlatb %[a1], %[e0], %[wa], %[a0]\n\tsmlad %[a2], %[e1], %[wa], %[a0]\n\t"             \
-    "smlatb %[a3], %[e1], %[wa], %[a0]\n\tsmlad %[a0], %[e0], %[wa], %[a0]\n\t"
-#define DW_PL_NEXT                                                                         \
-    "smlad %[a0], %[e0], %[wa], %[a0]\n\tsmlatb %[a1], %[e0], %[wa], %[a1]\n\t"             \
-    "smlad %[a2], %[e1], %[wa], %[a2]\n\tsmlatb %[a3], %[e1], %[wa], %[a3]\n\t"
-#define DW_PL_SLOT_MACS(OFF, WOFF, MACS)                                                   \
+/* ---- the loop's kernel rows: ring slot at byte offset OFF from q, its weights at byte WO
+ * from k. FIRST: the sums start from a0 (the start value). ---- */
+#define DW_PL_F3(OFF, WO, FIRST)                                                           \
     "ldrd %[e0], %[e1], [%[q], #" OFF "]\n\tldr %[e2], [%[q], #" OFF "+8]\n\t"              \
-    "ldrd %[wa], %[wb], [%[k], #" WOFF "]\n\t" MACS                                        \
-    "smlabt %[a0], %[e1], %[wb], %[a0]\n\tsmlad %[a1], %[e1], %[wb], %[a1]\n\t"             \
-    "smlabt %[a2], %[e2], %[wb], %[a2]\n\tsmlad %[a3], %[e2], %[wb], %[a3]\n\t"
+    "ldrd %[w], %[e3], [%[k], #" WO "]\n\t" FIRST                                          \
+    "smlabt %[a0], %[e1], %[e3], %[a0]\n\tsmlad %[a1], %[e1], %[e3], %[a1]\n\t"             \
+    "smlabt %[a2], %[e2], %[e3], %[a2]\n\tsmlad %[a3], %[e2], %[e3], %[a3]\n\t"
+/* (w0, w1) against E0 (columns 0, 1) and E1 (2, 3) */
+#define DW_PL_W01_FIRST                                                                    \
+    "smlatb %[a1], %[e0], %[w], %[a0]\n\tsmlad %[a2], %[e1], %[w], %[a0]\n\t"               \
+    "smlatb %[a3], %[e1], %[w], %[a0]\n\tsmlad %[a0], %[e0], %[w], %[a0]\n\t"
+#define DW_PL_W01                                                                          \
+    "smlad %[a0], %[e0], %[w], %[a0]\n\tsmlatb %[a1], %[e0], %[w], %[a1]\n\t"               \
+    "smlad %[a2], %[e1], %[w], %[a2]\n\tsmlatb %[a3], %[e1], %[w], %[a3]\n\t"
+/* 5 taps: words (w0, w1), (w2, w3), (w1, w2), (w3, w4) */
+#define DW_PL_F5(OFF, WO, FIRST)                                                           \
+    "ldrd %[e0], %[e1], [%[q], #" OFF "]\n\tldrd %[e2], %[e3], [%[q], #" OFF "+8]\n\t"      \
+    "ldr %[w], [%[k], #" WO "]\n\t" FIRST                                                  \
+    "ldr %[w], [%[k], #" WO "+4]\n\t"                                                      \
+    "smlad %[a0], %[e1], %[w], %[a0]\n\tsmlad %[a2], %[e2], %[w], %[a2]\n\t"                \
+    "ldr %[w], [%[k], #" WO "+8]\n\t"                                                      \
+    "smlad %[a1], %[e1], %[w], %[a1]\n\tsmlad %[a3], %[e2], %[w], %[a3]\n\t"                \
+    "ldr %[w], [%[k], #" WO "+12]\n\t"                                                     \
+    "smlabt %[a0], %[e2], %[w], %[a0]\n\tsmlad %[a1], %[e2], %[w], %[a1]\n\t"               \
+    "smlabt %[a2], %[e3], %[w], %[a2]\n\tsmlad %[a3], %[e3], %[w], %[a3]\n\t"
+/* the kernel rows of K = 3, 5 (input rows 68, 40 bytes apart; weights 8, 16) */
+#define DW_PL_ROWS3                                                                        \
+    DW_PL_F3("0", "0", DW_PL_W01_FIRST) DW_PL_F3("68", "8", DW_PL_W01)                      \
+    DW_PL_F3("136", "16", DW_PL_W01)
+#define DW_PL_ROWS5                                                                        \
+    DW_PL_F5("0", "0", DW_PL_W01_FIRST) DW_PL_F5("40", "16", DW_PL_W01)                     \
+    DW_PL_F5("80", "32", DW_PL_W01) DW_PL_F5("120", "48", DW_PL_W01)                        \
+    DW_PL_F5("160", "64", DW_PL_W01)
+/* the same with the small maps' rows (20, 28 bytes apart) */
+#define DW_PL_ROWS3S                                                                       \
+    DW_PL_F3("0", "0", DW_PL_W01_FIRST) DW_PL_F3("20", "8", DW_PL_W01)                      \
+    DW_PL_F3("40", "16", DW_PL_W01)
+#define DW_PL_ROWS5S                                                                       \
+    DW_PL_F5("0", "0", DW_PL_W01_FIRST) DW_PL_F5("28", "16", DW_PL_W01)                     \
+    DW_PL_F5("56", "32", DW_PL_W01) DW_PL_F5("84", "48", DW_PL_W01)                         \
+    DW_PL_F5("112", "64", DW_PL_W01)
+typedef char dw_pl_row_offsets[4 * DW_PL_RW(3) == 68 && 4 * DW_PL_RW(5) == 40 &&
+                                       4 * DW_PL_RWS(3) == 20 && 4 * DW_PL_RWS(5) == 28
+                                   ? 1
+                                   : -1];
 #define DW_PL_RQ1(a)                                                                       \
-    "add %[e0], %[wb], %[" a "], asr #31\n\tsmmlar %[" a "], %[" a "], %[wa], %[e0]\n\t"    \
+    "add %[e0], %[e3], %[" a "], asr #31\n\tsmmlar %[" a "], %[" a "], %[w], %[e0]\n\t"     \
     "asr %[" a "], %[" a "], %[e1]\n\tssat %[" a "], #8, %[" a "]\n\t"
 /* the 4 bytes to o, o + cin, o + 2 cin, o + 3 cin; o steps by 4 cin */
 #define DW_PL_STORE                                                                        \
@@ -1145,206 +1203,296 @@ typedef char dw_pl_k_is_40_bytes[sizeof(dw_pl_k) == 40 ? 1 : -1];
 /* the same through one word clamped to lo4..hi4 (as tt_clamp4_s8) */
 #define DW_PL_STORE_CLAMP                                                                  \
     "bfi %[a0], %[a1], #8, #8\n\tbfi %[a0], %[a2], #16, #8\n\tbfi %[a0], %[a3], #24, #8\n\t" \
-    "ldr %[wa], %[lo4]\n\tldr %[wb], %[hi4]\n\t"                                            \
-    "ssub8 %[e0], %[a0], %[wa]\n\tsel %[a0], %[a0], %[wa]\n\t"                              \
-    "ssub8 %[e0], %[wb], %[a0]\n\tsel %[a0], %[a0], %[wb]\n\t"                              \
+    "ldr %[w], %[lo4]\n\tldr %[e3], %[hi4]\n\t"                                             \
+    "ssub8 %[e0], %[a0], %[w]\n\tsel %[a0], %[a0], %[w]\n\t"                                \
+    "ssub8 %[e0], %[e3], %[a0]\n\tsel %[a0], %[a0], %[e3]\n\t"                              \
     "strb %[a0], [%[o]]\n\tlsr %[a0], %[a0], #8\n\tstrb %[a0], [%[o], %[cin]]\n\t"          \
     "lsr %[a0], %[a0], #8\n\tstrb %[a0], [%[o], %[cin], lsl #1]\n\t"                        \
     "add %[o], %[o], %[cin], lsl #1\n\tlsr %[a0], %[a0], #8\n\t"                            \
     "strb %[a0], [%[o], %[cin]]\n\tadd %[o], %[o], %[cin], lsl #1\n\t"
-/* groups of 4 output columns from ring word q on until q reaches end (K: dw_pl_k) */
-#define DW_PL_LOOP(STORE, o_, q_, end_, cin_, K_, lo4_, hi4_)                             \
+/* One output row of the 4 channels: per channel, groups of 4 output columns from row word q
+ * on until q reaches end; then q, end, o and k step to the next channel (st: qstep, ostep,
+ * kend) until k reaches kend. K_: channel 0's constants (then every KSTEP bytes), SC: the
+ * byte offset of the requantisation words in them, CHB: the bytes between the channels'
+ * rows (all as strings). */
+#define DW_PL_LOOP(ROWS, SC, KSTEP, CHB, STORE, o_, q_, end_, cin_, K_, lo4_, hi4_, st_)    \
     do {                                                                                   \
         int32_t a0_, a1_, a2_, a3_;                                                        \
-        uint32_t e0_, e1_, e2_, wa_, wb_;                                                  \
+        uint32_t e0_, e1_, e2_, e3_, w_;                                                   \
         int8_t *po_ = (o_);                                                                \
-        const uint32_t *pq_ = (q_);                                                        \
+        const uint32_t *pq_ = (q_), *pe_ = (end_), *pk_ = (K_);                            \
         __asm__ volatile("1:\n\t"                                                          \
-                         "ldr %[a0], [%[k], #24]\n\t"                                      \
-                         DW_PL_SLOT_MACS("0", "0", DW_PL_FIRST)                            \
-                         DW_PL_SLOT_MACS("124", "8", DW_PL_NEXT)                           \
-                         DW_PL_SLOT_MACS("248", "16", DW_PL_NEXT)                          \
+                         "ldr %[a0], [%[k], #" SC "]\n\t" ROWS                              \
                          "add %[q], %[q], #8\n\t"                                          \
-                         "ldrd %[wa], %[wb], [%[k], #28]\n\tldr %[e1], [%[k], #36]\n\t"    \
+                         "ldrd %[w], %[e3], [%[k], #" SC "+4]\n\t"                         \
+                         "ldr %[e1], [%[k], #" SC "+12]\n\t"                               \
                          DW_PL_RQ1("a0") DW_PL_RQ1("a1") DW_PL_RQ1("a2") DW_PL_RQ1("a3")   \
                          STORE                                                             \
                          "cmp %[q], %[end]\n\t"                                            \
+                         "bne 1b\n\t"                                                      \
+                         "ldr %[w], %[qstep]\n\tadd %[q], %[q], %[w]\n\t"                  \
+                         "add %[end], %[end], #" CHB "\n\t"                                \
+                         "ldr %[w], %[ostep]\n\tadd %[o], %[o], %[w]\n\t"                  \
+                         "add %[k], %[k], #" KSTEP "\n\t"                                  \
+                         "ldr %[w], %[kend]\n\t"                                           \
+                         "cmp %[k], %[w]\n\t"                                              \
                          "bne 1b"                                                          \
-                         : [q] "+r"(pq_), [o] "+r"(po_), [a0] "=&r"(a0_), [a1] "=&r"(a1_),  \
-                           [a2] "=&r"(a2_), [a3] "=&r"(a3_), [e0] "=&r"(e0_),               \
-                           [e1] "=&r"(e1_), [e2] "=&r"(e2_), [wa] "=&r"(wa_),               \
-                           [wb] "=&r"(wb_)                                                 \
-                         : [cin] "r"(cin_), [end] "r"(end_), [k] "r"(K_), [lo4] "m"(lo4_),  \
-                           [hi4] "m"(hi4_)                                                 \
+                         : [q] "+r"(pq_), [o] "+r"(po_), [end] "+r"(pe_), [k] "+r"(pk_),    \
+                           [a0] "=&r"(a0_), [a1] "=&r"(a1_), [a2] "=&r"(a2_),               \
+                           [a3] "=&r"(a3_), [e0] "=&r"(e0_), [e1] "=&r"(e1_),               \
+                           [e2] "=&r"(e2_), [e3] "=&r"(e3_), [w] "=&r"(w_)                  \
+                         : [cin] "r"(cin_), [lo4] "m"(lo4_), [hi4] "m"(hi4_),               \
+                           [qstep] "m"((st_).qstep), [ostep] "m"((st_).ostep),              \
+                           [kend] "m"((st_).kend)                                          \
                          : "cc", "memory");                                                \
     } while (0)
-#define DW_PL_RUN(clamp, o_, q_, end_, cin_, K_, lo4_, hi4_)                              \
+#define DW_PL_RUN_K(ROWS, SC, KSTEP, CHB, clamp, o_, q_, end_, cin_, K_, lo4_, hi4_, st_) \
     do {                                                                                   \
         if (clamp) {                                                                       \
-            DW_PL_LOOP(DW_PL_STORE_CLAMP, o_, q_, end_, cin_, K_, lo4_, hi4_);             \
+            DW_PL_LOOP(ROWS, SC, KSTEP, CHB, DW_PL_STORE_CLAMP, o_, q_, end_, cin_, K_,    \
+                       lo4_, hi4_, st_);                                                   \
         } else {                                                                           \
-            DW_PL_LOOP(DW_PL_STORE, o_, q_, end_, cin_, K_, lo4_, hi4_);                   \
+            DW_PL_LOOP(ROWS, SC, KSTEP, CHB, DW_PL_STORE, o_, q_, end_, cin_, K_, lo4_,    \
+                       hi4_, st_);                                                         \
+        }                                                                                  \
+    } while (0)
+typedef char dw_pl_sc_offsets[4 * DW_PL_KW(3) == 24 && 4 * DW_PL_KW(5) == 80 &&
+                                      4 * (DW_PL_KW(3) + 4) == 40 &&
+                                      4 * (DW_PL_KW(5) + 4) == 96
+                                  ? 1
+                                  : -1];
+#define DW_PL_RUN(kk, rw_, clamp, o_, q_, end_, cin_, K_, lo4_, hi4_, st_)                 \
+    do {                                                                                   \
+        if ((kk) == 3 && (rw_) == DW_PL_RW(3)) {                                           \
+            DW_PL_RUN_K(DW_PL_ROWS3, "24", "40", "340", clamp, o_, q_, end_, cin_, K_,     \
+                        lo4_, hi4_, st_);                                                  \
+        } else if ((kk) == 3) {                                                            \
+            DW_PL_RUN_K(DW_PL_ROWS3S, "24", "40", "340", clamp, o_, q_, end_, cin_, K_,    \
+                        lo4_, hi4_, st_);                                                  \
+        } else if ((rw_) == DW_PL_RW(5)) {                                                 \
+            DW_PL_RUN_K(DW_PL_ROWS5, "80", "96", "280", clamp, o_, q_, end_, cin_, K_,     \
+                        lo4_, hi4_, st_);                                                  \
+        } else {                                                                           \
+            DW_PL_RUN_K(DW_PL_ROWS5S, "80", "96", "280", clamp, o_, q_, end_, cin_, K_,    \
+                        lo4_, hi4_, st_);                                                  \
         }                                                                                  \
     } while (0)
 #else
-/* the same in C: column j of a group takes the lanes j .. j + 2 of each slot's 3 words */
-static void dw_pl_run_c(int clamp, int8_t *o, const uint32_t *q, const uint32_t *end,
-                        int32_t cin, const dw_pl_k *k, uint32_t lo4, uint32_t hi4)
+/* the same in C: in slot s, column j of a group takes the lanes j .. j + K - 1 of its words;
+ * the weights are unpacked from the slot's words ((w0, w1), (w2, w3), ..: even taps in the
+ * first (K - 1) / 2 words) */
+static void dw_pl_run_c(int32_t k, int32_t rw, int clamp, int8_t *o, const uint32_t *q,
+                        const uint32_t *end, int32_t cin, const uint32_t *kp, uint32_t lo4,
+                        uint32_t hi4, const dw_pl_step *st)
 {
-    for (; q != end; q += 2, o += 4 * cin) {
-        int32_t a[4], s, j, t;
-        for (j = 0; j < 4; ++j) {
-            a[j] = k->ini;
-            for (s = 0; s < 3; ++s) {
-                const int32_t w[3] = {dw_lo16((int32_t)k->w[s].w01), dw_hi16((int32_t)k->w[s].w01),
-                                      dw_hi16((int32_t)k->w[s].w12)};
-                for (t = 0; t < 3; ++t) {
-                    const uint32_t word = q[s * DW_PL_RW + (j + t) / 2];
-                    const int32_t v = (int32_t)(int16_t)(uint16_t)(word >> (16 * ((j + t) % 2)));
-                    a[j] = (int32_t)((uint32_t)a[j] + (uint32_t)(v * w[t]));
+    const int32_t nk = k - 1, h = (k - 1) / 2;
+    const int32_t chw = DW_PL_CHW(k), kcw = DW_PL_KW(k) + 4;
+
+    for (; kp != st->kend; kp += kcw, end += chw,
+                           q += st->qstep / 4, o += st->ostep) {
+        const int32_t *const sc = (const int32_t *)(const void *)(kp + DW_PL_KW(k));
+        for (; q != end; q += 2, o += 4 * cin) {
+            int32_t a[4], s, j, t;
+            for (j = 0; j < 4; ++j) {
+                a[j] = sc[0];
+                for (s = 0; s < k; ++s) {
+                    const uint32_t *const ws = kp + s * nk;
+                    for (t = 0; t < k; ++t) {
+                        /* tap t: word t / 2 of the first half, lane t % 2; the last (even
+                         * K - 1) in the top lane of the last word */
+                        const uint32_t word = t < 2 * h ? ws[t / 2] : ws[nk - 1];
+                        const int32_t wt = t < 2 * h && t % 2 == 0 ? dw_lo16((int32_t)word)
+                                                                   : dw_hi16((int32_t)word);
+                        const uint32_t xw = q[s * rw + (j + t) / 2];
+                        const int32_t v = (int32_t)(int16_t)(uint16_t)(xw >> (16 * ((j + t) % 2)));
+                        a[j] = (int32_t)((uint32_t)a[j] + (uint32_t)(v * wt));
+                    }
+                }
+                DW_RQ(a[j], a[j], sc[1], sc[2], sc[3]);
+            }
+            if (clamp) {
+                uint32_t r = (uint32_t)a[0];
+                DW_INS8(r, a[1], 8);
+                DW_INS8(r, a[2], 16);
+                DW_INS8(r, a[3], 24);
+                r = tt_clamp4_s8(r, lo4, hi4);
+                for (j = 0; j < 4; ++j) {
+                    a[j] = (int8_t)(uint8_t)(r >> (8 * j));
                 }
             }
-            DW_RQ(a[j], a[j], k->m, k->c, k->sh);
-        }
-        if (clamp) {
-            uint32_t r = (uint32_t)a[0];
-            DW_INS8(r, a[1], 8);
-            DW_INS8(r, a[2], 16);
-            DW_INS8(r, a[3], 24);
-            r = tt_clamp4_s8(r, lo4, hi4);
             for (j = 0; j < 4; ++j) {
-                a[j] = (int8_t)(uint8_t)(r >> (8 * j));
+                o[j * cin] = (int8_t)a[j];
             }
-        }
-        for (j = 0; j < 4; ++j) {
-            o[j * cin] = (int8_t)a[j];
         }
     }
 }
-#define DW_PL_RUN(clamp, o_, q_, end_, cin_, K_, lo4_, hi4_)                              \
-    dw_pl_run_c((clamp), (o_), (q_), (end_), (cin_), (K_), (lo4_), (hi4_))
+#define DW_PL_RUN(kk, rw_, clamp, o_, q_, end_, cin_, K_, lo4_, hi4_, st_)                 \
+    dw_pl_run_c((kk), (rw_), (clamp), (o_), (q_), (end_), (cin_), (K_), (lo4_), (hi4_), &(st_))
 #endif
 
-/* kt[j][t]: channel j's constants for the rotation where ring slot s holds kernel row
- * (s + t) mod 3 (output rows whose top input row lies in slot (3 - t) mod 3), for the
- * rotations of output rows oy0 .. oy0 + 2 that exist; returns 0 when the fast
- * requantisation refuses the group (then nothing is written). */
-TT_DW_NOINLINE int dw_pl_consts(dw_pl_k kt[4][3], uint32_t *lohi, int32_t c0, const dw_job *J)
+/* The group's constants at kc, per channel DW_PL_KW(K) + 4 words: its K weight rows, then
+ * ini, m, c, sh; from the pack or derived. 0 when the fast requantisation refuses the group
+ * (nothing else is then used). K is a constant in each caller (dw_pl_consts). */
+TT_DW_INLINE int dw_pl_consts_k(uint32_t *kc, int32_t c0, const dw_job *J, const int32_t k)
 {
+    const int32_t nk = k - 1, h = (k - 1) / 2;
     const int32_t *const pk = J->pack != NULL ? J->pack + (c0 / 4) * dw_pack_group_words(J->g) : NULL;
-    const dw_consts *const k = (const dw_consts *)(const void *)pk;
-    const uint32_t sum_bound = dw_sum_bound(J->g, J->q);
-    int32_t j, n, r, used = 0;
+    const dw_consts *const pc = (const dw_consts *)(const void *)pk;
+    int32_t j, r, t;
 
-    if (pk != NULL ? !k->fast : !dw_fast_range(J->q)) {
+    if (pk != NULL ? !pc->fast : !dw_fast_range(J->q)) {
         return 0;
     }
-    lohi[0] = dw_bcast8(J->q->act_min);
-    lohi[1] = dw_bcast8(J->q->act_max);
-    for (n = 0; n < 3 && n < J->oy1 - J->oy0; ++n) { /* the rotations in use */
-        used |= 1 << (3 - DW_PL_SLOT(J->oy0 + n - J->g->pt)) % 3;
-    }
     for (j = 0; j < 4; ++j) {
-        dw_pl_w w[3];
-        dw_pl_k kj;
-        if (pk != NULL) { /* the pack's words: dw_consts, then per tap the doubled weights of
-                           * channels (0, 2) | (1, 3) as 16-bit lanes */
-            const uint32_t *const src = (const uint32_t *)(const void *)(pk + DW_PACK_CONSTS) + (j & 1);
-            const int32_t hs = 16 * (j >> 1);
-            for (r = 0; r < 3; ++r) {
-                const uint32_t v0 = (src[6 * r] >> hs) & 0xFFFFu;
-                const uint32_t v1 = (src[6 * r + 2] >> hs) & 0xFFFFu;
-                const uint32_t v2 = (src[6 * r + 4] >> hs) & 0xFFFFu;
-                w[r].w01 = v0 | (v1 << 16);
-                w[r].w12 = v1 | (v2 << 16);
-            }
-            kj.ini = k->ini_b[j / 2].w[j % 2];
-            kj.m = k->mc[j].w[0];
-            kj.c = k->mc[j].w[1];
-            kj.sh = k->e[j];
-        } else { /* derived as dw_setup does */
-            const int8_t *const wc = J->w + (c0 + j) * 9;
-            for (r = 0; r < 3; ++r) {
-                const uint32_t v0 = (uint32_t)(2 * wc[3 * r]) & 0xFFFFu;
-                const uint32_t v1 = (uint32_t)(2 * wc[3 * r + 1]) & 0xFFFFu;
-                const uint32_t v2 = (uint32_t)(2 * wc[3 * r + 2]) & 0xFFFFu;
-                w[r].w01 = v0 | (v1 << 16);
-                w[r].w12 = v1 | (v2 << 16);
-            }
-            if (!dw_fast_channel(&kj.m, &kj.c, &kj.sh, c0 + j, sum_bound, J)) {
+        uint32_t *wr = kc + j * (DW_PL_KW(k) + 4);
+        int32_t *const sc = (int32_t *)(void *)(wr + DW_PL_KW(k));
+        if (pk != NULL) {
+            sc[0] = pc->ini_b[j / 2].w[j % 2];
+            sc[1] = pc->mc[j].w[0];
+            sc[2] = pc->mc[j].w[1];
+            sc[3] = pc->e[j];
+        } else {
+            if (!dw_fast_channel(&sc[1], &sc[2], &sc[3], c0 + j, dw_sum_bound(J->g, J->q), J)) {
                 return 0;
             }
-            kj.ini = J->b != NULL ? 2 * J->b[c0 + j] : 0;
+            sc[0] = J->b != NULL ? 2 * J->b[c0 + j] : 0;
         }
-        for (n = 0; n < 3; ++n) {
-            /* rotation n: ring slot s holds kernel row (s + n) mod 3 */
-            dw_pl_k *const kk = &kt[j][n];
-            if (!(used >> n & 1)) {
-                continue;
+        {
+            /* the doubled weights: from the pack's lanes (per tap channels (0, 2) | (1, 3))
+             * or from w */
+            const uint32_t *const lanes = pk != NULL
+                ? (const uint32_t *)(const void *)(pk + DW_PACK_CONSTS) + (j & 1) : NULL;
+            const int32_t hs = 16 * (j >> 1);
+            const int8_t *const wj = J->w + (c0 + j) * k * k;
+            for (r = 0; r < k; ++r, wr += nk) {
+                uint32_t v[5];
+                for (t = 0; t < k; ++t) {
+                    v[t] = lanes != NULL ? (lanes[2 * (r * k + t)] >> hs) & 0xFFFFu
+                                         : (uint32_t)(2 * wj[r * k + t]) & 0xFFFFu;
+                }
+                for (t = 0; t < h; ++t) {
+                    wr[t] = v[2 * t] | (v[2 * t + 1] << 16);         /* (w0, w1), (w2, w3), .. */
+                    wr[h + t] = v[2 * t + 1] | (v[2 * t + 2] << 16); /* (w1, w2), (w3, w4), .. */
+                }
             }
-            kj.w[0] = w[n];
-            kj.w[1] = w[n == 2 ? 0 : n + 1];
-            kj.w[2] = w[n == 0 ? 2 : n - 1];
-            *kk = kj;
         }
     }
     return 1;
 }
 
-/* Output rows oy0..oy1 of channels c0..c0+3 through the rings (dw_plane_ok), buf: the
- * caller's DW_STRIP_WORDS. Groups the fast requantisation refuses take dw_group. */
-TT_DW_NOINLINE void dw_plane_group(const dw_job *J, int32_t c0, uint32_t *buf)
+TT_DW_NOINLINE int dw_pl_consts(uint32_t *kc, uint32_t *lohi, int32_t c0, const dw_job *J)
 {
-    dw_pl_k kt[4][3];
-    uint32_t lohi[2];
+    lohi[0] = dw_bcast8(J->q->act_min);
+    lohi[1] = dw_bcast8(J->q->act_max);
+    return J->g->kh == 3 ? dw_pl_consts_k(kc, c0, J, 3) : dw_pl_consts_k(kc, c0, J, 5);
+}
+
+/* Move rows from .. from + n - 1 of the 4 channels' windows to slots 0 .. n - 1 (a forward
+ * copy of n rows per channel: the rows only move down). */
+static void dw_pl_slide(uint32_t *buf, int32_t k, int32_t rw, int32_t from, int32_t n)
+{
+    const int32_t ch = DW_PL_CHW(k);
+    int32_t j;
+
+    for (j = 0; j < 4; ++j) {
+        uint32_t *d = buf + j * ch;
+        const uint32_t *src = d + from * rw;
+#if defined(TT_DW_DSP) /* (a C loop may become a memcpy call: byte by byte in newlib-nano) */
+        uint32_t t0, t1;
+        int32_t c = n * rw;
+        __asm__ volatile("tst %[c], #1\n\t"
+                         "beq 2f\n\t"
+                         "ldr %[t0], [%[s]], #4\n\tstr %[t0], [%[d]], #4\n\t"
+                         "subs %[c], %[c], #1\n\t"
+                         "beq 3f\n\t"
+                         "2:\n\t"
+                         "ldrd %[t0], %[t1], [%[s]], #8\n\tstrd %[t0], %[t1], [%[d]], #8\n\t"
+                         "subs %[c], %[c], #2\n\tbne 2b\n\t"
+                         "3:"
+                         : [s] "+r"(src), [d] "+r"(d), [c] "+r"(c), [t0] "=&r"(t0),
+                           [t1] "=&r"(t1)
+                         :
+                         : "cc", "memory");
+#else
+        int32_t i;
+        for (i = 0; i < n * rw; ++i) {
+            d[i] = src[i];
+        }
+#endif
+    }
+}
+
+/* Output rows oy0..oy1 of channels c0..c0+3 through the window (dw_plane_ok), buf: the
+ * caller's DW_STRIP_WORDS; 0 when the fast requantisation refuses the group (then nothing
+ * is written: the caller runs dw_group, not this frame's callee, to keep the stack's
+ * deepest chain as it was). */
+TT_DW_NOINLINE int dw_plane_group(const dw_job *J, int32_t c0, uint32_t *buf)
+{
     const tt_conv_geom *g = J->g;
+    const int32_t k = g->kh, ch = DW_PL_CHW(k);
+    const int32_t kc_words = DW_PL_KW(k) + 4;
     const int32_t cin = g->cin, ow = g->ow;
     const int32_t off2 = (int32_t)(((uint32_t)J->q->in_offset & 0xFFFFu) |
                                    ((uint32_t)J->q->in_offset << 16));
     /* column blocks of equal width, a multiple of 4 */
-    const int32_t nblk = (ow + DW_PL_COLS - 1) / DW_PL_COLS;
+    const int32_t cols = 4 * DW_PL_G(k), nblk = (ow + cols - 1) / cols;
     const int32_t bw = ((ow + nblk - 1) / nblk + 3) & ~3;
+    uint32_t *const kc = buf + 4 * ch; /* the channels' constants */
+    uint32_t lohi[2];
     int32_t j, t, ob0, oy, clamp;
 
-    if (!dw_pl_consts(kt, lohi, c0, J)) {
-        dw_group(J, c0);
-        return;
+    if (!dw_pl_consts(kc, lohi, c0, J)) {
+        return 0;
     }
     clamp = lohi[0] != 0x80808080u || lohi[1] != 0x7F7F7F7Fu;
     for (ob0 = 0; ob0 < ow; ob0 += bw) {
         const int32_t nob = ow - ob0 < bw ? ow - ob0 : bw;
-        const int32_t nw = 2 * ((nob + 3) / 4) + 1; /* ring words in use */
-        const int32_t n4 = nob & ~3;                 /* columns in whole groups */
+        const int32_t nw = 2 * ((nob + 3) / 4) + (k - 1) / 2; /* row words in use */
+        const int32_t n4 = nob & ~3;                           /* columns in whole groups */
+        const int32_t rw = nw <= DW_PL_RWS(k) ? DW_PL_RWS(k) : DW_PL_RW(k), ns = ch / rw;
         const dw_pl_cols L = dw_pl_layout(g, ob0, nw);
-        int32_t last = J->oy0 - g->pt - 1;           /* the last input row filled */
+        int32_t base = J->oy0 - g->pt; /* the input row in slot 0 */
+        int32_t last = base - 1;       /* the last input row filled */
         if (L.i0 - L.left > 0 || L.i1 + L.right < nw) {
-            dw_pl_zero_pad(buf, &L, nw);
+            dw_pl_zero_pad(buf, k, rw, &L, nw);
         }
         for (oy = J->oy0; oy < J->oy1; ++oy) {
             const int32_t top = oy - g->pt;
-            const dw_pl_k *const kr = &kt[0][(3 - DW_PL_SLOT(top)) % 3];
             int8_t *const out = tt_row(J->y, oy) + c0 + ob0 * cin;
-            if (last < top + 2) { /* the input rows not yet in the ring */
-                dw_pl_fill(buf, top > last + 1 ? top : last + 1, top + 3, &L, nw, J, c0, off2);
-                last = top + 2;
+            if (top + k - 1 - base >= ns) { /* the window is full: its last K - 1 rows to 0 */
+                dw_pl_slide(buf, k, rw, top - base, last - top + 1);
+                base = top;
             }
-            for (j = 0; j < 4; ++j) {
-                const uint32_t *const q = buf + j * DW_PL_CH;
-                const dw_pl_k *const kj = kr + 3 * j;
+            if (last < top + k - 1) { /* the input rows not yet in the window */
+                dw_pl_fill(buf, k, rw, top > last + 1 ? top : last + 1, top + k, base, &L, nw,
+                           J, c0, off2);
+                last = top + k - 1;
+            }
+            {
+                const uint32_t *const q = buf + (top - base) * rw;
+                dw_pl_step st;
+                st.kend = kc + 4 * kc_words;
                 if (n4 > 0) {
-                    DW_PL_RUN(clamp, out + j, q, q + n4 / 2, cin, kj, lohi[0], lohi[1]);
+                    st.qstep = 4 * ch - 2 * n4; /* bytes */
+                    st.ostep = 1 - n4 * cin;
+                    DW_PL_RUN(k, rw, clamp, out, q, q + n4 / 2, cin, kc, lohi[0], lohi[1], st);
                 }
                 if (nob > n4) { /* the last 1-3 columns: a whole group into tail[] */
-                    int8_t tail[4];
-                    DW_PL_RUN(clamp, tail, q + n4 / 2, q + n4 / 2 + 2, 1, kj, lohi[0],
-                              lohi[1]);
-                    for (t = 0; t < nob - n4; ++t) {
-                        out[j + (n4 + t) * cin] = tail[t];
+                    int8_t tail[16];
+                    st.qstep = 4 * ch - 8;
+                    st.ostep = 1 - 16;
+                    DW_PL_RUN(k, rw, clamp, tail, q + n4 / 2, q + n4 / 2 + 2, 4, kc, lohi[0],
+                              lohi[1], st);
+                    for (j = 0; j < 4; ++j) {
+                        for (t = 0; t < nob - n4; ++t) {
+                            out[j + (n4 + t) * cin] = tail[j + 4 * t];
+                        }
                     }
                 }
             }
         }
     }
+    return 1;
 }
 
 /* The reference arithmetic for channels c0..cin-1 (fewer than 4 left over). */
@@ -1421,7 +1569,9 @@ TT_DW_INLINE void dw_rows(const tt_rows *y, const tt_rows *x, int32_t oy0, int32
     if (dw_plane_ok(g, oy1 - oy0 > 1)) {
         uint32_t buf[DW_STRIP_WORDS];
         for (c0 = 0; c0 + 4 <= g->cin; c0 += 4) {
-            dw_plane_group(&J, c0, buf);
+            if (!dw_plane_group(&J, c0, buf)) {
+                dw_group(&J, c0);
+            }
         }
     } else if (dw_strip_ok(g, q, oy1 - oy0 > 1)) {
         uint32_t strip[DW_STRIP_WORDS];

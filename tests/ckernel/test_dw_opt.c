@@ -401,11 +401,14 @@ static void run_tests(void)
             test_dw(&g, i % 2 == 0 ? 2 : 1, 1, id++);
         }
     }
-    for (i = 0; i < 16; ++i) { /* wide 3x3 stride-1 maps: several column blocks of the ring
-                                * path (60 columns), odd widths, every padding up to 3 */
-        const int32_t p0 = rnd(0, 3), p1 = rnd(0, 3);
-        const tt_conv_geom g = geom(rnd(1, 5), rnd(44, 150), 4 * rnd(1, 2) + rnd(0, 1) * 3, 3,
-                                    3, 1, 1, rnd(0, 3), p0, rnd(0, 3), p1);
+    for (i = 0; i < 24; ++i) { /* 3x3 and 5x5 stride-1 maps for the ring path: several
+                                * column blocks, odd widths, tall maps (rows moved down the
+                                * window), every padding up to the kernel's */
+        const int32_t k = i % 2 ? 5 : 3, tall = i % 3 == 0;
+        const tt_conv_geom g = geom(tall ? rnd(10, 24) : rnd(1, 5),
+                                    tall ? rnd(6, 40) : rnd(44, 150),
+                                    4 * rnd(1, 2) + rnd(0, 1) * 3, k, k, 1, 1, rnd(0, k),
+                                    rnd(0, k), rnd(0, k), rnd(0, k));
         if (g.oh < 1 || g.ow < 1) {
             continue;
         }
