@@ -1154,6 +1154,13 @@ typedef struct {
     "ldrd %[w], %[e3], [%[k], #" WO "]\n\t" FIRST                                          \
     "smlabt %[a0], %[e1], %[e3], %[a0]\n\tsmlad %[a1], %[e1], %[e3], %[a1]\n\t"             \
     "smlabt %[a2], %[e2], %[e3], %[a2]\n\tsmlad %[a3], %[e2], %[e3], %[a3]\n\t"
+/* the first kernel row: its first load steps q to the next group's words (the other rows'
+ * offsets are relative to that) */
+#define DW_PL_F3_0(FIRST)                                                                  \
+    "ldrd %[e0], %[e1], [%[q]], #8\n\tldr %[e2], [%[q]]\n\t"                                \
+    "ldrd %[w], %[e3], [%[k]]\n\t" FIRST                                                   \
+    "smlabt %[a0], %[e1], %[e3], %[a0]\n\tsmlad %[a1], %[e1], %[e3], %[a1]\n\t"             \
+    "smlabt %[a2], %[e2], %[e3], %[a2]\n\tsmlad %[a3], %[e2], %[e3], %[a3]\n\t"
 /* (w0, w1) against E0 (columns 0, 1) and E1 (2, 3) */
 #define DW_PL_W01_FIRST                                                                    \
     "smlatb %[a1], %[e0], %[w], %[a0]\n\tsmlad %[a2], %[e1], %[w], %[a0]\n\t"               \
@@ -1172,22 +1179,32 @@ typedef struct {
     "ldr %[w], [%[k], #" WO "+12]\n\t"                                                     \
     "smlabt %[a0], %[e2], %[w], %[a0]\n\tsmlad %[a1], %[e2], %[w], %[a1]\n\t"               \
     "smlabt %[a2], %[e3], %[w], %[a2]\n\tsmlad %[a3], %[e3], %[w], %[a3]\n\t"
+#define DW_PL_F5_0(FIRST)                                                                  \
+    "ldrd %[e0], %[e1], [%[q]], #8\n\tldrd %[e2], %[e3], [%[q]]\n\t"                        \
+    "ldr %[w], [%[k]]\n\t" FIRST                                                           \
+    "ldr %[w], [%[k], #4]\n\t"                                                              \
+    "smlad %[a0], %[e1], %[w], %[a0]\n\tsmlad %[a2], %[e2], %[w], %[a2]\n\t"                \
+    "ldr %[w], [%[k], #8]\n\t"                                                              \
+    "smlad %[a1], %[e1], %[w], %[a1]\n\tsmlad %[a3], %[e2], %[w], %[a3]\n\t"                \
+    "ldr %[w], [%[k], #12]\n\t"                                                             \
+    "smlabt %[a0], %[e2], %[w], %[a0]\n\tsmlad %[a1], %[e2], %[w], %[a1]\n\t"               \
+    "smlabt %[a2], %[e3], %[w], %[a2]\n\tsmlad %[a3], %[e3], %[w], %[a3]\n\t"
 /* the kernel rows of K = 3, 5 (input rows 68, 40 bytes apart; weights 8, 16) */
 #define DW_PL_ROWS3                                                                        \
-    DW_PL_F3("0", "0", DW_PL_W01_FIRST) DW_PL_F3("68", "8", DW_PL_W01)                      \
-    DW_PL_F3("136", "16", DW_PL_W01)
+    DW_PL_F3_0(DW_PL_W01_FIRST) DW_PL_F3("(68-8)", "8", DW_PL_W01)                      \
+    DW_PL_F3("(136-8)", "16", DW_PL_W01)
 #define DW_PL_ROWS5                                                                        \
-    DW_PL_F5("0", "0", DW_PL_W01_FIRST) DW_PL_F5("40", "16", DW_PL_W01)                     \
-    DW_PL_F5("80", "32", DW_PL_W01) DW_PL_F5("120", "48", DW_PL_W01)                        \
-    DW_PL_F5("160", "64", DW_PL_W01)
+    DW_PL_F5_0(DW_PL_W01_FIRST) DW_PL_F5("(40-8)", "16", DW_PL_W01)                     \
+    DW_PL_F5("(80-8)", "32", DW_PL_W01) DW_PL_F5("(120-8)", "48", DW_PL_W01)                        \
+    DW_PL_F5("(160-8)", "64", DW_PL_W01)
 /* the same with the small maps' rows (20, 28 bytes apart) */
 #define DW_PL_ROWS3S                                                                       \
-    DW_PL_F3("0", "0", DW_PL_W01_FIRST) DW_PL_F3("20", "8", DW_PL_W01)                      \
-    DW_PL_F3("40", "16", DW_PL_W01)
+    DW_PL_F3_0(DW_PL_W01_FIRST) DW_PL_F3("(20-8)", "8", DW_PL_W01)                      \
+    DW_PL_F3("(40-8)", "16", DW_PL_W01)
 #define DW_PL_ROWS5S                                                                       \
-    DW_PL_F5("0", "0", DW_PL_W01_FIRST) DW_PL_F5("28", "16", DW_PL_W01)                     \
-    DW_PL_F5("56", "32", DW_PL_W01) DW_PL_F5("84", "48", DW_PL_W01)                         \
-    DW_PL_F5("112", "64", DW_PL_W01)
+    DW_PL_F5_0(DW_PL_W01_FIRST) DW_PL_F5("(28-8)", "16", DW_PL_W01)                     \
+    DW_PL_F5("(56-8)", "32", DW_PL_W01) DW_PL_F5("(84-8)", "48", DW_PL_W01)                         \
+    DW_PL_F5("(112-8)", "64", DW_PL_W01)
 typedef char dw_pl_row_offsets[4 * DW_PL_RW(3) == 68 && 4 * DW_PL_RW(5) == 40 &&
                                        4 * DW_PL_RWS(3) == 20 && 4 * DW_PL_RWS(5) == 28
                                    ? 1
@@ -1223,7 +1240,6 @@ typedef char dw_pl_row_offsets[4 * DW_PL_RW(3) == 68 && 4 * DW_PL_RW(5) == 40 &&
         const uint32_t *pq_ = (q_), *pe_ = (end_), *pk_ = (K_);                            \
         __asm__ volatile("1:\n\t"                                                          \
                          "ldr %[a0], [%[k], #" SC "]\n\t" ROWS                              \
-                         "add %[q], %[q], #8\n\t"                                          \
                          "ldrd %[w], %[e3], [%[k], #" SC "+4]\n\t"                         \
                          "ldr %[e1], [%[k], #" SC "+12]\n\t"                               \
                          DW_PL_RQ1("a0") DW_PL_RQ1("a1") DW_PL_RQ1("a2") DW_PL_RQ1("a3")   \
