@@ -961,7 +961,8 @@ typedef char dw_pl_fits[DW_PL_WORDS(3) <= DW_STRIP_WORDS && DW_PL_WORDS(5) <= DW
 static int dw_plane_ok(const tt_conv_geom *g, int whole)
 {
     const int32_t k = g->kh;
-    return whole && g->kw == k && (k == 3 || k == 5) && g->sh == 1 && g->sw == 1 && g->ow >= 8;
+    return g->kw == k && (k == 3 || k == 5) && g->sh == 1 && g->sw == 1 &&
+           (whole ? g->ow >= 8 : (k == 5 && g->ow >= 16));
 }
 
 /* (x + off) of channels (0, 2) and (1, 3) of the 4 bytes v, as 16-bit lanes */
@@ -1013,18 +1014,25 @@ static dw_pl_cols dw_pl_layout(const tt_conv_geom *g, int32_t q0, int32_t nw)
 
 /* Zero the words of the window's rows of the 4 channels that hold no input column (they stay
  * zero while the block's rows are filled and moved). */
-static void dw_pl_zero_pad(uint32_t *buf, int32_t k, int32_t rw, const dw_pl_cols *L,
-                           int32_t nw)
+static void dw_pl_zero_pad(uint32_t *buf, int32_t k, int32_t rw, int32_t nrows,
+                           const dw_pl_cols *L, int32_t nw)
 {
-    int32_t r, i;
+    const int32_t a = L->i0 - L->left, b = L->i1 + L->right;
+    uint32_t zero = 0;
+    int32_t j, r, i;
 
-    for (r = 0; r < 4 * DW_PL_CHW(k) / rw; ++r) {
-        uint32_t *const d = buf + r * rw;
-        for (i = 0; i < L->i0 - L->left; ++i) {
-            d[i] = 0;
-        }
-        for (i = L->i1 + L->right; i < nw; ++i) {
-            d[i] = 0;
+#if defined(__GNUC__)
+    __asm__("" : "+r"(zero)); /* a few words per row: keep GCC from calling memset */
+#endif
+    for (j = 0; j < 4; ++j) {
+        for (r = 0; r < nrows; ++r) { /* the first nrows rows of each channel */
+            uint32_t *const d = buf + j * DW_PL_CHW(k) + r * rw;
+            for (i = 0; i < a; ++i) {
+                d[i] = zero;
+            }
+            for (i = b; i < nw; ++i) {
+                d[i] = zero;
+            }
         }
     }
 }
@@ -1095,9 +1103,13 @@ TT_DW_NOINLINE void dw_pl_fill(uint32_t *buf, int32_t k, int32_t rw, int32_t iy0
         uint32_t *const d = buf + (iy - base) * rw;
         const int8_t *p;
         if (iy < 0 || iy >= g->h) {
+            uint32_t zero = 0;
             int32_t i;
+#if defined(__GNUC__)
+            __asm__("" : "+r"(zero)); /* no memset calls (byte by byte in newlib-nano) */
+#endif
             for (i = 0; i < nw; ++i) {
-                d[i] = d[ch + i] = d[2 * ch + i] = d[3 * ch + i] = 0;
+                d[i] = d[ch + i] = d[2 * ch + i] = d[3 * ch + i] = zero;
             }
             continue;
         }
@@ -1373,23 +1385,35 @@ TT_DW_INLINE int dw_pl_consts_k(uint32_t *kc, int32_t c0, const dw_job *J, const
             }
             sc[0] = J->b != NULL ? 2 * J->b[c0 + j] : 0;
         }
-        {
-            /* the doubled weights: from the pack's lanes (per tap channels (0, 2) | (1, 3))
-             * or from w */
-            const uint32_t *const lanes = pk != NULL
-                ? (const uint32_t *)(const void *)(pk + DW_PACK_CONSTS) + (j & 1) : NULL;
-            const int32_t hs = 16 * (j >> 1);
+        if (pk == NULL) { /* the doubled weights from w */
             const int8_t *const wj = J->w + (c0 + j) * k * k;
             for (r = 0; r < k; ++r, wr += nk) {
-                uint32_t v[5];
-                for (t = 0; t < k; ++t) {
-                    v[t] = lanes != NULL ? (lanes[2 * (r * k + t)] >> hs) & 0xFFFFu
-                                         : (uint32_t)(2 * wj[r * k + t]) & 0xFFFFu;
-                }
                 for (t = 0; t < h; ++t) {
-                    wr[t] = v[2 * t] | (v[2 * t + 1] << 16);         /* (w0, w1), (w2, w3), .. */
-                    wr[h + t] = v[2 * t + 1] | (v[2 * t + 2] << 16); /* (w1, w2), (w3, w4), .. */
+                    const uint32_t v0 = (uint32_t)(2 * wj[r * k + 2 * t]) & 0xFFFFu;
+                    const uint32_t v1 = (uint32_t)(2 * wj[r * k + 2 * t + 1]) & 0xFFFFu;
+                    const uint32_t v2 = (uint32_t)(2 * wj[r * k + 2 * t + 2]) & 0xFFFFu;
+                    wr[t] = v0 | (v1 << 16);     /* (w0, w1), (w2, w3), .. */
+                    wr[h + t] = v1 | (v2 << 16); /* (w1, w2), (w3, w4), .. */
                 }
+            }
+        }
+    }
+    if (pk != NULL) {
+        /* the pack's doubled weights, per tap channels (0, 2) | (1, 3) as 16-bit lanes: two
+         * taps' words make a word of each of the 4 channels (PKHBT / PKHTB) */
+        const uint32_t *const lanes = (const uint32_t *)(const void *)(pk + DW_PACK_CONSTS);
+        const int32_t cw = DW_PL_KW(k) + 4;
+        for (r = 0; r < k; ++r) {
+            for (t = 0; t + 1 < k; ++t) {
+                const uint32_t *const a = lanes + 2 * (r * k + t);
+                const uint32_t a02 = a[0], a13 = a[1], b02 = a[2], b13 = a[3];
+                /* taps (t, t + 1): word t / 2 of the row's first half when t is even, of its
+                 * second half when odd */
+                uint32_t *const d = kc + r * nk + (t % 2 ? h + t / 2 : t / 2);
+                d[0] = (a02 & 0xFFFFu) | (b02 << 16);
+                d[cw] = (a13 & 0xFFFFu) | (b13 << 16);
+                d[2 * cw] = (a02 >> 16) | (b02 & 0xFFFF0000u);
+                d[3 * cw] = (a13 >> 16) | (b13 & 0xFFFF0000u);
             }
         }
     }
@@ -1470,7 +1494,8 @@ TT_DW_NOINLINE int dw_plane_group(const dw_job *J, int32_t c0, uint32_t *buf)
         int32_t base = J->oy0 - g->pt; /* the input row in slot 0 */
         int32_t last = base - 1;       /* the last input row filled */
         if (L.i0 - L.left > 0 || L.i1 + L.right < nw) {
-            dw_pl_zero_pad(buf, k, rw, &L, nw);
+            const int32_t rows = J->oy1 - J->oy0 + k - 1; /* input rows the window sees */
+            dw_pl_zero_pad(buf, k, rw, rows < ns ? rows : ns, &L, nw);
         }
         for (oy = J->oy0; oy < J->oy1; ++oy) {
             const int32_t top = oy - g->pt;

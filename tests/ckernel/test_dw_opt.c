@@ -562,6 +562,8 @@ static void run_bench(void)
     bench_dw(64, 24, 5, 2, 2);
     bench_dw(32, 48, 7, 2, 2);
     bench_dw(16, 48, 5, 1, 2);
+    bench_dw(32, 24, 5, 1, 2);
+    bench_dw(8, 144, 5, 1, 2);
     bench_dw(16, 96, 7, 1, 2);
     bench_add(32, 16, 0);
     bench_add(32, 16, 1);
