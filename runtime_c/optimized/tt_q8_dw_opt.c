@@ -11,7 +11,9 @@
  * reference), unrolled per kernel row for rows of 1 to 7 taps. Interior pixels of 3x3 (stride
  * 1 or 2) and 5x5 (stride 1) convolutions go two at a time: their shared input columns are
  * loaded and extended once, the requantisation constants loaded once, and the input offset
- * is folded into the accumulators' start value (in_offset * sum(w)).
+ * is folded into the accumulators' start value (in_offset * sum(w)). Whole 3x3 and 5x5
+ * stride-1 convolutions (and 5x5 rows) take the ring path instead: one channel at a time,
+ * two taps per SMLAD over rows of 16-bit lanes (see "the ring path" below).
  *
  * Requantisation: for m >= 0 and e = -shift >= 1,
  *     tt_mbqm_double_rounding(acc, m, -e) + out_offset
@@ -955,14 +957,14 @@ typedef char dw_pl_fits[DW_PL_WORDS(3) <= DW_STRIP_WORDS && DW_PL_WORDS(5) <= DW
                             ? 1
                             : -1];
 
-/* Where the rings beat the 4-channel kernels (measured, TT_DW_BENCH in test_dw_opt.c): whole
- * tensors at least 8 columns wide. A row call would fill the K input rows under its output
- * row every time: slower than the 4-channel kernels. */
+/* Where the window beats the 4-channel kernels (measured, TT_DW_BENCH in test_dw_opt.c):
+ * whole tensors from 8 columns; row calls, which fill the K input rows under their output
+ * row every time, from 16. */
 static int dw_plane_ok(const tt_conv_geom *g, int whole)
 {
     const int32_t k = g->kh;
     return g->kw == k && (k == 3 || k == 5) && g->sh == 1 && g->sw == 1 &&
-           (whole ? g->ow >= 8 : (k == 5 && g->ow >= 16));
+           g->ow >= (whole ? 8 : 16);
 }
 
 /* (x + off) of channels (0, 2) and (1, 3) of the 4 bytes v, as 16-bit lanes */
