@@ -941,8 +941,8 @@ TT_DW_NOINLINE void dw_strip_group(const dw_job *J, int32_t c0, uint32_t *strip)
 
 /* words per ring row (the loop's literal offsets), rows in the window; a block is DW_PL_G
  * groups of 4 columns: 2 G + (K - 1) / 2 words */
-#define DW_PL_RW(K) ((K) == 3 ? 17 : 10)
-#define DW_PL_NS(K) ((K) == 3 ? 5 : 7)
+#define DW_PL_RW(K) ((K) == 3 ? 17 : (K) == 5 ? 10 : 7)
+#define DW_PL_NS(K) ((K) == 3 ? 5 : 7) /* at K = 7 a whole tensor moves 6 rows per row */
 /* small maps: shorter rows, more of them in the same words (a whole 8x8 map's input rows
  * without moving any at K = 3) */
 #define DW_PL_RWS(K) ((K) == 3 ? 5 : 7)
@@ -953,18 +953,19 @@ typedef char dw_pl_small_rows[DW_PL_CHW(3) % DW_PL_RWS(3) == 0 && DW_PL_CHW(5) %
 #define DW_PL_G(K) ((DW_PL_RW(K) - ((K) - 1) / 2) / 2)
 #define DW_PL_KW(K) ((K) * ((K) - 1)) /* weight words per channel */
 #define DW_PL_WORDS(K) (4 * DW_PL_NS(K) * DW_PL_RW(K) + 4 * (DW_PL_KW(K) + 4))
-typedef char dw_pl_fits[DW_PL_WORDS(3) <= DW_STRIP_WORDS && DW_PL_WORDS(5) <= DW_STRIP_WORDS
+typedef char dw_pl_fits[DW_PL_WORDS(3) <= DW_STRIP_WORDS && DW_PL_WORDS(5) <= DW_STRIP_WORDS &&
+                                DW_PL_WORDS(7) <= DW_STRIP_WORDS
                             ? 1
                             : -1];
 
 /* Where the window beats the 4-channel kernels (measured, TT_DW_BENCH in test_dw_opt.c):
  * whole tensors from 8 columns; row calls, which fill the K input rows under their output
- * row every time, from 16. */
+ * row every time, from 16 and not at 7x7 (the strips do those rows better). */
 static int dw_plane_ok(const tt_conv_geom *g, int whole)
 {
     const int32_t k = g->kh;
-    return g->kw == k && (k == 3 || k == 5) && g->sh == 1 && g->sw == 1 &&
-           g->ow >= (whole ? 8 : 16);
+    return g->kw == k && (k == 3 || k == 5 || k == 7) && g->sh == 1 && g->sw == 1 &&
+           (whole ? g->ow >= 8 : k < 7 && g->ow >= 16);
 }
 
 /* (x + off) of channels (0, 2) and (1, 3) of the 4 bytes v, as 16-bit lanes */
@@ -1122,8 +1123,10 @@ TT_DW_NOINLINE void dw_pl_fill(uint32_t *buf, int32_t k, int32_t rw, int32_t iy0
             uint32_t t0, t1, t2, t3, t4;
             if (k == 3) { /* channels 4 NS RW = 340 bytes apart */
                 DW_PL_FILL_ASM("340", "680", "1020", "336", "676", "1016");
-            } else { /* 280 */
+            } else if (k == 5) { /* 280 */
                 DW_PL_FILL_ASM("280", "560", "840", "276", "556", "836");
+            } else { /* 196 */
+                DW_PL_FILL_ASM("196", "392", "588", "192", "388", "584");
             }
         }
 #else
@@ -1147,7 +1150,8 @@ TT_DW_NOINLINE void dw_pl_fill(uint32_t *buf, int32_t k, int32_t rw, int32_t iy0
 #endif
     }
 }
-typedef char dw_pl_fill_offsets[4 * DW_PL_CHW(3) == 340 && 4 * DW_PL_CHW(5) == 280
+typedef char dw_pl_fill_offsets[4 * DW_PL_CHW(3) == 340 && 4 * DW_PL_CHW(5) == 280 &&
+                                        4 * DW_PL_CHW(7) == 196
                                     ? 1
                                     : -1];
 
@@ -1203,6 +1207,27 @@ typedef struct {
     "ldr %[w], [%[k], #12]\n\t"                                                             \
     "smlabt %[a0], %[e2], %[w], %[a0]\n\tsmlad %[a1], %[e2], %[w], %[a1]\n\t"               \
     "smlabt %[a2], %[e3], %[w], %[a2]\n\tsmlad %[a3], %[e3], %[w], %[a3]\n\t"
+/* 7 taps: words (w0, w1), (w2, w3), (w4, w5), (w1, w2), (w3, w4), (w5, w6); E4 (columns 8,
+ * 9) replaces E0 once (w0, w1) is done */
+#define DW_PL_F7_TAIL(E4LOAD, WO)                                                          \
+    E4LOAD "ldr %[w], [%[k], #" WO "+4]\n\t"                                               \
+    "smlad %[a0], %[e1], %[w], %[a0]\n\tsmlad %[a2], %[e2], %[w], %[a2]\n\t"                \
+    "ldr %[w], [%[k], #" WO "+8]\n\t"                                                      \
+    "smlad %[a0], %[e2], %[w], %[a0]\n\tsmlad %[a2], %[e3], %[w], %[a2]\n\t"                \
+    "ldr %[w], [%[k], #" WO "+12]\n\t"                                                     \
+    "smlad %[a1], %[e1], %[w], %[a1]\n\tsmlad %[a3], %[e2], %[w], %[a3]\n\t"                \
+    "ldr %[w], [%[k], #" WO "+16]\n\t"                                                     \
+    "smlad %[a1], %[e2], %[w], %[a1]\n\tsmlad %[a3], %[e3], %[w], %[a3]\n\t"                \
+    "ldr %[w], [%[k], #" WO "+20]\n\t"                                                     \
+    "smlabt %[a0], %[e3], %[w], %[a0]\n\tsmlad %[a1], %[e3], %[w], %[a1]\n\t"               \
+    "smlabt %[a2], %[e0], %[w], %[a2]\n\tsmlad %[a3], %[e0], %[w], %[a3]\n\t"
+#define DW_PL_F7(OFF, WO, FIRST)                                                           \
+    "ldrd %[e0], %[e1], [%[q], #" OFF "]\n\tldrd %[e2], %[e3], [%[q], #" OFF "+8]\n\t"      \
+    "ldr %[w], [%[k], #" WO "]\n\t" FIRST                                                  \
+    DW_PL_F7_TAIL("ldr %[e0], [%[q], #" OFF "+16]\n\t", WO)
+#define DW_PL_F7_0(FIRST)                                                                  \
+    "ldrd %[e0], %[e1], [%[q]], #8\n\tldrd %[e2], %[e3], [%[q]]\n\t"                        \
+    "ldr %[w], [%[k]]\n\t" FIRST DW_PL_F7_TAIL("ldr %[e0], [%[q], #8]\n\t", "0")
 /* the kernel rows of K = 3, 5 (input rows 68, 40 bytes apart; weights 8, 16) */
 #define DW_PL_ROWS3                                                                        \
     DW_PL_F3_0(DW_PL_W01_FIRST) DW_PL_F3("(68-8)", "8", DW_PL_W01)                      \
@@ -1219,7 +1244,13 @@ typedef struct {
     DW_PL_F5_0(DW_PL_W01_FIRST) DW_PL_F5("(28-8)", "16", DW_PL_W01)                     \
     DW_PL_F5("(56-8)", "32", DW_PL_W01) DW_PL_F5("(84-8)", "48", DW_PL_W01)                         \
     DW_PL_F5("(112-8)", "64", DW_PL_W01)
+#define DW_PL_ROWS7                                                                        \
+    DW_PL_F7_0(DW_PL_W01_FIRST) DW_PL_F7("(28-8)", "24", DW_PL_W01)                         \
+    DW_PL_F7("(56-8)", "48", DW_PL_W01) DW_PL_F7("(84-8)", "72", DW_PL_W01)                 \
+    DW_PL_F7("(112-8)", "96", DW_PL_W01) DW_PL_F7("(140-8)", "120", DW_PL_W01)              \
+    DW_PL_F7("(168-8)", "144", DW_PL_W01)
 typedef char dw_pl_row_offsets[4 * DW_PL_RW(3) == 68 && 4 * DW_PL_RW(5) == 40 &&
+                                       4 * DW_PL_RW(7) == 28 &&
                                        4 * DW_PL_RWS(3) == 20 && 4 * DW_PL_RWS(5) == 28
                                    ? 1
                                    : -1];
@@ -1287,6 +1318,7 @@ typedef char dw_pl_row_offsets[4 * DW_PL_RW(3) == 68 && 4 * DW_PL_RW(5) == 40 &&
         }                                                                                  \
     } while (0)
 typedef char dw_pl_sc_offsets[4 * DW_PL_KW(3) == 24 && 4 * DW_PL_KW(5) == 80 &&
+                                      4 * DW_PL_KW(7) == 168 && 4 * (DW_PL_KW(7) + 4) == 184 &&
                                       4 * (DW_PL_KW(3) + 4) == 40 &&
                                       4 * (DW_PL_KW(5) + 4) == 96
                                   ? 1
@@ -1298,6 +1330,9 @@ typedef char dw_pl_sc_offsets[4 * DW_PL_KW(3) == 24 && 4 * DW_PL_KW(5) == 80 &&
                         lo4_, hi4_, st_);                                                  \
         } else if ((kk) == 3) {                                                            \
             DW_PL_RUN_K(DW_PL_ROWS3S, "24", "40", "340", clamp, o_, q_, end_, cin_, K_,    \
+                        lo4_, hi4_, st_);                                                  \
+        } else if ((kk) == 7) {                                                            \
+            DW_PL_RUN_K(DW_PL_ROWS7, "168", "184", "196", clamp, o_, q_, end_, cin_, K_,   \
                         lo4_, hi4_, st_);                                                  \
         } else if ((rw_) == DW_PL_RW(5)) {                                                 \
             DW_PL_RUN_K(DW_PL_ROWS5, "80", "96", "280", clamp, o_, q_, end_, cin_, K_,     \
@@ -1426,7 +1461,9 @@ TT_DW_NOINLINE int dw_pl_consts(uint32_t *kc, uint32_t *lohi, int32_t c0, const 
 {
     lohi[0] = dw_bcast8(J->q->act_min);
     lohi[1] = dw_bcast8(J->q->act_max);
-    return J->g->kh == 3 ? dw_pl_consts_k(kc, c0, J, 3) : dw_pl_consts_k(kc, c0, J, 5);
+    return J->g->kh == 3   ? dw_pl_consts_k(kc, c0, J, 3)
+           : J->g->kh == 5 ? dw_pl_consts_k(kc, c0, J, 5)
+                           : dw_pl_consts_k(kc, c0, J, 7);
 }
 
 /* Move rows from .. from + n - 1 of the 4 channels' windows to slots 0 .. n - 1 (a forward

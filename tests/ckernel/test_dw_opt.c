@@ -401,10 +401,10 @@ static void run_tests(void)
             test_dw(&g, i % 2 == 0 ? 2 : 1, 1, id++);
         }
     }
-    for (i = 0; i < 24; ++i) { /* 3x3 and 5x5 stride-1 maps for the ring path: several
+    for (i = 0; i < 30; ++i) { /* 3x3, 5x5, 7x7 stride-1 maps for the ring path: several
                                 * column blocks, odd widths, tall maps (rows moved down the
                                 * window), every padding up to the kernel's */
-        const int32_t k = i % 2 ? 5 : 3, tall = i % 3 == 0;
+        const int32_t k = 3 + 2 * (i % 3), tall = i % 4 == 0;
         const tt_conv_geom g = geom(tall ? rnd(10, 24) : rnd(1, 5),
                                     tall ? rnd(6, 40) : rnd(44, 150),
                                     4 * rnd(1, 2) + rnd(0, 1) * 3, k, k, 1, 1, rnd(0, k),
@@ -564,6 +564,9 @@ static void run_bench(void)
     bench_dw(16, 48, 5, 1, 2);
     bench_dw(32, 24, 5, 1, 2);
     bench_dw(8, 144, 5, 1, 2);
+    bench_dw(16, 48, 7, 1, 0);
+    bench_dw(16, 48, 7, 1, 2);
+    bench_dw(8, 96, 7, 1, 0);
     bench_dw(16, 96, 7, 1, 2);
     bench_add(32, 16, 0);
     bench_add(32, 16, 1);
