@@ -425,8 +425,8 @@ TT_DW_INLINE int dw_fast_range(const tt_q8_requant *q)
  * offset) and right shift *e; 0 when its constants could overflow it (huge bias, e < 1, ...).
  * 2 acc must fit; |SRDHM| <= acc_bound + 1 and the constant (and -1) added to it must not
  * wrap: with acc_bound < 2^30 that holds for e <= 22 (|cst| <= 129 * 2^22). */
-TT_DW_INLINE int dw_fast_channel(int32_t *m, int32_t *cst, int32_t *e, int32_t c, uint32_t sum_bound,
-                           const dw_job *J)
+TT_DW_INLINE int dw_fast_channel(int32_t *m, int32_t *cst, int32_t *e, int32_t c,
+                                 uint32_t sum_bound, const dw_job *J)
 {
     const tt_q8_requant *q = J->q;
     const int32_t bias = J->b != NULL ? J->b[c] : 0;
@@ -1228,26 +1228,19 @@ typedef struct {
 #define DW_PL_F7_0(FIRST)                                                                  \
     "ldrd %[e0], %[e1], [%[q]], #8\n\tldrd %[e2], %[e3], [%[q]]\n\t"                        \
     "ldr %[w], [%[k]]\n\t" FIRST DW_PL_F7_TAIL("ldr %[e0], [%[q], #8]\n\t", "0")
-/* the kernel rows of K = 3, 5 (input rows 68, 40 bytes apart; weights 8, 16) */
-#define DW_PL_ROWS3                                                                        \
-    DW_PL_F3_0(DW_PL_W01_FIRST) DW_PL_F3("(68-8)", "8", DW_PL_W01)                      \
-    DW_PL_F3("(136-8)", "16", DW_PL_W01)
-#define DW_PL_ROWS5                                                                        \
-    DW_PL_F5_0(DW_PL_W01_FIRST) DW_PL_F5("(40-8)", "16", DW_PL_W01)                     \
-    DW_PL_F5("(80-8)", "32", DW_PL_W01) DW_PL_F5("(120-8)", "48", DW_PL_W01)                        \
-    DW_PL_F5("(160-8)", "64", DW_PL_W01)
-/* the same with the small maps' rows (20, 28 bytes apart) */
-#define DW_PL_ROWS3S                                                                       \
-    DW_PL_F3_0(DW_PL_W01_FIRST) DW_PL_F3("(20-8)", "8", DW_PL_W01)                      \
-    DW_PL_F3("(40-8)", "16", DW_PL_W01)
-#define DW_PL_ROWS5S                                                                       \
-    DW_PL_F5_0(DW_PL_W01_FIRST) DW_PL_F5("(28-8)", "16", DW_PL_W01)                     \
-    DW_PL_F5("(56-8)", "32", DW_PL_W01) DW_PL_F5("(84-8)", "48", DW_PL_W01)                         \
-    DW_PL_F5("(112-8)", "64", DW_PL_W01)
+/* the kernel rows of K = 3, 5 with the input rows RB bytes apart (a string: 68 or 20, 40 or
+ * 28 for small maps) and the weight rows 8, 16 bytes apart */
+#define DW_PL_ROWS3(RB)                                                                    \
+    DW_PL_F3_0(DW_PL_W01_FIRST) DW_PL_F3("(" RB "-8)", "8", DW_PL_W01)                     \
+    DW_PL_F3("(2*" RB "-8)", "16", DW_PL_W01)
+#define DW_PL_ROWS5(RB)                                                                    \
+    DW_PL_F5_0(DW_PL_W01_FIRST) DW_PL_F5("(" RB "-8)", "16", DW_PL_W01)                    \
+    DW_PL_F5("(2*" RB "-8)", "32", DW_PL_W01) DW_PL_F5("(3*" RB "-8)", "48", DW_PL_W01)    \
+    DW_PL_F5("(4*" RB "-8)", "64", DW_PL_W01)
 #define DW_PL_ROWS7                                                                        \
-    DW_PL_F7_0(DW_PL_W01_FIRST) DW_PL_F7("(28-8)", "24", DW_PL_W01)                         \
-    DW_PL_F7("(56-8)", "48", DW_PL_W01) DW_PL_F7("(84-8)", "72", DW_PL_W01)                 \
-    DW_PL_F7("(112-8)", "96", DW_PL_W01) DW_PL_F7("(140-8)", "120", DW_PL_W01)              \
+    DW_PL_F7_0(DW_PL_W01_FIRST) DW_PL_F7("(28-8)", "24", DW_PL_W01)                        \
+    DW_PL_F7("(56-8)", "48", DW_PL_W01) DW_PL_F7("(84-8)", "72", DW_PL_W01)                \
+    DW_PL_F7("(112-8)", "96", DW_PL_W01) DW_PL_F7("(140-8)", "120", DW_PL_W01)             \
     DW_PL_F7("(168-8)", "144", DW_PL_W01)
 typedef char dw_pl_row_offsets[4 * DW_PL_RW(3) == 68 && 4 * DW_PL_RW(5) == 40 &&
                                        4 * DW_PL_RW(7) == 28 &&
@@ -1326,19 +1319,19 @@ typedef char dw_pl_sc_offsets[4 * DW_PL_KW(3) == 24 && 4 * DW_PL_KW(5) == 80 &&
 #define DW_PL_RUN(kk, rw_, clamp, o_, q_, end_, cin_, K_, lo4_, hi4_, st_)                 \
     do {                                                                                   \
         if ((kk) == 3 && (rw_) == DW_PL_RW(3)) {                                           \
-            DW_PL_RUN_K(DW_PL_ROWS3, "24", "40", "340", clamp, o_, q_, end_, cin_, K_,     \
+            DW_PL_RUN_K(DW_PL_ROWS3("68"), "24", "40", "340", clamp, o_, q_, end_, cin_, K_, \
                         lo4_, hi4_, st_);                                                  \
         } else if ((kk) == 3) {                                                            \
-            DW_PL_RUN_K(DW_PL_ROWS3S, "24", "40", "340", clamp, o_, q_, end_, cin_, K_,    \
+            DW_PL_RUN_K(DW_PL_ROWS3("20"), "24", "40", "340", clamp, o_, q_, end_, cin_, K_, \
                         lo4_, hi4_, st_);                                                  \
         } else if ((kk) == 7) {                                                            \
             DW_PL_RUN_K(DW_PL_ROWS7, "168", "184", "196", clamp, o_, q_, end_, cin_, K_,   \
                         lo4_, hi4_, st_);                                                  \
         } else if ((rw_) == DW_PL_RW(5)) {                                                 \
-            DW_PL_RUN_K(DW_PL_ROWS5, "80", "96", "280", clamp, o_, q_, end_, cin_, K_,     \
+            DW_PL_RUN_K(DW_PL_ROWS5("40"), "80", "96", "280", clamp, o_, q_, end_, cin_, K_, \
                         lo4_, hi4_, st_);                                                  \
         } else {                                                                           \
-            DW_PL_RUN_K(DW_PL_ROWS5S, "80", "96", "280", clamp, o_, q_, end_, cin_, K_,    \
+            DW_PL_RUN_K(DW_PL_ROWS5("28"), "80", "96", "280", clamp, o_, q_, end_, cin_, K_, \
                         lo4_, hi4_, st_);                                                  \
         }                                                                                  \
     } while (0)
@@ -1401,7 +1394,8 @@ static void dw_pl_run_c(int32_t k, int32_t rw, int clamp, int8_t *o, const uint3
 TT_DW_INLINE int dw_pl_consts_k(uint32_t *kc, int32_t c0, const dw_job *J, const int32_t k)
 {
     const int32_t nk = k - 1, h = (k - 1) / 2;
-    const int32_t *const pk = J->pack != NULL ? J->pack + (c0 / 4) * dw_pack_group_words(J->g) : NULL;
+    const int32_t *const pk =
+        J->pack != NULL ? J->pack + (c0 / 4) * dw_pack_group_words(J->g) : NULL;
     const dw_consts *const pc = (const dw_consts *)(const void *)pk;
     int32_t j, r, t;
 
@@ -1549,20 +1543,23 @@ TT_DW_NOINLINE int dw_plane_group(const dw_job *J, int32_t c0, uint32_t *buf)
                 last = top + k - 1;
             }
             {
-                const uint32_t *const q = buf + (top - base) * rw;
+                /* the whole groups into the output row, then a last group of 1-3 columns
+                 * into tail[] (one call site: the loop is instantiated per K and row
+                 * length already) */
+                const uint32_t *const q0 = buf + (top - base) * rw;
+                int8_t tail[16];
+                int32_t pass;
                 dw_pl_step st;
                 st.kend = kc + 4 * kc_words;
-                if (n4 > 0) {
-                    st.qstep = 4 * ch - 2 * n4; /* bytes */
-                    st.ostep = 1 - n4 * cin;
-                    DW_PL_RUN(k, rw, clamp, out, q, q + n4 / 2, cin, kc, lohi[0], lohi[1], st);
+                for (pass = n4 > 0 ? 0 : 1; pass < (nob > n4 ? 2 : 1); ++pass) {
+                    const int32_t n = pass == 0 ? n4 : 4, oc = pass == 0 ? cin : 4;
+                    const uint32_t *const q = pass == 0 ? q0 : q0 + n4 / 2;
+                    int8_t *const o = pass == 0 ? out : tail;
+                    st.qstep = 4 * ch - 2 * n; /* bytes */
+                    st.ostep = 1 - n * oc;
+                    DW_PL_RUN(k, rw, clamp, o, q, q + n / 2, oc, kc, lohi[0], lohi[1], st);
                 }
-                if (nob > n4) { /* the last 1-3 columns: a whole group into tail[] */
-                    int8_t tail[16];
-                    st.qstep = 4 * ch - 8;
-                    st.ostep = 1 - 16;
-                    DW_PL_RUN(k, rw, clamp, tail, q + n4 / 2, q + n4 / 2 + 2, 4, kc, lohi[0],
-                              lohi[1], st);
+                if (nob > n4) {
                     for (j = 0; j < 4; ++j) {
                         for (t = 0; t < nob - n4; ++t) {
                             out[j + (n4 + t) * cin] = tail[j + 4 * t];
