@@ -11,9 +11,10 @@
  * reference), unrolled per kernel row for rows of 1 to 7 taps. Interior pixels of 3x3 (stride
  * 1 or 2) and 5x5 (stride 1) convolutions go two at a time: their shared input columns are
  * loaded and extended once, the requantisation constants loaded once, and the input offset
- * is folded into the accumulators' start value (in_offset * sum(w)). Whole 3x3 and 5x5
- * stride-1 convolutions (and 5x5 rows) take the ring path instead: one channel at a time,
- * two taps per SMLAD over rows of 16-bit lanes (see "the ring path" below).
+ * is folded into the accumulators' start value (in_offset * sum(w)). 3x3, 5x5 and 7x7
+ * stride-1 convolutions (whole tensors from 8 columns, 3x3 and 5x5 rows from 16) take the
+ * ring path instead: one channel at a time, two taps per SMLAD over rows of 16-bit lanes
+ * (see "the ring path" below).
  *
  * Requantisation: for m >= 0 and e = -shift >= 1,
  *     tt_mbqm_double_rounding(acc, m, -e) + out_offset
@@ -914,8 +915,8 @@ TT_DW_NOINLINE void dw_strip_group(const dw_job *J, int32_t c0, uint32_t *strip)
     }
 }
 
-/* ---- the ring path: square K x K kernels (3, 5) at stride 1, one channel at a time, two
- * taps per SMLAD ----
+/* ---- the ring path: square K x K kernels (3, 5, 7) at stride 1, one channel at a time,
+ * two taps per SMLAD ----
  * Per 4-channel group and block of output columns, the input rows under the current output
  * row are kept per channel as rows of 16-bit lanes x + in_offset, two neighbouring padded
  * columns per word: E[i] = (x[2i], x[2i + 1]), padding 0 (it adds nothing, as the
@@ -930,9 +931,9 @@ TT_DW_NOINLINE void dw_strip_group(const dw_job *J, int32_t c0, uint32_t *strip)
  * one word). Filling a row sign-extends each input word once for its 4 channels (SXTAB16
  * adds the offset) and packs it into the 4 channels' rows (PKHBT / PKHTB). The rows are a
  * window of DW_PL_NS slots: a whole tensor fills each input row once per column block and
- * moves the K - 1 rows it still needs back to slot 0 when the window is full (about 2 % of
- * the work), so kernel row r always lies r rows after the output row's first; a row call
- * fills the K rows under its output row.
+ * moves the K - 1 rows it still needs back to slot 0 when the window is full (every 3 rows
+ * at 3x3 and 5x5, every row at 7x7: a few % of the work), so kernel row r always lies r rows
+ * after the output row's first; a row call fills the K rows under its output row.
  *
  * The caller's DW_STRIP_WORDS buffer holds the 4 channels' rows (4 NS RW words) and their
  * constants (per channel K rows of K - 1 weight words: (w0, w1), (w2, w3), .., then (w1,

@@ -13,9 +13,9 @@
  * 1, 2 and 5x5 stride 1 two at a time), other kernel sizes (and in_offset outside
  * [-255, 255]) the reference kernel. Channels beyond a multiple of 4 use the reference
  * arithmetic. Square 3x3, 5x5 and 7x7 kernels at stride 1 or 2 may run through a zero-point
- * padded copy of their input rows instead (all pixels in pairs, see dw_strip_ok), and 3x3 and
- * 5x5 at stride 1 through rows of 16-bit lanes, one channel at a time with two taps per
- * SMLAD (see dw_plane_ok). Stack: under 2.5 KB. */
+ * padded copy of their input rows instead (all pixels in pairs, see dw_strip_ok), and 3x3,
+ * 5x5 and 7x7 at stride 1 through rows of 16-bit lanes, one channel at a time with two taps
+ * per SMLAD (see dw_plane_ok). Stack: under 2.5 KB. */
 void tt_conv2d_s8_dw(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b,
                      const tt_conv_geom *g, const tt_q8_requant *q);
 /* one output row oy, input rows read from a ring (as tt_conv2d_s8_row) */
