@@ -1156,7 +1156,6 @@ typedef char dw_pl_fill_offsets[4 * DW_PL_CHW(3) == 340 && 4 * DW_PL_CHW(5) == 2
                                     ? 1
                                     : -1];
 
-
 /* A row's channel steps (memory operands of the loop): bytes from where q ends to the next
  * channel's first word, from where o ends to the next channel's first output, and the end
  * of the channels' constants. */
@@ -1166,31 +1165,30 @@ typedef struct {
 } dw_pl_step;
 
 #if defined(TT_DW_DSP)
-/* ---- the loop's kernel rows: ring slot at byte offset OFF from q, its weights at byte WO
- * from k. FIRST: the sums start from a0 (the start value). ---- */
-#define DW_PL_F3(OFF, WO, FIRST)                                                           \
-    "ldrd %[e0], %[e1], [%[q], #" OFF "]\n\tldr %[e2], [%[q], #" OFF "+8]\n\t"              \
-    "ldrd %[w], %[e3], [%[k], #" WO "]\n\t" FIRST                                          \
-    "smlabt %[a0], %[e1], %[e3], %[a0]\n\tsmlad %[a1], %[e1], %[e3], %[a1]\n\t"             \
-    "smlabt %[a2], %[e2], %[e3], %[a2]\n\tsmlad %[a3], %[e2], %[e3], %[a3]\n\t"
-/* the first kernel row: its first load steps q to the next group's words (the other rows'
- * offsets are relative to that) */
-#define DW_PL_F3_0(FIRST)                                                                  \
-    "ldrd %[e0], %[e1], [%[q]], #8\n\tldr %[e2], [%[q]]\n\t"                                \
-    "ldrd %[w], %[e3], [%[k]]\n\t" FIRST                                                   \
-    "smlabt %[a0], %[e1], %[e3], %[a0]\n\tsmlad %[a1], %[e1], %[e3], %[a1]\n\t"             \
-    "smlabt %[a2], %[e2], %[e3], %[a2]\n\tsmlad %[a3], %[e2], %[e3], %[a3]\n\t"
-/* (w0, w1) against E0 (columns 0, 1) and E1 (2, 3) */
+/* ---- the loop's kernel rows. A row's words: E0..E2 (K = 3) or E0..E3 (5, 7) from byte OFF
+ * of q, or (_0, the first row) from q, stepping q to the next group's words (the other rows'
+ * offsets are relative to that). ---- */
+#define DW_PL_E3(OFF) "ldrd %[e0], %[e1], [%[q], #" OFF "]\n\tldr %[e2], [%[q], #" OFF "+8]\n\t"
+#define DW_PL_E3_0 "ldrd %[e0], %[e1], [%[q]], #8\n\tldr %[e2], [%[q]]\n\t"
+#define DW_PL_E5(OFF)                                                                      \
+    "ldrd %[e0], %[e1], [%[q], #" OFF "]\n\tldrd %[e2], %[e3], [%[q], #" OFF "+8]\n\t"
+#define DW_PL_E5_0 "ldrd %[e0], %[e1], [%[q]], #8\n\tldrd %[e2], %[e3], [%[q]]\n\t"
+/* (w0, w1) against E0 (columns 0, 1) and E1 (2, 3); FIRST: the sums start from a0 (the start
+ * value) */
 #define DW_PL_W01_FIRST                                                                    \
     "smlatb %[a1], %[e0], %[w], %[a0]\n\tsmlad %[a2], %[e1], %[w], %[a0]\n\t"               \
     "smlatb %[a3], %[e1], %[w], %[a0]\n\tsmlad %[a0], %[e0], %[w], %[a0]\n\t"
 #define DW_PL_W01                                                                          \
     "smlad %[a0], %[e0], %[w], %[a0]\n\tsmlatb %[a1], %[e0], %[w], %[a1]\n\t"               \
     "smlad %[a2], %[e1], %[w], %[a2]\n\tsmlatb %[a3], %[e1], %[w], %[a3]\n\t"
+/* the taps of a row, its weights at byte WO from k. 3 taps: words (w0, w1), (w1, w2) */
+#define DW_PL_T3(WO, W01)                                                                  \
+    "ldrd %[w], %[e3], [%[k], #" WO "]\n\t" W01                                            \
+    "smlabt %[a0], %[e1], %[e3], %[a0]\n\tsmlad %[a1], %[e1], %[e3], %[a1]\n\t"             \
+    "smlabt %[a2], %[e2], %[e3], %[a2]\n\tsmlad %[a3], %[e2], %[e3], %[a3]\n\t"
 /* 5 taps: words (w0, w1), (w2, w3), (w1, w2), (w3, w4) */
-#define DW_PL_F5(OFF, WO, FIRST)                                                           \
-    "ldrd %[e0], %[e1], [%[q], #" OFF "]\n\tldrd %[e2], %[e3], [%[q], #" OFF "+8]\n\t"      \
-    "ldr %[w], [%[k], #" WO "]\n\t" FIRST                                                  \
+#define DW_PL_T5(WO, W01)                                                                  \
+    "ldr %[w], [%[k], #" WO "]\n\t" W01                                                    \
     "ldr %[w], [%[k], #" WO "+4]\n\t"                                                      \
     "smlad %[a0], %[e1], %[w], %[a0]\n\tsmlad %[a2], %[e2], %[w], %[a2]\n\t"                \
     "ldr %[w], [%[k], #" WO "+8]\n\t"                                                      \
@@ -1198,20 +1196,11 @@ typedef struct {
     "ldr %[w], [%[k], #" WO "+12]\n\t"                                                     \
     "smlabt %[a0], %[e2], %[w], %[a0]\n\tsmlad %[a1], %[e2], %[w], %[a1]\n\t"               \
     "smlabt %[a2], %[e3], %[w], %[a2]\n\tsmlad %[a3], %[e3], %[w], %[a3]\n\t"
-#define DW_PL_F5_0(FIRST)                                                                  \
-    "ldrd %[e0], %[e1], [%[q]], #8\n\tldrd %[e2], %[e3], [%[q]]\n\t"                        \
-    "ldr %[w], [%[k]]\n\t" FIRST                                                           \
-    "ldr %[w], [%[k], #4]\n\t"                                                              \
-    "smlad %[a0], %[e1], %[w], %[a0]\n\tsmlad %[a2], %[e2], %[w], %[a2]\n\t"                \
-    "ldr %[w], [%[k], #8]\n\t"                                                              \
-    "smlad %[a1], %[e1], %[w], %[a1]\n\tsmlad %[a3], %[e2], %[w], %[a3]\n\t"                \
-    "ldr %[w], [%[k], #12]\n\t"                                                             \
-    "smlabt %[a0], %[e2], %[w], %[a0]\n\tsmlad %[a1], %[e2], %[w], %[a1]\n\t"               \
-    "smlabt %[a2], %[e3], %[w], %[a2]\n\tsmlad %[a3], %[e3], %[w], %[a3]\n\t"
 /* 7 taps: words (w0, w1), (w2, w3), (w4, w5), (w1, w2), (w3, w4), (w5, w6); E4 (columns 8,
- * 9) replaces E0 once (w0, w1) is done */
-#define DW_PL_F7_TAIL(E4LOAD, WO)                                                          \
-    E4LOAD "ldr %[w], [%[k], #" WO "+4]\n\t"                                               \
+ * 9; loaded by E4LOAD) replaces E0 once (w0, w1) is done */
+#define DW_PL_T7(E4LOAD, WO, W01)                                                          \
+    "ldr %[w], [%[k], #" WO "]\n\t" W01 E4LOAD                                             \
+    "ldr %[w], [%[k], #" WO "+4]\n\t"                                                      \
     "smlad %[a0], %[e1], %[w], %[a0]\n\tsmlad %[a2], %[e2], %[w], %[a2]\n\t"                \
     "ldr %[w], [%[k], #" WO "+8]\n\t"                                                      \
     "smlad %[a0], %[e2], %[w], %[a0]\n\tsmlad %[a2], %[e3], %[w], %[a2]\n\t"                \
@@ -1222,27 +1211,24 @@ typedef struct {
     "ldr %[w], [%[k], #" WO "+20]\n\t"                                                     \
     "smlabt %[a0], %[e3], %[w], %[a0]\n\tsmlad %[a1], %[e3], %[w], %[a1]\n\t"               \
     "smlabt %[a2], %[e0], %[w], %[a2]\n\tsmlad %[a3], %[e0], %[w], %[a3]\n\t"
-#define DW_PL_F7(OFF, WO, FIRST)                                                           \
-    "ldrd %[e0], %[e1], [%[q], #" OFF "]\n\tldrd %[e2], %[e3], [%[q], #" OFF "+8]\n\t"      \
-    "ldr %[w], [%[k], #" WO "]\n\t" FIRST                                                  \
-    DW_PL_F7_TAIL("ldr %[e0], [%[q], #" OFF "+16]\n\t", WO)
-#define DW_PL_F7_0(FIRST)                                                                  \
-    "ldrd %[e0], %[e1], [%[q]], #8\n\tldrd %[e2], %[e3], [%[q]]\n\t"                        \
-    "ldr %[w], [%[k]]\n\t" FIRST DW_PL_F7_TAIL("ldr %[e0], [%[q], #8]\n\t", "0")
-/* the kernel rows of K = 3, 5 with the input rows RB bytes apart (a string: 68 or 20, 40 or
- * 28 for small maps) and the weight rows 8, 16 bytes apart */
+/* a 7-tap row at byte OFF from q */
+#define DW_PL_R7(OFF, WO)                                                                  \
+    DW_PL_E5(OFF) DW_PL_T7("ldr %[e0], [%[q], #" OFF "+16]\n\t", WO, DW_PL_W01)
+/* the kernel rows with the input rows RB bytes apart (a string: 68 or 20 at K = 3, 40 or 28
+ * at 5, 28 at 7) and the weight rows 8, 16, 24 bytes apart */
 #define DW_PL_ROWS3(RB)                                                                    \
-    DW_PL_F3_0(DW_PL_W01_FIRST) DW_PL_F3("(" RB "-8)", "8", DW_PL_W01)                     \
-    DW_PL_F3("(2*" RB "-8)", "16", DW_PL_W01)
+    DW_PL_E3_0 DW_PL_T3("0", DW_PL_W01_FIRST) DW_PL_E3("(" RB "-8)")                       \
+    DW_PL_T3("8", DW_PL_W01) DW_PL_E3("(2*" RB "-8)") DW_PL_T3("16", DW_PL_W01)
 #define DW_PL_ROWS5(RB)                                                                    \
-    DW_PL_F5_0(DW_PL_W01_FIRST) DW_PL_F5("(" RB "-8)", "16", DW_PL_W01)                    \
-    DW_PL_F5("(2*" RB "-8)", "32", DW_PL_W01) DW_PL_F5("(3*" RB "-8)", "48", DW_PL_W01)    \
-    DW_PL_F5("(4*" RB "-8)", "64", DW_PL_W01)
-#define DW_PL_ROWS7                                                                        \
-    DW_PL_F7_0(DW_PL_W01_FIRST) DW_PL_F7("(28-8)", "24", DW_PL_W01)                        \
-    DW_PL_F7("(56-8)", "48", DW_PL_W01) DW_PL_F7("(84-8)", "72", DW_PL_W01)                \
-    DW_PL_F7("(112-8)", "96", DW_PL_W01) DW_PL_F7("(140-8)", "120", DW_PL_W01)             \
-    DW_PL_F7("(168-8)", "144", DW_PL_W01)
+    DW_PL_E5_0 DW_PL_T5("0", DW_PL_W01_FIRST) DW_PL_E5("(" RB "-8)")                       \
+    DW_PL_T5("16", DW_PL_W01) DW_PL_E5("(2*" RB "-8)") DW_PL_T5("32", DW_PL_W01)           \
+    DW_PL_E5("(3*" RB "-8)") DW_PL_T5("48", DW_PL_W01) DW_PL_E5("(4*" RB "-8)")            \
+    DW_PL_T5("64", DW_PL_W01)
+#define DW_PL_ROWS7(RB)                                                                    \
+    DW_PL_E5_0 DW_PL_T7("ldr %[e0], [%[q], #8]\n\t", "0", DW_PL_W01_FIRST)                 \
+    DW_PL_R7("(" RB "-8)", "24") DW_PL_R7("(2*" RB "-8)", "48")                            \
+    DW_PL_R7("(3*" RB "-8)", "72") DW_PL_R7("(4*" RB "-8)", "96")                          \
+    DW_PL_R7("(5*" RB "-8)", "120") DW_PL_R7("(6*" RB "-8)", "144")
 typedef char dw_pl_row_offsets[4 * DW_PL_RW(3) == 68 && 4 * DW_PL_RW(5) == 40 &&
                                        4 * DW_PL_RW(7) == 28 &&
                                        4 * DW_PL_RWS(3) == 20 && 4 * DW_PL_RWS(5) == 28
@@ -1326,7 +1312,7 @@ typedef char dw_pl_sc_offsets[4 * DW_PL_KW(3) == 24 && 4 * DW_PL_KW(5) == 80 &&
             DW_PL_RUN_K(DW_PL_ROWS3("20"), "24", "40", "340", clamp, o_, q_, end_, cin_, K_, \
                         lo4_, hi4_, st_);                                                  \
         } else if ((kk) == 7) {                                                            \
-            DW_PL_RUN_K(DW_PL_ROWS7, "168", "184", "196", clamp, o_, q_, end_, cin_, K_,   \
+            DW_PL_RUN_K(DW_PL_ROWS7("28"), "168", "184", "196", clamp, o_, q_, end_, cin_, K_,   \
                         lo4_, hi4_, st_);                                                  \
         } else if ((rw_) == DW_PL_RW(5)) {                                                 \
             DW_PL_RUN_K(DW_PL_ROWS5("40"), "80", "96", "280", clamp, o_, q_, end_, cin_, K_, \
@@ -1398,6 +1384,7 @@ TT_DW_INLINE int dw_pl_consts_k(uint32_t *kc, int32_t c0, const dw_job *J, const
     const int32_t *const pk =
         J->pack != NULL ? J->pack + (c0 / 4) * dw_pack_group_words(J->g) : NULL;
     const dw_consts *const pc = (const dw_consts *)(const void *)pk;
+    const uint32_t sum_bound = dw_sum_bound(J->g, J->q);
     int32_t j, r, t;
 
     if (pk != NULL ? !pc->fast : !dw_fast_range(J->q)) {
@@ -1411,14 +1398,12 @@ TT_DW_INLINE int dw_pl_consts_k(uint32_t *kc, int32_t c0, const dw_job *J, const
             sc[1] = pc->mc[j].w[0];
             sc[2] = pc->mc[j].w[1];
             sc[3] = pc->e[j];
-        } else {
-            if (!dw_fast_channel(&sc[1], &sc[2], &sc[3], c0 + j, dw_sum_bound(J->g, J->q), J)) {
+        } else { /* derived as dw_setup does, and the doubled weights from w */
+            const int8_t *const wj = J->w + (c0 + j) * k * k;
+            if (!dw_fast_channel(&sc[1], &sc[2], &sc[3], c0 + j, sum_bound, J)) {
                 return 0;
             }
             sc[0] = J->b != NULL ? 2 * J->b[c0 + j] : 0;
-        }
-        if (pk == NULL) { /* the doubled weights from w */
-            const int8_t *const wj = J->w + (c0 + j) * k * k;
             for (r = 0; r < k; ++r, wr += nk) {
                 for (t = 0; t < h; ++t) {
                     const uint32_t v0 = (uint32_t)(2 * wj[r * k + 2 * t]) & 0xFFFFu;
