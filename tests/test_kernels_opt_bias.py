@@ -1,8 +1,9 @@
-"""The optimised bias gradients of int8 layers (tt_bias_sgd_s32_opt, tt_bias_grad_row_f32_opt
-in runtime_c/optimized/tt_f32_opt.c) against the reference, bit for bit, on the host and on
-the Cortex-M7 / M4F twins, where their column sums run in assembly (tests/ckernel/
-test_bias_opt.c: every rounding mode, saturating biases, odd values, 8-, 4- and 1-wide
-channel chunks)."""
+"""The optimised updates of int8 layers against the reference, bit for bit, on the host and on
+the Cortex-M7 / M4F twins: the bias gradients (tt_bias_sgd_s32_opt, tt_bias_grad_row_f32_opt in
+runtime_c/optimized/tt_f32_opt.c), whose column sums run in assembly, and the fully connected
+weight update (tt_dense_weight_sgd_s8_opt in tt_f32_bwd_opt.c), whose stochastic rounding
+does (tests/ckernel/test_bias_opt.c: every rounding mode, saturating biases and weights, odd
+values, 8-, 4- and 1-wide channel chunks, odd and even rows)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from tests import ckernel
 PROGRAM = ckernel.HERE / "test_bias_opt.c"
 SOURCES = [ckernel.RUNTIME[f] for f in ("tt_q8_core.c", "tt_row_backward.c", "tt_f32_opt.c",
                                          "tt_conv2d_f32.c", "tt_dense_f32.c", "tt_sparse_f32.c",
-                                         "tt_pool_f32.c")]
+                                         "tt_pool_f32.c", "tt_f32_bwd_opt.c",
+                                         "tt_channel_stream.c", "tt_q8_master.c")]
 TWIN = "needs arm-none-eabi-gcc and QEMU"
 
 

@@ -802,15 +802,78 @@ static void pw_wgrad_s8(float *acc, const float *dy, const int8_t *x, int32_t x_
 
 /* row[j] = tt_sr_s8(row[j], acc[j] * x_scale * s, key, idx0 + j) for j < n: the same bits,
  * with the hash's first product stepped instead of multiplied, and on the FPU the uniform's
- * (h >> 8) * 2^-24 one fixed-point VCVT (exact: 24 bits) */
+ * (h >> 8) * 2^-24 one fixed-point VCVT (exact: 24 bits).
+ * Pairs in assembly (CS_SR_PAIRS): two hashes interleaved, one VLDM / VMOV per pair, and the
+ * weights as two 16-bit lanes, so the subtraction, the clamp to [-128, 127] (SSAT16) and the
+ * raise of -128 to -127 (SSUB16 sets GE where v >= -127, SEL keeps v there) cover both. The
+ * floor: VCVTM on FPv5; on FPv4 VCVTR with FPSCR's rounding mode set to minus infinity around
+ * the pair (nothing else runs in that mode), 4 instructions where truncate-and-step takes 9. */
+#if CS_VFP && defined(__ARM_FEATURE_DSP) && defined(__OPTIMIZE__)
+#define CS_SR_PAIRS 1
+#define CS_SR_PAIR_BODY(FLOOR)                                                              \
+    "1:\n\t"                                                                                \
+    "vldmia %[a]!, {s14-s15}\n\t"                                                           \
+    "eor %[h0], %[key], %[hm]\n\tadd %[hm], %[hm], %[c1]\n\t"                               \
+    "eor %[h1], %[key], %[hm]\n\tadd %[hm], %[hm], %[c1]\n\t"                               \
+    "eor %[h0], %[h0], %[h0], lsr #16\n\teor %[h1], %[h1], %[h1], lsr #16\n\t"               \
+    "mul %[h0], %[h0], %[c1]\n\tmul %[h1], %[h1], %[c1]\n\t"                                 \
+    "eor %[h0], %[h0], %[h0], lsr #13\n\teor %[h1], %[h1], %[h1], lsr #13\n\t"               \
+    "mul %[h0], %[h0], %[c2]\n\tmul %[h1], %[h1], %[c2]\n\t"                                 \
+    "eor %[h0], %[h0], %[h0], lsr #16\n\teor %[h1], %[h1], %[h1], lsr #16\n\t"               \
+    "lsr %[h0], %[h0], #8\n\tlsr %[h1], %[h1], #8\n\t"                                       \
+    "vmov s12, s13, %[h0], %[h1]\n\t"                                                       \
+    "vcvt.f32.u32 s12, s12, #24\n\tvcvt.f32.u32 s13, s13, #24\n\t"                           \
+    "vmul.f32 s14, s14, %[xs]\n\tvmul.f32 s15, s15, %[xs]\n\t"                               \
+    "vmul.f32 s14, s14, %[s]\n\tvmul.f32 s15, s15, %[s]\n\t"                                 \
+    "vadd.f32 s14, s14, s12\n\tvadd.f32 s15, s15, s13\n\t" FLOOR                             \
+    "vmov %[h0], %[h1], s14, s15\n\t"                                                       \
+    "ssat %[h0], #10, %[h0]\n\tssat %[h1], #10, %[h1]\n\t"                                   \
+    "pkhbt %[h0], %[h0], %[h1], lsl #16\n\t"                                                \
+    "ldrh %[h1], [%[r]]\n\torr %[h1], %[h1], %[h1], lsl #8\n\tsxtb16 %[h1], %[h1]\n\t"       \
+    "ssub16 %[h1], %[h1], %[h0]\n\tssat16 %[h1], #8, %[h1]\n\t"                               \
+    "ssub16 %[h0], %[h1], %[m]\n\tsel %[h1], %[h1], %[m]\n\t"                                 \
+    "uxtb16 %[h1], %[h1]\n\torr %[h1], %[h1], %[h1], lsr #8\n\t"                              \
+    "strh %[h1], [%[r]], #2\n\t"                                                            \
+    "cmp %[r], %[e]\n\tbne 1b"
+#define CS_SR_PAIR_OUT                                                                      \
+    [h0] "=&r"(h0), [h1] "=&r"(h1), [hm] "+r"(hm), [r] "+r"(row), [a] "+r"(acc)
+#define CS_SR_PAIR_IN                                                                       \
+    [key] "r"(key), [c1] "r"(0x85EBCA6Bu), [c2] "r"(0xC2B2AE35u), [e] "r"(end),             \
+        [m] "r"(0xFF81FF81u), [xs] "t"(x_scale), [s] "t"(s)
+#define CS_SR_PAIR_CLOBBER "s12", "s13", "s14", "s15", "cc", "memory"
+#endif
+
 static void cs_sr_row(int8_t *row, const float *acc, float x_scale, float s, uint32_t key,
                       uint32_t idx0, int32_t n)
 {
 #if CS_VFP && defined(__ARM_FEATURE_DSP)
     uint32_t hm = idx0 * 0x85EBCA6Bu;
-    int32_t j;
+    int32_t j = 0;
 
-    for (j = 0; j < n; ++j, hm += 0x85EBCA6Bu) {
+#if defined(CS_SR_PAIRS)
+    if (n >= 2) {
+        const int8_t *const end = row + (n & ~1);
+        uint32_t h0, h1;
+#if defined(TT_SR_VCVTM)
+        __asm__ volatile(CS_SR_PAIR_BODY("vcvtm.s32.f32 s14, s14\n\tvcvtm.s32.f32 s15, s15\n\t")
+                         : CS_SR_PAIR_OUT
+                         : CS_SR_PAIR_IN
+                         : CS_SR_PAIR_CLOBBER);
+#else
+        uint32_t fn, fm;
+        __asm__ volatile("vmrs %0, fpscr" : "=r"(fn));
+        fm = (fn & ~(3u << 22)) | (2u << 22); /* RMode = RM: toward minus infinity */
+        __asm__ volatile(CS_SR_PAIR_BODY("vmsr fpscr, %[fm]\n\tvcvtr.s32.f32 s14, s14\n\t"
+                                         "vcvtr.s32.f32 s15, s15\n\tvmsr fpscr, %[fn]\n\t")
+                         : CS_SR_PAIR_OUT
+                         : CS_SR_PAIR_IN, [fm] "r"(fm), [fn] "r"(fn)
+                         : CS_SR_PAIR_CLOBBER);
+#endif
+        j = n & ~1;
+        row -= j, acc -= j; /* the C loop below indexes from the row's start */
+    }
+#endif
+    for (; j < n; ++j, hm += 0x85EBCA6Bu) {
         uint32_t h = key ^ hm;
         float u;
         int32_t v;
@@ -863,6 +926,37 @@ static void pw_update_s8(int8_t *w, uint8_t *shadow, const float *acc, float x_s
         const int32_t at = u->packed ? si : wi;
         w[at] = tt_q8_step_s8(w[at], shadow != NULL ? &shadow[si] : NULL, acc[j] * x_scale * s,
                               u, (uint32_t)wi);
+    }
+}
+
+/* ---- a fully connected int8 layer's weight update (tt_dense_weight_sgd_s8): row o's delta
+ * is (dy[o] * xs[j]) * step, xs[j] = (x[j] - zp) * x_scale, which is cs_sr_row's
+ * (acc[j] * x_scale) * s with xs as acc and dy[o] as the scale (a product's operands commute
+ * bit for bit). Stochastic rounding of whole or packed rows runs so; a shadow or an index
+ * takes the reference (the heads sparse updates train are stochastic and whole). ---- */
+void tt_dense_weight_sgd_s8_opt(int8_t *w, uint8_t *shadow, const float *dy, const int8_t *x,
+                                float x_scale, int32_t x_zp, int32_t k, int32_t out,
+                                int32_t w_in, const int32_t *idx, const float *step,
+                                const tt_q8_update *u)
+{
+    float xs[CS_JB];
+    uint32_t key;
+    int32_t j0, j, o;
+
+    if (u->mode != TT_Q8_STOCHASTIC || idx != NULL) {
+        tt_dense_weight_sgd_s8(w, shadow, dy, x, x_scale, x_zp, k, out, w_in, idx, step, u);
+        return;
+    }
+    key = tt_sr_key(u->salt, u->step);
+    for (j0 = 0; j0 < k; j0 += CS_JB) {
+        const int32_t nb = k - j0 < CS_JB ? k - j0 : CS_JB;
+        for (j = 0; j < nb; ++j) {
+            xs[j] = (float)((int32_t)x[j0 + j] - x_zp) * x_scale;
+        }
+        for (o = 0; o < out; ++o) {
+            cs_sr_row(&w[(u->packed ? o * k : o * w_in) + j0], xs, dy[o],
+                      tt_q8_lr_step(step, o, u), key, (uint32_t)(o * w_in + j0), nb);
+        }
     }
 }
 
@@ -975,21 +1069,78 @@ void tt_cs_pw_weight_sgd_s8_g_opt(int8_t *w, uint8_t *shadow, const float *dy, i
     }
 }
 
+#if CS_VFP
+/* acc[j] = sum over p < n of dy[p] * x[p * k + j], j < W (W = 16, 8 or 4), p ascending, from
+ * +0 as the reference: the W sums stay in s16.. for the whole pixel loop, two pixels per
+ * iteration (one VLDM of their dy), 8 x per VLDM; the zeros come in and the sums go out by one
+ * VLDM / VSTM. 41 instructions per 32 MACs at W = 16, against 22 per 16 a pixel at a time. */
+#define CS_WG_MLA8(D, A0, A1, A2, A3, A4, A5, A6, A7)                                        \
+    "vmla.f32 s" #A0 ", s" D ", s0\n\tvmla.f32 s" #A1 ", s" D ", s1\n\t"                     \
+    "vmla.f32 s" #A2 ", s" D ", s2\n\tvmla.f32 s" #A3 ", s" D ", s3\n\t"                     \
+    "vmla.f32 s" #A4 ", s" D ", s4\n\tvmla.f32 s" #A5 ", s" D ", s5\n\t"                     \
+    "vmla.f32 s" #A6 ", s" D ", s6\n\tvmla.f32 s" #A7 ", s" D ", s7\n\t"
+#define CS_WG_MLA4(D)                                                                       \
+    "vmla.f32 s16, s" D ", s0\n\tvmla.f32 s17, s" D ", s1\n\t"                               \
+    "vmla.f32 s18, s" D ", s2\n\tvmla.f32 s19, s" D ", s3\n\t"
+/* one pixel's W columns with dy in s(D); xa steps to the next pixel */
+#define CS_WG_PIX16(D)                                                                      \
+    "vldmia %[x]!, {s0-s7}\n\t" CS_WG_MLA8(D, 16, 17, 18, 19, 20, 21, 22, 23)                \
+    "vldmia %[x], {s0-s7}\n\t" CS_WG_MLA8(D, 24, 25, 26, 27, 28, 29, 30, 31)                 \
+    "add %[x], %[x], %[st]\n\t"
+#define CS_WG_PIX8(D)                                                                       \
+    "vldmia %[x], {s0-s7}\n\t" CS_WG_MLA8(D, 16, 17, 18, 19, 20, 21, 22, 23)                 \
+    "add %[x], %[x], %[st]\n\t"
+#define CS_WG_PIX4(D) "vldmia %[x], {s0-s3}\n\t" CS_WG_MLA4(D) "add %[x], %[x], %[st]\n\t"
+#define CS_WG_LOOP(W, PIX, REGS)                                                            \
+    static void cs_wgrad##W(float *acc, const float *dy, const float *x, int32_t n,         \
+                            int32_t k)                                                      \
+    {                                                                                       \
+        const float *const de = dy + (n & ~1);                                              \
+        const int32_t st = 4 * k - (W == 16 ? 32 : 0); /* bytes to the next pixel's x */    \
+        __asm__ volatile("vldmia %[z], {" REGS "}\n\t"                                      \
+                         "cmp %[d], %[de]\n\t"                                              \
+                         "beq 2f\n"                                                         \
+                         "1:\n\t"                                                           \
+                         "vldmia %[d]!, {s8-s9}\n\t" PIX("8") PIX("9")                      \
+                         "cmp %[d], %[de]\n\t"                                              \
+                         "bne 1b\n"                                                         \
+                         "2:\n\t"                                                           \
+                         "tst %[n], #1\n\t"                                                 \
+                         "beq 3f\n\t"                                                       \
+                         "vldmia %[d]!, {s8}\n\t" PIX("8")                                  \
+                         "3:\n\t"                                                           \
+                         "vstmia %[a], {" REGS "}"                                          \
+                         : [d] "+r"(dy), [x] "+r"(x)                                        \
+                         : [de] "r"(de), [st] "r"(st), [n] "r"(n), [a] "r"(acc),            \
+                           [z] "r"(cs_zero16)                                               \
+                         : "cc", "memory", "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7",   \
+                           "s8", "s9", "s16", "s17", "s18", "s19", "s20", "s21", "s22",     \
+                           "s23", "s24", "s25", "s26", "s27", "s28", "s29", "s30", "s31");  \
+    }
+static const float cs_zero16[16] = {0.0f}; /* VLDM */
+CS_WG_LOOP(16, CS_WG_PIX16, "s16-s31")
+CS_WG_LOOP(8, CS_WG_PIX8, "s16-s23")
+CS_WG_LOOP(4, CS_WG_PIX4, "s16-s19")
+#endif
+
 static void pw_wgrad_f32(float *acc, const float *dy, const float *x, int32_t n, int32_t k,
                          int32_t nb)
 {
     int32_t p, j = 0;
 
+#if CS_VFP
     for (; j + 16 <= nb; j += 16) {
-        cs_w8 a = {{0.0f}}, b = {{0.0f}};
-        for (p = 0; p < n; ++p) {
-            const float d = dy[p];
-            cs_acc8(&a, d, &x[p * k + j]);
-            cs_acc8(&b, d, &x[p * k + j + 8]);
-        }
-        memcpy(&acc[j], a.v, sizeof a.v);
-        memcpy(&acc[j + 8], b.v, sizeof b.v);
+        cs_wgrad16(&acc[j], dy, &x[j], n, k);
     }
+    if (j + 8 <= nb) {
+        cs_wgrad8(&acc[j], dy, &x[j], n, k);
+        j += 8;
+    }
+    if (j + 4 <= nb) {
+        cs_wgrad4(&acc[j], dy, &x[j], n, k);
+        j += 4;
+    }
+#else
     for (; j + 8 <= nb; j += 8) {
         cs_w8 a = {{0.0f}};
         for (p = 0; p < n; ++p) {
@@ -997,6 +1148,7 @@ static void pw_wgrad_f32(float *acc, const float *dy, const float *x, int32_t n,
         }
         memcpy(&acc[j], a.v, sizeof a.v);
     }
+#endif
     for (; j < nb; ++j) {
         float a = 0.0f;
         for (p = 0; p < n; ++p) {

@@ -28,4 +28,8 @@ extern __typeof__(tt_cs_x_float_s8) tt_cs_x_float_s8_opt;
 extern __typeof__(tt_cs_pw_weight_sgd_s8f) tt_cs_pw_weight_sgd_s8f_opt;
 extern __typeof__(tt_cs_pw_weight_sgd_f32) tt_cs_pw_weight_sgd_f32_opt;
 
+/* a fully connected int8 layer's weight update: the 1x1 update's row rounding (stochastic,
+ * no index; other modes run the reference) */
+extern __typeof__(tt_dense_weight_sgd_s8) tt_dense_weight_sgd_s8_opt;
+
 #endif /* TT_F32_BWD_OPT_H */

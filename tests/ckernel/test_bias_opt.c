@@ -1,4 +1,8 @@
-/* The optimised bias gradients (tt_f32_opt.c) against the reference, bit for bit:
+/* The optimised updates of int8 layers against the reference, bit for bit: the bias gradients
+ * (tt_f32_opt.c) and the fully connected weight update (tt_dense_weight_sgd_s8_opt,
+ * tt_f32_bwd_opt.c: every mode, whole or packed rows, with and without an index, shadows, odd
+ * and even row lengths, weights at -128 and 127, deltas that saturate and NaN / infinite dy).
+ * The bias kernels:
  * tt_bias_sgd_s32_opt (an int8 layer's int32 bias: fp32 column sums of dy, then the update) in
  * every rounding mode, with per-channel steps, a run-time learning rate other than the build's,
  * biases near the int32 limits (the saturation counter must agree too) and sums that hit the
@@ -78,6 +82,46 @@ static int bias_case(int32_t rows, int32_t c, int32_t mode, int special)
     return memcmp(b_ref, b_opt, sizeof b_ref) != 0 || sat_ref != sat_opt;
 }
 
+#define K_MAX 70
+#define O_MAX 12
+static int8_t x8[K_MAX], w_ref[O_MAX * (K_MAX + 3)], w_opt[O_MAX * (K_MAX + 3)];
+static uint8_t sh_ref[O_MAX * K_MAX], sh_opt[O_MAX * K_MAX];
+static int32_t idx[K_MAX];
+
+static int dense_case(int32_t k, int32_t out, int32_t mode, int special)
+{
+    tt_q8_update u = {mode, th_rand(&seed), th_rand(&seed) % 1000u, (int32_t)(th_rand(&seed) & 1u),
+                      1.0f};
+    const int32_t w_in = k + pick(0, 3);
+    const int32_t *ix = th_rand(&seed) % 3u == 0u ? idx : NULL;
+    const float x_scale = uniform(0.001f, 0.1f);
+    const int32_t x_zp = pick(-128, 127);
+    uint8_t *shr = mode == TT_Q8_SHADOW ? sh_ref : NULL, *sho = mode == TT_Q8_SHADOW ? sh_opt : NULL;
+    int32_t i;
+
+    if (th_rand(&seed) % 4u == 0u) {
+        u.lr_scale = uniform(0.1f, 3.0f);
+    }
+    fill_dy(out, special);
+    for (i = 0; i < out; ++i) { /* up to 2^15 LSB: some deltas move a weight to a bound */
+        step[i] = uniform(0.01f, 2.0f) * (float)(1u << (th_rand(&seed) % 16u));
+    }
+    for (i = 0; i < k; ++i) {
+        x8[i] = (int8_t)(th_rand(&seed) >> 24);
+        idx[i] = i + (w_in - k) * (i == k - 1); /* ascending, inside w_in */
+    }
+    for (i = 0; i < O_MAX * (K_MAX + 3); ++i) {
+        const uint32_t r = th_rand(&seed);
+        w_ref[i] = w_opt[i] = r % 8u == 0u ? (int8_t)(r & 1u ? 127 : -128) : (int8_t)(r >> 24);
+    }
+    for (i = 0; i < O_MAX * K_MAX; ++i) {
+        sh_ref[i] = sh_opt[i] = (uint8_t)th_rand(&seed);
+    }
+    tt_dense_weight_sgd_s8(w_ref, shr, dy, x8, x_scale, x_zp, k, out, w_in, ix, step, &u);
+    tt_dense_weight_sgd_s8_opt(w_opt, sho, dy, x8, x_scale, x_zp, k, out, w_in, ix, step, &u);
+    return memcmp(w_ref, w_opt, sizeof w_ref) != 0 || memcmp(sh_ref, sh_opt, sizeof sh_ref) != 0;
+}
+
 static int is_nan(uint32_t v) { return (v & 0x7FFFFFFFu) > 0x7F800000u; }
 
 static int row_case(int32_t pixels, int32_t c, int special)
@@ -121,6 +165,16 @@ int main(void)
                 th_puts(line);
             }
             failures += a + r;
+        }
+    }
+    for (t = 0; t < 400; ++t) {
+        const int32_t k = t < 40 ? 1 + t : pick(1, K_MAX), out = pick(1, O_MAX);
+        const int32_t mode = t % 4 == 3 ? modes[(t / 4) % 3] : TT_Q8_STOCHASTIC;
+        if (dense_case(k, out, mode, t % 5 == 0)) {
+            snprintf(line, sizeof line, "dense case %d: k %ld, out %ld, mode %ld differ\n", t,
+                     (long)k, (long)out, (long)mode);
+            th_puts(line);
+            ++failures;
         }
     }
     snprintf(line, sizeof line, "bias_opt: %d failures\n", failures);

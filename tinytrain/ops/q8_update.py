@@ -139,7 +139,8 @@ class DenseWeightSGDQ8(OpDef):
         out, w_in = cg.shape(node.inputs[2])
         w_in = a.get("packed_cin") or w_in
         k = size(cg.shape(node.inputs[1]))
-        return (f"tt_dense_weight_sgd_s8({cg.ptr(node.inputs[2])}, {_shadow(cg, node, 4)}, "
+        fn = cg.kernel("tt_dense_weight_sgd_s8")
+        return (f"{fn}({cg.ptr(node.inputs[2])}, {_shadow(cg, node, 4)}, "
                 f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {c_float(a['x_scale'])}, "
                 f"{a['x_zp']}, {k}, {out}, {w_in}, {_idx(cg, a)}, {floats(cg, a['step'])}, "
                 f"{_update(cg, node, 3)});")
