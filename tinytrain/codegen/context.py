@@ -14,8 +14,8 @@ C_TYPES = {"f32": "float", "s32": "int32_t", "s8": "int8_t", "u8": "uint8_t"}
 # Reference kernels with an optimised twin `<name>_opt` of the same signature (same results,
 # int8 bit for bit; see runtime_c/optimized/tt_kernels_opt.h) that holds for every geometry.
 OPTIMIZED_KERNELS = frozenset({
-    "tt_dense_s8", "tt_dense_weight_sgd_s8", "tt_q8_clamp_mask", "tt_mask_backward_f32", "tt_conv2d_s8_master",
-    "tt_dense_s8_master", "tt_cs_pw_input_add_s8_master",
+    "tt_dense_s8", "tt_dense_weight_sgd_s8", "tt_q8_clamp_mask", "tt_mask_backward_f32",
+    "tt_conv2d_s8_master", "tt_dense_s8_master", "tt_cs_pw_input_add_s8_master",
     "tt_cs_pw_input_s8", "tt_cs_pw_input_add_s8", "tt_cs_dw_input_s8", "tt_cs_pw_weight_sgd_s8",
     "tt_cs_pw_weight_sgd_s8_g", "tt_cs_pw_input_add_s8_g", "tt_cs_pw_input_s8_g",
     "tt_gather_channels_s8", "tt_scatter_channels_s8", "tt_gather_channels_f32",
