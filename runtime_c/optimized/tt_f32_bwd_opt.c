@@ -798,7 +798,8 @@ static void pw_wgrad_s8(float *acc, const float *dy, const int8_t *x, int32_t x_
     }
 }
 
-#define CS_JB 32 /* weight-row elements per gradient pass (accumulators on the stack) */
+#define CS_JB 32  /* weight-row elements per 4-row gradient pass (4 CS_JB sums on the stack) */
+#define CS_JB1 64 /* the same for one row: fewer passes, each with its calls and setup */
 
 /* row[j] = tt_sr_s8(row[j], acc[j] * x_scale * s, key, idx0 + j) for j < n: the same bits,
  * with the hash's first product stepped instead of multiplied, and on the FPU the uniform's
@@ -939,7 +940,7 @@ void tt_dense_weight_sgd_s8_opt(int8_t *w, uint8_t *shadow, const float *dy, con
                                 int32_t w_in, const int32_t *idx, const float *step,
                                 const tt_q8_update *u)
 {
-    float xs[CS_JB];
+    float xs[CS_JB1];
     uint32_t key;
     int32_t j0, j, o;
 
@@ -948,8 +949,8 @@ void tt_dense_weight_sgd_s8_opt(int8_t *w, uint8_t *shadow, const float *dy, con
         return;
     }
     key = tt_sr_key(u->salt, u->step);
-    for (j0 = 0; j0 < k; j0 += CS_JB) {
-        const int32_t nb = k - j0 < CS_JB ? k - j0 : CS_JB;
+    for (j0 = 0; j0 < k; j0 += CS_JB1) {
+        const int32_t nb = k - j0 < CS_JB1 ? k - j0 : CS_JB1;
         for (j = 0; j < nb; ++j) {
             xs[j] = (float)((int32_t)x[j0 + j] - x_zp) * x_scale;
         }
@@ -965,11 +966,11 @@ void tt_cs_pw_weight_sgd_s8_opt(int8_t *w, uint8_t *shadow, const float *dy, con
                                 const int32_t *idx, int32_t c, const float *step,
                                 const tt_q8_update *u)
 {
-    float acc[CS_JB];
+    float acc[CS_JB1];
     int32_t j0;
 
-    for (j0 = 0; j0 < k; j0 += CS_JB) {
-        const int32_t nb = k - j0 < CS_JB ? k - j0 : CS_JB;
+    for (j0 = 0; j0 < k; j0 += CS_JB1) {
+        const int32_t nb = k - j0 < CS_JB1 ? k - j0 : CS_JB1;
         pw_wgrad_s8(acc, dy, &x[j0], x_zp, n, k, nb);
         pw_update_s8(w, shadow, acc, x_scale, j0, nb, k, w_cin, idx, c, step, u);
     }
@@ -1179,11 +1180,11 @@ void tt_cs_pw_weight_sgd_s8f_opt(int8_t *w, uint8_t *shadow, const float *dy, co
                                  const int32_t *idx, int32_t c, const float *step,
                                  const tt_q8_update *u)
 {
-    float acc[CS_JB];
+    float acc[CS_JB1];
     int32_t j0;
 
-    for (j0 = 0; j0 < k; j0 += CS_JB) {
-        const int32_t nb = k - j0 < CS_JB ? k - j0 : CS_JB;
+    for (j0 = 0; j0 < k; j0 += CS_JB1) {
+        const int32_t nb = k - j0 < CS_JB1 ? k - j0 : CS_JB1;
         pw_wgrad_f32(acc, dy, &xf[j0], n, k, nb);
         pw_update_s8(w, shadow, acc, x_scale, j0, nb, k, w_cin, idx, c, step, u);
     }
@@ -1193,11 +1194,11 @@ void tt_cs_pw_weight_sgd_f32_opt(float *w, float *m, const float *dy, const floa
                                  int32_t k, int32_t w_cin, const int32_t *idx, int32_t c,
                                  float lr, float momentum, float wd)
 {
-    float acc[CS_JB];
+    float acc[CS_JB1];
     int32_t j0, j;
 
-    for (j0 = 0; j0 < k; j0 += CS_JB) {
-        const int32_t nb = k - j0 < CS_JB ? k - j0 : CS_JB;
+    for (j0 = 0; j0 < k; j0 += CS_JB1) {
+        const int32_t nb = k - j0 < CS_JB1 ? k - j0 : CS_JB1;
         pw_wgrad_f32(acc, dy, &x[j0], n, k, nb);
         for (j = 0; j < nb; ++j) {
             float *wp = &w[c * w_cin + tt_channel(idx, j0 + j)];

@@ -1375,62 +1375,101 @@ static void dw_pl_run_c(int32_t k, int32_t rw, int clamp, int8_t *o, const uint3
     dw_pl_run_c((kk), (rw_), (clamp), (o_), (q_), (end_), (cin_), (K_), (lo4_), (hi4_), &(st_))
 #endif
 
+/* (a & 0xFFFF) | (b << 16), and (b & 0xFFFF0000) | (a >> 16): PKHBT / PKHTB */
+TT_DW_INLINE uint32_t dw_pk_lo(uint32_t a, uint32_t b)
+{
+#if defined(TT_DW_DSP)
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+#else
+    return (a & 0xFFFFu) | (b << 16);
+#endif
+}
+
+TT_DW_INLINE uint32_t dw_pk_hi(uint32_t a, uint32_t b)
+{
+#if defined(TT_DW_DSP)
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(b), "r"(a));
+    return r;
+#else
+    return (b & 0xFFFF0000u) | (a >> 16);
+#endif
+}
+
+/* The group's constants from its pack (see dw_pl_consts_k): the scalars copied, and the
+ * doubled weights, stored per tap as channels (0, 2) | (1, 3) in 16-bit lanes, made into each
+ * channel's tap-pair words: two taps' words give a word of each of the 4 channels. K is a
+ * constant, so the loops unroll into fixed offsets (a row call runs this per 4 channels and
+ * output row: the index arithmetic of a generic loop cost more than the words). */
+TT_DW_INLINE void dw_pl_consts_pk(uint32_t *kc, const int32_t *pk, const int32_t k)
+{
+    const dw_consts *const pc = (const dw_consts *)(const void *)pk;
+    const uint32_t *a = (const uint32_t *)(const void *)(pk + DW_PACK_CONSTS);
+    const int32_t cw = DW_PL_KW(k) + 4, nk = k - 1, h = (k - 1) / 2;
+    int32_t j, r, t;
+
+#pragma GCC unroll 4
+    for (j = 0; j < 4; ++j) {
+        int32_t *const sc = (int32_t *)(void *)(kc + j * cw + DW_PL_KW(k));
+        sc[0] = pc->ini_b[j / 2].w[j % 2];
+        sc[1] = pc->mc[j].w[0];
+        sc[2] = pc->mc[j].w[1];
+        sc[3] = pc->e[j];
+    }
+#pragma GCC unroll 7
+    for (r = 0; r < k; ++r, a += 2) { /* a: tap (r, 0) */
+#pragma GCC unroll 6
+        for (t = 0; t + 1 < k; ++t, a += 2) {
+            /* taps (t, t + 1): word t / 2 of the row's first half when t is even, of its
+             * second half when odd */
+            uint32_t *const d = kc + r * nk + (t % 2 ? h + t / 2 : t / 2);
+            const uint32_t a02 = a[0], a13 = a[1], b02 = a[2], b13 = a[3];
+            d[0] = dw_pk_lo(a02, b02);
+            d[cw] = dw_pk_lo(a13, b13);
+            d[2 * cw] = dw_pk_hi(a02, b02);
+            d[3 * cw] = dw_pk_hi(a13, b13);
+        }
+    }
+}
+
 /* The group's constants at kc, per channel DW_PL_KW(K) + 4 words: its K weight rows, then
  * ini, m, c, sh; from the pack or derived. 0 when the fast requantisation refuses the group
  * (nothing else is then used). K is a constant in each caller (dw_pl_consts). */
 TT_DW_INLINE int dw_pl_consts_k(uint32_t *kc, int32_t c0, const dw_job *J, const int32_t k)
 {
     const int32_t nk = k - 1, h = (k - 1) / 2;
-    const int32_t *const pk =
-        J->pack != NULL ? J->pack + (c0 / 4) * dw_pack_group_words(J->g) : NULL;
-    const dw_consts *const pc = (const dw_consts *)(const void *)pk;
-    const uint32_t sum_bound = dw_sum_bound(J->g, J->q);
+    uint32_t sum_bound;
     int32_t j, r, t;
 
-    if (pk != NULL ? !pc->fast : !dw_fast_range(J->q)) {
+    if (J->pack != NULL) {
+        const int32_t *const pk = J->pack + (c0 / 4) * dw_pack_group_words(J->g);
+        if (!((const dw_consts *)(const void *)pk)->fast) {
+            return 0;
+        }
+        dw_pl_consts_pk(kc, pk, k);
+        return 1;
+    }
+    if (!dw_fast_range(J->q)) {
         return 0;
     }
-    for (j = 0; j < 4; ++j) {
+    sum_bound = dw_sum_bound(J->g, J->q);
+    for (j = 0; j < 4; ++j) { /* derived as dw_setup does, and the doubled weights from w */
         uint32_t *wr = kc + j * (DW_PL_KW(k) + 4);
         int32_t *const sc = (int32_t *)(void *)(wr + DW_PL_KW(k));
-        if (pk != NULL) {
-            sc[0] = pc->ini_b[j / 2].w[j % 2];
-            sc[1] = pc->mc[j].w[0];
-            sc[2] = pc->mc[j].w[1];
-            sc[3] = pc->e[j];
-        } else { /* derived as dw_setup does, and the doubled weights from w */
-            const int8_t *const wj = J->w + (c0 + j) * k * k;
-            if (!dw_fast_channel(&sc[1], &sc[2], &sc[3], c0 + j, sum_bound, J)) {
-                return 0;
-            }
-            sc[0] = J->b != NULL ? 2 * J->b[c0 + j] : 0;
-            for (r = 0; r < k; ++r, wr += nk) {
-                for (t = 0; t < h; ++t) {
-                    const uint32_t v0 = (uint32_t)(2 * wj[r * k + 2 * t]) & 0xFFFFu;
-                    const uint32_t v1 = (uint32_t)(2 * wj[r * k + 2 * t + 1]) & 0xFFFFu;
-                    const uint32_t v2 = (uint32_t)(2 * wj[r * k + 2 * t + 2]) & 0xFFFFu;
-                    wr[t] = v0 | (v1 << 16);     /* (w0, w1), (w2, w3), .. */
-                    wr[h + t] = v1 | (v2 << 16); /* (w1, w2), (w3, w4), .. */
-                }
-            }
+        const int8_t *const wj = J->w + (c0 + j) * k * k;
+        if (!dw_fast_channel(&sc[1], &sc[2], &sc[3], c0 + j, sum_bound, J)) {
+            return 0;
         }
-    }
-    if (pk != NULL) {
-        /* the pack's doubled weights, per tap channels (0, 2) | (1, 3) as 16-bit lanes: two
-         * taps' words make a word of each of the 4 channels (PKHBT / PKHTB) */
-        const uint32_t *const lanes = (const uint32_t *)(const void *)(pk + DW_PACK_CONSTS);
-        const int32_t cw = DW_PL_KW(k) + 4;
-        for (r = 0; r < k; ++r) {
-            for (t = 0; t + 1 < k; ++t) {
-                const uint32_t *const a = lanes + 2 * (r * k + t);
-                const uint32_t a02 = a[0], a13 = a[1], b02 = a[2], b13 = a[3];
-                /* taps (t, t + 1): word t / 2 of the row's first half when t is even, of its
-                 * second half when odd */
-                uint32_t *const d = kc + r * nk + (t % 2 ? h + t / 2 : t / 2);
-                d[0] = (a02 & 0xFFFFu) | (b02 << 16);
-                d[cw] = (a13 & 0xFFFFu) | (b13 << 16);
-                d[2 * cw] = (a02 >> 16) | (b02 & 0xFFFF0000u);
-                d[3 * cw] = (a13 >> 16) | (b13 & 0xFFFF0000u);
+        sc[0] = J->b != NULL ? 2 * J->b[c0 + j] : 0;
+        for (r = 0; r < k; ++r, wr += nk) {
+            for (t = 0; t < h; ++t) {
+                const uint32_t v0 = (uint32_t)(2 * wj[r * k + 2 * t]) & 0xFFFFu;
+                const uint32_t v1 = (uint32_t)(2 * wj[r * k + 2 * t + 1]) & 0xFFFFu;
+                const uint32_t v2 = (uint32_t)(2 * wj[r * k + 2 * t + 2]) & 0xFFFFu;
+                wr[t] = v0 | (v1 << 16);     /* (w0, w1), (w2, w3), .. */
+                wr[h + t] = v1 | (v2 << 16); /* (w1, w2), (w3, w4), .. */
             }
         }
     }
