@@ -20,7 +20,7 @@ from tests import ckernel
 PROGRAM = ckernel.HERE / "test_cs_opt.c"
 SOURCES = [ckernel.RUNTIME[f]
            for f in ("tt_channel_stream.c", "tt_q8_core.c", "tt_q8_master.c", "tt_f32_bwd_opt.c")]
-KERNELS = 19
+KERNELS = 20
 needs_host = pytest.mark.skipif(not ckernel.available("host"), reason="no host gcc")
 needs_twins = pytest.mark.skipif(not ckernel.available("m7"),
                                  reason="arm-none-eabi-gcc / qemu-system-arm missing")

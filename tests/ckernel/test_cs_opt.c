@@ -101,13 +101,13 @@ static void fill_bits(float *p, int32_t n, uint32_t bits) /* "not written" marke
 enum {
     K_PWI_S8, K_PWI_F32, K_ADD_S8, K_ADD_F32, K_PWW_S8, K_PWW_F32, K_DWI_S8, K_DWI_F32,
     K_DWW_S8, K_DWW_F32, K_MASK, K_CLAMP, K_CLIP, K_BIAS_S32, K_BIAS_F32, K_ADD_MASTER, K_PWW_S8_G,
-    K_ADD_S8_G, K_PWI_S8_G, K_N
+    K_ADD_S8_G, K_PWI_S8_G, K_PWW_S8F, K_N
 };
 static const char *const K_NAME[K_N] = {
     "pw_input_s8", "pw_input_f32", "pw_input_add_s8", "pw_input_add_f32", "pw_weight_sgd_s8",
     "pw_weight_sgd_f32", "dw_input_s8", "dw_input_f32", "dw_weight_sgd_s8", "dw_weight_sgd_f32",
     "mask", "q8_clamp", "clip_f32", "bias_sgd_s32", "bias_sgd_f32", "pw_input_add_s8_master",
-    "pw_weight_sgd_s8_g", "pw_input_add_s8_g", "pw_input_s8_g"};
+    "pw_weight_sgd_s8_g", "pw_input_add_s8_g", "pw_input_s8_g", "pw_weight_sgd_s8f"};
 static uint32_t g_hash[K_N];
 static uint32_t g_cases[K_N];
 static float g_worst_rel; /* pw_input_s8: largest |opt - ref| / sum|terms| seen */
@@ -376,6 +376,22 @@ static void t_pw_weight(int32_t n, int32_t k, int32_t w_cin, int32_t rows, int32
         hash(K_PWW_S8_G, g_w8b, wsize);
         ++g_cases[K_PWW_S8_G];
     }
+
+    /* the same rows from x converted to float once (tt_cs_x_float_s8, then
+     * tt_cs_pw_weight_sgd_s8f): the bits of the int8 path */
+    tt_cs_x_float_s8(g_x, g_x8, n * k, x_zp);
+    memcpy(g_w8b, g_w8, (size_t)wsize);
+    memcpy(g_shb, g_sha, (size_t)(rows * k));
+    tt_cs_pw_weight_sgd_s8f(g_w8, sha, g_dy, g_x, x_scale, n, k, w_cin, idx, c, g_step, &u);
+    tt_cs_pw_weight_sgd_s8f_opt(g_w8b, shb, g_dy, g_x, x_scale, n, k, w_cin, idx, c, g_step,
+                                &u);
+    same(K_PWW_S8F, g_w8, g_w8b, wsize, "w");
+    if (sha != NULL) {
+        same(K_PWW_S8F, g_sha, g_shb, rows * k, "shadow");
+        hash(K_PWW_S8F, g_shb, rows * k);
+    }
+    hash(K_PWW_S8F, g_w8b, wsize);
+    ++g_cases[K_PWW_S8F];
 
     /* fp32 (the weight is never packed: w_cin columns) */
     fill(g_x, n * k);
