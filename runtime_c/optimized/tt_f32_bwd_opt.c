@@ -996,6 +996,29 @@ void tt_cs_pw_weight_sgd_s8_opt(int8_t *w, uint8_t *shadow, const float *dy, con
     "vmla.f32 s20, s5, s0\n\tvmla.f32 s21, s5, s1\n\tvmla.f32 s22, s5, s2\n\tvmla.f32 s23, s5, s3\n\t" \
     "vmla.f32 s24, s6, s0\n\tvmla.f32 s25, s6, s1\n\tvmla.f32 s26, s6, s2\n\tvmla.f32 s27, s6, s3\n\t" \
     "vmla.f32 s28, s7, s0\n\tvmla.f32 s29, s7, s1\n\tvmla.f32 s30, s7, s2\n\tvmla.f32 s31, s7, s3\n\t"
+/* channel i's 4 sums s(A0..A3) += s(D) * x in s(X0..X3) */
+#define CS_G4_ROW(D, X0, X1, X2, X3, A0, A1, A2, A3)                                         \
+    "vmla.f32 s" #A0 ", s" #D ", s" #X0 "\n\tvmla.f32 s" #A1 ", s" #D ", s" #X1 "\n\t"           \
+    "vmla.f32 s" #A2 ", s" #D ", s" #X2 "\n\tvmla.f32 s" #A3 ", s" #D ", s" #X3 "\n\t"
+/* two pixels: both pixels' dy of each plane in one VLDM (s8-s15: plane i's in s(8 + 2i),
+ * s(9 + 2i)), x converted into s0-s3 and s4-s7, then the first pixel's 16 VMLA and the
+ * second's: 61 instructions per 32 MACs where two CS_G4_PIXEL take 68 */
+#define CS_G4_XCVT(V, S0, S1, S2, S3)                                                        \
+    "sxtab %[t0], %[nz], %[" V "]\n\tsxtab %[t1], %[nz], %[" V "], ror #8\n\t"                 \
+    "vmov s" #S0 ", s" #S1 ", %[t0], %[t1]\n\t"                                               \
+    "sxtab %[t0], %[nz], %[" V "], ror #16\n\tsxtab %[t1], %[nz], %[" V "], ror #24\n\t"       \
+    "vmov s" #S2 ", s" #S3 ", %[t0], %[t1]\n\t"
+#define CS_G4_PAIR                                                                          \
+    "ldr %[v], [%[xp]]\n\tldr %[u], [%[xp], %[k]]\n\tadd %[xp], %[xp], %[k], lsl #1\n\t"      \
+    "vldmia %[d0]!, {s8-s9}\n\tvldmia %[d1]!, {s10-s11}\n\t"                                 \
+    "vldmia %[d2]!, {s12-s13}\n\tvldmia %[d3]!, {s14-s15}\n\t"                               \
+    CS_G4_XCVT("v", 0, 1, 2, 3) CS_G4_XCVT("u", 4, 5, 6, 7)                                   \
+    "vcvt.f32.s32 s0, s0\n\tvcvt.f32.s32 s1, s1\n\tvcvt.f32.s32 s2, s2\n\tvcvt.f32.s32 s3, s3\n\t" \
+    "vcvt.f32.s32 s4, s4\n\tvcvt.f32.s32 s5, s5\n\tvcvt.f32.s32 s6, s6\n\tvcvt.f32.s32 s7, s7\n\t" \
+    CS_G4_ROW(8, 0, 1, 2, 3, 16, 17, 18, 19) CS_G4_ROW(10, 0, 1, 2, 3, 20, 21, 22, 23)        \
+    CS_G4_ROW(12, 0, 1, 2, 3, 24, 25, 26, 27) CS_G4_ROW(14, 0, 1, 2, 3, 28, 29, 30, 31)       \
+    CS_G4_ROW(9, 4, 5, 6, 7, 16, 17, 18, 19) CS_G4_ROW(11, 4, 5, 6, 7, 20, 21, 22, 23)        \
+    CS_G4_ROW(13, 4, 5, 6, 7, 24, 25, 26, 27) CS_G4_ROW(15, 4, 5, 6, 7, 28, 29, 30, 31)
 #endif
 
 static void pw_wgrad4_s8(float *acc, const float *dy, int32_t ds, const int8_t *x, int32_t x_zp,
@@ -1009,26 +1032,36 @@ static void pw_wgrad4_s8(float *acc, const float *dy, int32_t ds, const int8_t *
         const float *d0 = dy, *d1 = dy + ds, *d2 = dy + 2 * ds, *d3 = dy + 3 * ds;
         const int8_t *xp = &x[j];
         int32_t cnt = n;
-        uint32_t v, t0, t1;
-        /* the whole pixel loop in one block: its 16 accumulators never leave s16-s31 */
+        float *const ap = &acc[j];
+        uint32_t v, u, t0, t1;
+        /* the whole pixel loop in one block: its 16 accumulators never leave s16-s31; pixel
+         * pairs while two are left (cnt counts down from n - 2), then a last odd one */
         __asm__ volatile("movs %[t0], #0\n\t" /* +0.0f in every accumulator */
                          "vmov s16, s17, %[t0], %[t0]\n\tvmov s18, s19, %[t0], %[t0]\n\t"
                          "vmov s20, s21, %[t0], %[t0]\n\tvmov s22, s23, %[t0], %[t0]\n\t"
                          "vmov s24, s25, %[t0], %[t0]\n\tvmov s26, s27, %[t0], %[t0]\n\t"
-                         "vmov s28, s29, %[t0], %[t0]\n\tvmov s30, s31, %[t0], %[t0]\n"
-                         "1:\n\t" CS_G4_PIXEL
-                         "subs %[cnt], %[cnt], #1\n\t"
-                         "bne 1b\n\t"
-                         "vstmia %[a], {s16-s19}\n\t"
-                         "add %[t0], %[a], %[r1]\n\tvstmia %[t0], {s20-s23}\n\t"
-                         "add %[t0], %[a], %[r2]\n\tvstmia %[t0], {s24-s27}\n\t"
-                         "add %[t0], %[a], %[r3]\n\tvstmia %[t0], {s28-s31}"
-                         : [v] "=&r"(v), [t0] "=&r"(t0), [t1] "=&r"(t1), [xp] "+r"(xp),
-                           [d0] "+r"(d0), [d1] "+r"(d1), [d2] "+r"(d2), [d3] "+r"(d3),
-                           [cnt] "+r"(cnt)
-                         : [k] "r"(k), [nz] "r"(nz), [a] "r"(&acc[j]),
+                         "vmov s28, s29, %[t0], %[t0]\n\tvmov s30, s31, %[t0], %[t0]\n\t"
+                         "subs %[cnt], %[cnt], #2\n\t"
+                         "blt 2f\n"
+                         "1:\n\t" CS_G4_PAIR
+                         "subs %[cnt], %[cnt], #2\n\t"
+                         "bge 1b\n"
+                         "2:\n\t"
+                         "cmn %[cnt], #1\n\t" /* n odd: one pixel left */
+                         "bne 3f\n\t" CS_G4_PIXEL
+                         "3:\n\t"
+                         "ldr %[t1], %[a]\n\t" /* (from memory: 13 registers at -O1) */
+                         "vstmia %[t1], {s16-s19}\n\t"
+                         "add %[t0], %[t1], %[r1]\n\tvstmia %[t0], {s20-s23}\n\t"
+                         "add %[t0], %[t1], %[r2]\n\tvstmia %[t0], {s24-s27}\n\t"
+                         "add %[t0], %[t1], %[r3]\n\tvstmia %[t0], {s28-s31}"
+                         : [v] "=&r"(v), [u] "=&r"(u), [t0] "=&r"(t0), [t1] "=&r"(t1),
+                           [xp] "+r"(xp), [d0] "+r"(d0), [d1] "+r"(d1), [d2] "+r"(d2),
+                           [d3] "+r"(d3), [cnt] "+r"(cnt)
+                         : [k] "r"(k), [nz] "r"(nz), [a] "m"(ap),
                            [r1] "I"(4 * CS_JB), [r2] "I"(8 * CS_JB), [r3] "I"(12 * CS_JB)
-                         : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s16", "s17", "s18",
+                         : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10",
+                           "s11", "s12", "s13", "s14", "s15", "s16", "s17", "s18",
                            "s19", "s20", "s21", "s22", "s23", "s24", "s25", "s26", "s27", "s28",
                            "s29", "s30", "s31", "cc", "memory");
     }
