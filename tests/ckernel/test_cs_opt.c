@@ -317,6 +317,19 @@ static void random_update(tt_q8_update *u, int packed)
     u->lr_scale = (rnd() & 1u) ? 1.0f : 0.25f + 2.0f * absf(frand());
 }
 
+/* an int8 update's weights g_w8b (and shadows g_shb) against the reference's g_w8 (g_sha):
+ * the same bits, hashed */
+static void same_update(int kern, int32_t wsize, int32_t ssize, int shadow)
+{
+    same(kern, g_w8, g_w8b, wsize, "w");
+    if (shadow) {
+        same(kern, g_sha, g_shb, ssize, "shadow");
+        hash(kern, g_shb, ssize);
+    }
+    hash(kern, g_w8b, wsize);
+    ++g_cases[kern];
+}
+
 static void t_pw_weight(int32_t n, int32_t k, int32_t w_cin, int32_t rows, int32_t c,
                         int use_idx, int packed)
 {
@@ -350,13 +363,7 @@ static void t_pw_weight(int32_t n, int32_t k, int32_t w_cin, int32_t rows, int32
                            &u);
     tt_cs_pw_weight_sgd_s8_opt(g_w8b, shb, g_dy, g_x8, x_scale, x_zp, n, k, w_cin, idx, c,
                                g_step, &u);
-    same(K_PWW_S8, g_w8, g_w8b, wsize, "w");
-    if (sha != NULL) {
-        same(K_PWW_S8, g_sha, g_shb, rows * k, "shadow");
-        hash(K_PWW_S8, g_shb, rows * k);
-    }
-    hash(K_PWW_S8, g_w8b, wsize);
-    ++g_cases[K_PWW_S8];
+    same_update(K_PWW_S8, wsize, rows * k, sha != NULL);
 
     /* a group of rows from kept planes ds apart (tt_cs_pw_weight_sgd_s8_g) */
     {
@@ -368,13 +375,7 @@ static void t_pw_weight(int32_t n, int32_t k, int32_t w_cin, int32_t rows, int32
                                  cnt, g_step, &u);
         tt_cs_pw_weight_sgd_s8_g_opt(g_w8b, shb, g_dy, ds, g_x8, x_scale, x_zp, n, k, w_cin, idx,
                                      c0, cnt, g_step, &u);
-        same(K_PWW_S8_G, g_w8, g_w8b, wsize, "w");
-        if (sha != NULL) {
-            same(K_PWW_S8_G, g_sha, g_shb, rows * k, "shadow");
-            hash(K_PWW_S8_G, g_shb, rows * k);
-        }
-        hash(K_PWW_S8_G, g_w8b, wsize);
-        ++g_cases[K_PWW_S8_G];
+        same_update(K_PWW_S8_G, wsize, rows * k, sha != NULL);
     }
 
     /* the same rows from x converted to float once (tt_cs_x_float_s8, then
@@ -385,13 +386,7 @@ static void t_pw_weight(int32_t n, int32_t k, int32_t w_cin, int32_t rows, int32
     tt_cs_pw_weight_sgd_s8f(g_w8, sha, g_dy, g_x, x_scale, n, k, w_cin, idx, c, g_step, &u);
     tt_cs_pw_weight_sgd_s8f_opt(g_w8b, shb, g_dy, g_x, x_scale, n, k, w_cin, idx, c, g_step,
                                 &u);
-    same(K_PWW_S8F, g_w8, g_w8b, wsize, "w");
-    if (sha != NULL) {
-        same(K_PWW_S8F, g_sha, g_shb, rows * k, "shadow");
-        hash(K_PWW_S8F, g_shb, rows * k);
-    }
-    hash(K_PWW_S8F, g_w8b, wsize);
-    ++g_cases[K_PWW_S8F];
+    same_update(K_PWW_S8F, wsize, rows * k, sha != NULL);
 
     /* fp32 (the weight is never packed: w_cin columns) */
     fill(g_x, n * k);
