@@ -862,12 +862,15 @@ static void cs_sr_row(int8_t *row, const float *acc, float x_scale, float s, uin
                          : CS_SR_PAIR_CLOBBER);
 #else
         uint32_t fn, fm;
-        __asm__ volatile("vmrs %0, fpscr" : "=r"(fn));
-        fm = (fn & ~(3u << 22)) | (2u << 22); /* RMode = RM: toward minus infinity */
-        __asm__ volatile(CS_SR_PAIR_BODY("vmsr fpscr, %[fm]\n\tvcvtr.s32.f32 s14, s14\n\t"
+        /* FPSCR read, its RMode set to RM (toward minus infinity) in a copy, and restored,
+         * all inside the block: flags the compiler left in FPSCR come back as they were */
+        __asm__ volatile("vmrs %[fn], fpscr\n\t"
+                         "bic %[fm], %[fn], #0xC00000\n\t"
+                         "orr %[fm], %[fm], #0x800000\n"
+                         CS_SR_PAIR_BODY("vmsr fpscr, %[fm]\n\tvcvtr.s32.f32 s14, s14\n\t"
                                          "vcvtr.s32.f32 s15, s15\n\tvmsr fpscr, %[fn]\n\t")
-                         : CS_SR_PAIR_OUT
-                         : CS_SR_PAIR_IN, [fm] "r"(fm), [fn] "r"(fn)
+                         : CS_SR_PAIR_OUT, [fn] "=&r"(fn), [fm] "=&r"(fm)
+                         : CS_SR_PAIR_IN
                          : CS_SR_PAIR_CLOBBER);
 #endif
         j = n & ~1;
@@ -1116,7 +1119,7 @@ void tt_cs_pw_weight_sgd_s8_g_opt(int8_t *w, uint8_t *shadow, const float *dy, i
 #define CS_WG_MLA4(D)                                                                       \
     "vmla.f32 s16, s" D ", s0\n\tvmla.f32 s17, s" D ", s1\n\t"                               \
     "vmla.f32 s18, s" D ", s2\n\tvmla.f32 s19, s" D ", s3\n\t"
-/* one pixel's W columns with dy in s(D); xa steps to the next pixel */
+/* one pixel's W columns with dy in s(D); x steps to the next pixel's */
 #define CS_WG_PIX16(D)                                                                      \
     "vldmia %[x]!, {s0-s7}\n\t" CS_WG_MLA8(D, 16, 17, 18, 19, 20, 21, 22, 23)                \
     "vldmia %[x], {s0-s7}\n\t" CS_WG_MLA8(D, 24, 25, 26, 27, 28, 29, 30, 31)                 \
