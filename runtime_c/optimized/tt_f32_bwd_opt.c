@@ -149,25 +149,14 @@ CS_INLINE void cs_axpy8(float *o, float d, cs_w8 w)
 #endif
 }
 
-/* a[i] += d * x[i], i < 8 (a: 8 accumulators kept in registers by the caller) */
+/* a[i] += d * x[i], i < 8: the portable path of pw_wgrad_f32 (on the FPU its assembly
+ * blocks keep the sums in registers) */
 CS_INLINE void cs_acc8(cs_w8 *a, float d, const float *x)
 {
-#if CS_VFP
-    __asm__("vldmia %[x], {s0-s7}\n\t"
-            "vmla.f32 %[a0], %[d], s0\n\tvmla.f32 %[a1], %[d], s1\n\t"
-            "vmla.f32 %[a2], %[d], s2\n\tvmla.f32 %[a3], %[d], s3\n\t"
-            "vmla.f32 %[a4], %[d], s4\n\tvmla.f32 %[a5], %[d], s5\n\t"
-            "vmla.f32 %[a6], %[d], s6\n\tvmla.f32 %[a7], %[d], s7"
-            : [a0] "+t"(a->v[0]), [a1] "+t"(a->v[1]), [a2] "+t"(a->v[2]), [a3] "+t"(a->v[3]),
-              [a4] "+t"(a->v[4]), [a5] "+t"(a->v[5]), [a6] "+t"(a->v[6]), [a7] "+t"(a->v[7])
-            : [x] "r"(x), "m"(*(const float(*)[8])x), [d] "t"(d)
-            : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7");
-#else
     int32_t i;
     for (i = 0; i < 8; ++i) {
         a->v[i] = a->v[i] + d * x[i];
     }
-#endif
 }
 
 /* a[i] += d * (float)(x[i] - zp), i < 4 (nz = -zp; the difference is exact in int32) */
@@ -986,31 +975,28 @@ void tt_cs_pw_weight_sgd_s8_opt(int8_t *w, uint8_t *shadow, const float *dy, con
  * that build runs the portable loop, with the same sums. */
 #if CS_VFP && defined(__OPTIMIZE__)
 #define CS_G4_ASM 1
-/* one pixel: 4 dy (s4-s7, each plane's pointer stepped), 4 x converted (s0-s3), 16 VMLA into
- * s16-s31 (channel i, column j in s(16 + 4i + j)) */
-#define CS_G4_PIXEL                                                                           \
-    "ldr %[v], [%[xp]]\n\tadd %[xp], %[xp], %[k]\n\t"                                         \
-    "vldmia %[d0]!, {s4}\n\tvldmia %[d1]!, {s5}\n\tvldmia %[d2]!, {s6}\n\tvldmia %[d3]!, {s7}\n\t" \
-    "sxtab %[t0], %[nz], %[v]\n\tsxtab %[t1], %[nz], %[v], ror #8\n\tvmov s0, s1, %[t0], %[t1]\n\t" \
-    "sxtab %[t0], %[nz], %[v], ror #16\n\tsxtab %[t1], %[nz], %[v], ror #24\n\t"              \
-    "vmov s2, s3, %[t0], %[t1]\n\t"                                                           \
-    "vcvt.f32.s32 s0, s0\n\tvcvt.f32.s32 s1, s1\n\tvcvt.f32.s32 s2, s2\n\tvcvt.f32.s32 s3, s3\n\t" \
-    "vmla.f32 s16, s4, s0\n\tvmla.f32 s17, s4, s1\n\tvmla.f32 s18, s4, s2\n\tvmla.f32 s19, s4, s3\n\t" \
-    "vmla.f32 s20, s5, s0\n\tvmla.f32 s21, s5, s1\n\tvmla.f32 s22, s5, s2\n\tvmla.f32 s23, s5, s3\n\t" \
-    "vmla.f32 s24, s6, s0\n\tvmla.f32 s25, s6, s1\n\tvmla.f32 s26, s6, s2\n\tvmla.f32 s27, s6, s3\n\t" \
-    "vmla.f32 s28, s7, s0\n\tvmla.f32 s29, s7, s1\n\tvmla.f32 s30, s7, s2\n\tvmla.f32 s31, s7, s3\n\t"
 /* channel i's 4 sums s(A0..A3) += s(D) * x in s(X0..X3) */
 #define CS_G4_ROW(D, X0, X1, X2, X3, A0, A1, A2, A3)                                         \
     "vmla.f32 s" #A0 ", s" #D ", s" #X0 "\n\tvmla.f32 s" #A1 ", s" #D ", s" #X1 "\n\t"           \
     "vmla.f32 s" #A2 ", s" #D ", s" #X2 "\n\tvmla.f32 s" #A3 ", s" #D ", s" #X3 "\n\t"
-/* two pixels: both pixels' dy of each plane in one VLDM (s8-s15: plane i's in s(8 + 2i),
- * s(9 + 2i)), x converted into s0-s3 and s4-s7, then the first pixel's 16 VMLA and the
- * second's: 61 instructions per 32 MACs where two CS_G4_PIXEL take 68 */
+/* the 4 bytes of word V, each + nz, into s(S0..S3) (not yet converted to float) */
 #define CS_G4_XCVT(V, S0, S1, S2, S3)                                                        \
     "sxtab %[t0], %[nz], %[" V "]\n\tsxtab %[t1], %[nz], %[" V "], ror #8\n\t"                 \
     "vmov s" #S0 ", s" #S1 ", %[t0], %[t1]\n\t"                                               \
     "sxtab %[t0], %[nz], %[" V "], ror #16\n\tsxtab %[t1], %[nz], %[" V "], ror #24\n\t"       \
     "vmov s" #S2 ", s" #S3 ", %[t0], %[t1]\n\t"
+/* one pixel: 4 dy (s4-s7, each plane's pointer stepped), 4 x converted (s0-s3), 16 VMLA into
+ * s16-s31 (channel i, column j in s(16 + 4i + j)) */
+#define CS_G4_PIXEL                                                                         \
+    "ldr %[v], [%[xp]]\n\tadd %[xp], %[xp], %[k]\n\t"                                       \
+    "vldmia %[d0]!, {s4}\n\tvldmia %[d1]!, {s5}\n\tvldmia %[d2]!, {s6}\n\tvldmia %[d3]!, {s7}\n\t" \
+    CS_G4_XCVT("v", 0, 1, 2, 3)                                                             \
+    "vcvt.f32.s32 s0, s0\n\tvcvt.f32.s32 s1, s1\n\tvcvt.f32.s32 s2, s2\n\tvcvt.f32.s32 s3, s3\n\t" \
+    CS_G4_ROW(4, 0, 1, 2, 3, 16, 17, 18, 19) CS_G4_ROW(5, 0, 1, 2, 3, 20, 21, 22, 23)         \
+    CS_G4_ROW(6, 0, 1, 2, 3, 24, 25, 26, 27) CS_G4_ROW(7, 0, 1, 2, 3, 28, 29, 30, 31)
+/* two pixels: both pixels' dy of each plane in one VLDM (s8-s15: plane i's in s(8 + 2i),
+ * s(9 + 2i)), x converted into s0-s3 and s4-s7, then the first pixel's 16 VMLA and the
+ * second's: 61 instructions per 32 MACs where two CS_G4_PIXEL take 68 */
 #define CS_G4_PAIR                                                                          \
     "ldr %[v], [%[xp]]\n\tldr %[u], [%[xp], %[k]]\n\tadd %[xp], %[xp], %[k], lsl #1\n\t"      \
     "vldmia %[d0]!, {s8-s9}\n\tvldmia %[d1]!, {s10-s11}\n\t"                                 \

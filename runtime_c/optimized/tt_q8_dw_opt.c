@@ -982,14 +982,37 @@ TT_DW_INLINE void dw_ext4(uint32_t v, int32_t off2, uint32_t *e02, uint32_t *e13
 #endif
 }
 
+/* (a & 0xFFFF) | (b << 16), and (b & 0xFFFF0000) | (a >> 16): PKHBT / PKHTB */
+TT_DW_INLINE uint32_t dw_pk_lo(uint32_t a, uint32_t b)
+{
+#if defined(TT_DW_DSP)
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+#else
+    return (a & 0xFFFFu) | (b << 16);
+#endif
+}
+
+TT_DW_INLINE uint32_t dw_pk_hi(uint32_t a, uint32_t b)
+{
+#if defined(TT_DW_DSP)
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(b), "r"(a));
+    return r;
+#else
+    return (b & 0xFFFF0000u) | (a >> 16);
+#endif
+}
+
 /* word i of the 4 channels' ring rows (at d, ch words apart) from the extended columns a
  * (2i) and b (2i + 1) */
 #define DW_PL_PUT(d, ch, i, a02, a13, b02, b13)                                            \
     do {                                                                                   \
-        (d)[(i)] = ((a02) & 0xFFFFu) | ((b02) << 16);                                      \
-        (d)[2 * (ch) + (i)] = ((a02) >> 16) | ((b02) & 0xFFFF0000u);                       \
-        (d)[(ch) + (i)] = ((a13) & 0xFFFFu) | ((b13) << 16);                               \
-        (d)[3 * (ch) + (i)] = ((a13) >> 16) | ((b13) & 0xFFFF0000u);                       \
+        (d)[(i)] = dw_pk_lo((a02), (b02));                                                 \
+        (d)[2 * (ch) + (i)] = dw_pk_hi((a02), (b02));                                      \
+        (d)[(ch) + (i)] = dw_pk_lo((a13), (b13));                                          \
+        (d)[3 * (ch) + (i)] = dw_pk_hi((a13), (b13));                                      \
     } while (0)
 
 /* A block's ring row layout: word i holds input columns ix0 + 2i, ix0 + 2i + 1; words i0 ..
@@ -1374,29 +1397,6 @@ static void dw_pl_run_c(int32_t k, int32_t rw, int clamp, int8_t *o, const uint3
 #define DW_PL_RUN(kk, rw_, clamp, o_, q_, end_, cin_, K_, lo4_, hi4_, st_)                 \
     dw_pl_run_c((kk), (rw_), (clamp), (o_), (q_), (end_), (cin_), (K_), (lo4_), (hi4_), &(st_))
 #endif
-
-/* (a & 0xFFFF) | (b << 16), and (b & 0xFFFF0000) | (a >> 16): PKHBT / PKHTB */
-TT_DW_INLINE uint32_t dw_pk_lo(uint32_t a, uint32_t b)
-{
-#if defined(TT_DW_DSP)
-    uint32_t r;
-    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-#else
-    return (a & 0xFFFFu) | (b << 16);
-#endif
-}
-
-TT_DW_INLINE uint32_t dw_pk_hi(uint32_t a, uint32_t b)
-{
-#if defined(TT_DW_DSP)
-    uint32_t r;
-    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(b), "r"(a));
-    return r;
-#else
-    return (b & 0xFFFF0000u) | (a >> 16);
-#endif
-}
 
 /* The group's constants from its pack (see dw_pl_consts_k): the scalars copied, and the
  * doubled weights, stored per tap as channels (0, 2) | (1, 3) in 16-bit lanes, made into each
