@@ -149,6 +149,44 @@ CS_INLINE void cs_axpy8(float *o, float d, cs_w8 w)
 #endif
 }
 
+/* o[i] += d * w[i], i < R (1..7, a constant once inlined): the last columns of a sink row,
+ * one VLDM / VSTM of the R outputs */
+#if CS_VFP
+#define CS_AX(i) "vmla.f32 s" #i ", %[d], %[w" #i "]\n\t"
+#define CS_AXPYN(R, REGS, MLAS)                                                               \
+    case R:                                                                                   \
+        __asm__("vldmia %[o], {" REGS "}\n\t" MLAS "vstmia %[o], {" REGS "}"                 \
+                : "+m"(*(float(*)[R])o)                                                       \
+                : [o] "r"(o), [d] "t"(d), CS_W8IN(w)                                          \
+                : "s0", "s1", "s2", "s3", "s4", "s5", "s6");                                  \
+        break;
+#endif
+CS_INLINE void cs_axpyn(float *o, float d, cs_w8 w, const int R)
+{
+#if CS_VFP
+    switch (R) {
+        CS_AXPYN(1, "s0", CS_AX(0))
+        CS_AXPYN(2, "s0-s1", CS_AX(0) CS_AX(1))
+        CS_AXPYN(3, "s0-s2", CS_AX(0) CS_AX(1) CS_AX(2))
+        CS_AXPYN(4, "s0-s3", CS_AX(0) CS_AX(1) CS_AX(2) CS_AX(3))
+        CS_AXPYN(5, "s0-s4", CS_AX(0) CS_AX(1) CS_AX(2) CS_AX(3) CS_AX(4))
+        CS_AXPYN(6, "s0-s5", CS_AX(0) CS_AX(1) CS_AX(2) CS_AX(3) CS_AX(4) CS_AX(5))
+        CS_AXPYN(7, "s0-s6", CS_AX(0) CS_AX(1) CS_AX(2) CS_AX(3) CS_AX(4) CS_AX(5) CS_AX(6))
+    default:
+        break;
+    }
+#else
+    int32_t i;
+    for (i = 0; i < R; ++i) {
+        o[i] = o[i] + d * w.v[i];
+    }
+#endif
+}
+#if CS_VFP
+#undef CS_AXPYN
+#undef CS_AX
+#endif
+
 /* a[i] += d * x[i], i < 8: the portable path of pw_wgrad_f32 (on the FPU its assembly
  * blocks keep the sums in registers) */
 CS_INLINE void cs_acc8(cs_w8 *a, float d, const float *x)
@@ -544,13 +582,24 @@ CS_INLINE float sink_d(const float *dy, int32_t p, float sc, int scaled)
     return scaled ? dy[p] * sc : dy[p];
 }
 
+/* o[p * dx_c + i] += d(p) * w[i], i < R (1..7) */
+CS_INLINE void sink_cols(float *o, const float *dy, cs_w8 w, float sc, int scaled, int32_t n,
+                         int32_t dx_c, const int R)
+{
+    int32_t p;
+
+    for (p = 0; p < n; ++p) {
+        cs_axpyn(&o[p * dx_c], sink_d(dy, p, sc, scaled), w, R);
+    }
+}
+
 CS_INLINE void pw_sink(float *dx, const float *dy, const float *wf, const int8_t *wq, float sc,
                        int scaled, int32_t n, int32_t dx_c, const int32_t *idx, int32_t k)
 {
     int32_t j = 0, p;
 
     if (idx == NULL) {
-        /* 16 (then 8) contiguous outputs per pixel, weights in registers */
+        /* 16, 8, then the last 1..7 contiguous outputs per pixel, weights in registers */
         for (; j + 16 <= k; j += 16) {
             const cs_w8 w0 = wq != NULL ? cs_load8_s8(&wq[j]) : cs_load8(&wf[j]);
             const cs_w8 w1 = wq != NULL ? cs_load8_s8(&wq[j + 8]) : cs_load8(&wf[j + 8]);
@@ -565,6 +614,22 @@ CS_INLINE void pw_sink(float *dx, const float *dy, const float *wf, const int8_t
             for (p = 0; p < n; ++p) {
                 cs_axpy8(&dx[p * dx_c + j], sink_d(dy, p, sc, scaled), w0);
             }
+        }
+        if (j < k) { /* the last 1..7 columns: d once per pixel, their weights in registers */
+            cs_w8 wt = {{0.0f}};
+            for (p = 0; p < k - j; ++p) {
+                wt.v[p] = wq != NULL ? (float)wq[j + p] : wf[j + p];
+            }
+            switch (k - j) {
+            case 1: sink_cols(&dx[j], dy, wt, sc, scaled, n, dx_c, 1); break;
+            case 2: sink_cols(&dx[j], dy, wt, sc, scaled, n, dx_c, 2); break;
+            case 3: sink_cols(&dx[j], dy, wt, sc, scaled, n, dx_c, 3); break;
+            case 4: sink_cols(&dx[j], dy, wt, sc, scaled, n, dx_c, 4); break;
+            case 5: sink_cols(&dx[j], dy, wt, sc, scaled, n, dx_c, 5); break;
+            case 6: sink_cols(&dx[j], dy, wt, sc, scaled, n, dx_c, 6); break;
+            default: sink_cols(&dx[j], dy, wt, sc, scaled, n, dx_c, 7); break;
+            }
+            return;
         }
     } else {
         /* scattered outputs: 4 channels per pass, their offsets in registers */
@@ -1093,7 +1158,7 @@ void tt_cs_pw_weight_sgd_s8_g_opt(int8_t *w, uint8_t *shadow, const float *dy, i
 }
 
 #if CS_VFP
-/* acc[j] = sum over p < n of dy[p] * x[p * k + j], j < W (W = 16, 8 or 4), p ascending, from
+/* acc[j] = sum over p < n of dy[p] * x[p * k + j], j < W (16, 8, 4, 3, 2, 1), p ascending, from
  * +0 as the reference: the W sums stay in s16.. for the whole pixel loop, two pixels per
  * iteration (one VLDM of their dy), 8 x per VLDM; the zeros come in and the sums go out by one
  * VLDM / VSTM. 41 instructions per 32 MACs at W = 16, against 22 per 16 a pixel at a time. */
@@ -1114,6 +1179,13 @@ void tt_cs_pw_weight_sgd_s8_g_opt(int8_t *w, uint8_t *shadow, const float *dy, i
     "vldmia %[x], {s0-s7}\n\t" CS_WG_MLA8(D, 16, 17, 18, 19, 20, 21, 22, 23)                 \
     "add %[x], %[x], %[st]\n\t"
 #define CS_WG_PIX4(D) "vldmia %[x], {s0-s3}\n\t" CS_WG_MLA4(D) "add %[x], %[x], %[st]\n\t"
+#define CS_WG_PIX3(D)                                                                       \
+    "vldmia %[x], {s0-s2}\n\tvmla.f32 s16, s" D ", s0\n\tvmla.f32 s17, s" D ", s1\n\t"        \
+    "vmla.f32 s18, s" D ", s2\n\tadd %[x], %[x], %[st]\n\t"
+#define CS_WG_PIX2(D)                                                                       \
+    "vldmia %[x], {s0-s1}\n\tvmla.f32 s16, s" D ", s0\n\tvmla.f32 s17, s" D ", s1\n\t"        \
+    "add %[x], %[x], %[st]\n\t"
+#define CS_WG_PIX1(D) "vldmia %[x], {s0}\n\tvmla.f32 s16, s" D ", s0\n\tadd %[x], %[x], %[st]\n\t"
 #define CS_WG_LOOP(W, PIX, REGS)                                                            \
     static void cs_wgrad##W(float *acc, const float *dy, const float *x, int32_t n,         \
                             int32_t k)                                                      \
@@ -1144,6 +1216,9 @@ static const float cs_zero16[16] = {0.0f}; /* VLDM */
 CS_WG_LOOP(16, CS_WG_PIX16, "s16-s31")
 CS_WG_LOOP(8, CS_WG_PIX8, "s16-s23")
 CS_WG_LOOP(4, CS_WG_PIX4, "s16-s19")
+CS_WG_LOOP(3, CS_WG_PIX3, "s16-s18")
+CS_WG_LOOP(2, CS_WG_PIX2, "s16-s17")
+CS_WG_LOOP(1, CS_WG_PIX1, "s16")
 #endif
 
 static void pw_wgrad_f32(float *acc, const float *dy, const float *x, int32_t n, int32_t k,
@@ -1162,6 +1237,19 @@ static void pw_wgrad_f32(float *acc, const float *dy, const float *x, int32_t n,
     if (j + 4 <= nb) {
         cs_wgrad4(&acc[j], dy, &x[j], n, k);
         j += 4;
+    }
+    switch (nb - j) { /* the last 1..3 columns */
+    case 3:
+        cs_wgrad3(&acc[j], dy, &x[j], n, k);
+        return;
+    case 2:
+        cs_wgrad2(&acc[j], dy, &x[j], n, k);
+        return;
+    case 1:
+        cs_wgrad1(&acc[j], dy, &x[j], n, k);
+        return;
+    default:
+        break;
     }
 #else
     for (; j + 8 <= nb; j += 8) {
