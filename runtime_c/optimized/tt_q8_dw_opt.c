@@ -960,13 +960,15 @@ typedef char dw_pl_fits[DW_PL_WORDS(3) <= DW_STRIP_WORDS && DW_PL_WORDS(5) <= DW
                             : -1];
 
 /* Where the window beats the 4-channel kernels (measured, TT_DW_BENCH in test_dw_opt.c):
- * whole tensors from 8 columns; row calls, which fill the K input rows under their output
- * row every time, from 16 and not at 7x7 (the strips do those rows better). */
+ * whole tensors from 8 columns, 3x3 from 4 (4x4: 4.90 -> 4.55 instructions per MAC; 5x5 and
+ * 7x7 there skip most taps as padding on the clipped path); row calls, which fill the K
+ * input rows under their output row every time, from 16 and not at 7x7 (the strips do those
+ * rows better). */
 static int dw_plane_ok(const tt_conv_geom *g, int whole)
 {
     const int32_t k = g->kh;
     return g->kw == k && (k == 3 || k == 5 || k == 7) && g->sh == 1 && g->sw == 1 &&
-           (whole ? g->ow >= 8 : k < 7 && g->ow >= 16);
+           (whole ? g->ow >= 8 || (k == 3 && g->ow >= 4) : k < 7 && g->ow >= 16);
 }
 
 /* (x + off) of channels (0, 2) and (1, 3) of the 4 bytes v, as 16-bit lanes */
@@ -1551,9 +1553,13 @@ TT_DW_NOINLINE int dw_plane_group(const dw_job *J, int32_t c0, uint32_t *buf)
         const dw_pl_cols L = dw_pl_layout(g, ob0, nw);
         int32_t base = J->oy0 - g->pt; /* the input row in slot 0 */
         int32_t last = base - 1;       /* the last input row filled */
+        const int32_t rows = J->oy1 - J->oy0 + k - 1; /* input rows the window sees */
         if (L.i0 - L.left > 0 || L.i1 + L.right < nw) {
-            const int32_t rows = J->oy1 - J->oy0 + k - 1; /* input rows the window sees */
             dw_pl_zero_pad(buf, k, rw, rows < ns ? rows : ns, &L, nw);
+        }
+        if (rows <= ns) { /* all of them at once (a small map, a row call): one fill call */
+            dw_pl_fill(buf, k, rw, base, base + rows, base, &L, nw, J, c0, off2);
+            last = base + rows - 1;
         }
         for (oy = J->oy0; oy < J->oy1; ++oy) {
             const int32_t top = oy - g->pt;

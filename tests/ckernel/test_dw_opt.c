@@ -414,6 +414,18 @@ static void run_tests(void)
         }
         test_dw(&g, i % 3, rnd(0, 3) != 0, id++);
     }
+    for (i = 0; i < 48; ++i) { /* small whole maps through the window: 3x3 stride 1 from 4
+                                * output columns (4..9 wide, 1..9 tall, pads 0..2, a few
+                                * tall enough to move rows down the window) */
+        const int32_t pl = rnd(0, 2), pr = rnd(0, 2), pt = rnd(0, 2), pb = rnd(0, 2);
+        const int32_t ow = 4 + i % 6, h = i % 8 == 7 ? rnd(18, 30) : rnd(1, 9);
+        const tt_conv_geom g = geom(h, ow + 2 - pl - pr, 4 * rnd(1, 3) + rnd(0, 3), 3, 3, 1,
+                                    1, pt, pl, pb, pr);
+        if (g.oh < 1 || g.w < 1) {
+            continue;
+        }
+        test_dw(&g, i % 3, rnd(0, 3) != 0, id++);
+    }
     {   /* the largest kernels the optimised path takes (7x7, 8 rows of 6), and past them */
         const tt_conv_geom g0 = geom(11, 9, 12, 7, 7, 1, 2, 3, 2, 4, 3);
         const tt_conv_geom g1 = geom(10, 10, 8, 8, 6, 1, 1, 3, 4, 4, 3);
