@@ -1522,11 +1522,41 @@ static void dw_pl_slide(uint32_t *buf, int32_t k, int32_t rw, int32_t from, int3
     }
 }
 
-/* Output rows oy0..oy1 of channels c0..c0+3 through the window (dw_plane_ok), buf: the
- * caller's DW_STRIP_WORDS; 0 when the fast requantisation refuses the group (then nothing
- * is written: the caller runs dw_group, not this frame's callee, to keep the stack's
- * deepest chain as it was). */
-TT_DW_NOINLINE int dw_plane_group(const dw_job *J, int32_t c0, uint32_t *buf)
+/* One column block of the window's rows: output columns ob0 .. ob0 + nob - 1, n4 of them in
+ * whole groups of 4, nw row words in use, rows of rw words, ns of them; layout L. */
+typedef struct {
+    int32_t ob0, nob, n4, nw, rw, ns;
+    dw_pl_cols L;
+} dw_pl_blk;
+
+static void dw_pl_block(dw_pl_blk *B, const tt_conv_geom *g, int32_t ob0, int32_t bw)
+{
+    const int32_t k = g->kh;
+    B->ob0 = ob0;
+    B->nob = g->ow - ob0 < bw ? g->ow - ob0 : bw;
+    B->nw = 2 * ((B->nob + 3) / 4) + (k - 1) / 2;
+    B->n4 = B->nob & ~3;
+    B->rw = B->nw <= DW_PL_RWS(k) ? DW_PL_RWS(k) : DW_PL_RW(k);
+    B->ns = DW_PL_CHW(k) / B->rw;
+    B->L = dw_pl_layout(g, ob0, B->nw);
+}
+
+/* Zero the pad words of block B's rows the window will see */
+static void dw_pl_block_pad(uint32_t *buf, const dw_pl_blk *B, int32_t k, int32_t rows)
+{
+    if (B->L.i0 - B->L.left > 0 || B->L.i1 + B->L.right < B->nw) {
+        dw_pl_zero_pad(buf, k, B->rw, rows < B->ns ? rows : B->ns, &B->L, B->nw);
+    }
+}
+
+/* Output rows oy0..oy1 of channels c0, c0 + 4, .. (4 at a time, while 4 are left) through
+ * the window (dw_plane_ok), buf: the caller's DW_STRIP_WORDS. Returns the first channel not
+ * done: the end, or a group whose requantisation the fast path refuses (nothing of it is
+ * written: the caller runs dw_group, not this frame's callee, to keep the stack's deepest
+ * chain as it was, and calls again after it). The groups share one call's setup: with one
+ * column block (maps up to 32 columns at 3x3, 16 at 5x5, 8 at 7x7) also its layout and pad
+ * words, which no fill overwrites (a row call's setup was ~330 instructions per group). */
+TT_DW_NOINLINE int32_t dw_plane_groups(const dw_job *J, int32_t c0, uint32_t *buf)
 {
     const tt_conv_geom *g = J->g;
     const int32_t k = g->kh, ch = DW_PL_CHW(k);
@@ -1537,70 +1567,78 @@ TT_DW_NOINLINE int dw_plane_group(const dw_job *J, int32_t c0, uint32_t *buf)
     /* column blocks of equal width, a multiple of 4 */
     const int32_t cols = 4 * DW_PL_G(k), nblk = (ow + cols - 1) / cols;
     const int32_t bw = ((ow + nblk - 1) / nblk + 3) & ~3;
+    const int32_t rows = J->oy1 - J->oy0 + k - 1; /* input rows the window sees */
     uint32_t *const kc = buf + 4 * ch; /* the channels' constants */
     uint32_t lohi[2];
+    dw_pl_blk blk0, blk;
     int32_t j, t, ob0, oy, clamp;
 
-    if (!dw_pl_consts(kc, lohi, c0, J)) {
-        return 0;
+    dw_pl_block(&blk0, g, 0, bw);
+    if (nblk == 1) {
+        dw_pl_block_pad(buf, &blk0, k, rows);
     }
-    clamp = lohi[0] != 0x80808080u || lohi[1] != 0x7F7F7F7Fu;
-    for (ob0 = 0; ob0 < ow; ob0 += bw) {
-        const int32_t nob = ow - ob0 < bw ? ow - ob0 : bw;
-        const int32_t nw = 2 * ((nob + 3) / 4) + (k - 1) / 2; /* row words in use */
-        const int32_t n4 = nob & ~3;                           /* columns in whole groups */
-        const int32_t rw = nw <= DW_PL_RWS(k) ? DW_PL_RWS(k) : DW_PL_RW(k), ns = ch / rw;
-        const dw_pl_cols L = dw_pl_layout(g, ob0, nw);
-        int32_t base = J->oy0 - g->pt; /* the input row in slot 0 */
-        int32_t last = base - 1;       /* the last input row filled */
-        const int32_t rows = J->oy1 - J->oy0 + k - 1; /* input rows the window sees */
-        if (L.i0 - L.left > 0 || L.i1 + L.right < nw) {
-            dw_pl_zero_pad(buf, k, rw, rows < ns ? rows : ns, &L, nw);
+    for (; c0 + 4 <= cin; c0 += 4) {
+        if (!dw_pl_consts(kc, lohi, c0, J)) {
+            return c0;
         }
-        if (rows <= ns) { /* all of them at once (a small map, a row call): one fill call */
-            dw_pl_fill(buf, k, rw, base, base + rows, base, &L, nw, J, c0, off2);
-            last = base + rows - 1;
-        }
-        for (oy = J->oy0; oy < J->oy1; ++oy) {
-            const int32_t top = oy - g->pt;
-            int8_t *const out = tt_row(J->y, oy) + c0 + ob0 * cin;
-            if (top + k - 1 - base >= ns) { /* the window is full: its last K - 1 rows to 0 */
-                dw_pl_slide(buf, k, rw, top - base, last - top + 1);
-                base = top;
+        clamp = lohi[0] != 0x80808080u || lohi[1] != 0x7F7F7F7Fu;
+        for (ob0 = 0; ob0 < ow; ob0 += bw) {
+            const dw_pl_blk *const B = ob0 == 0 ? &blk0 : &blk;
+            int32_t base = J->oy0 - g->pt; /* the input row in slot 0 */
+            int32_t last = base - 1;       /* the last input row filled */
+            if (ob0 > 0) {
+                dw_pl_block(&blk, g, ob0, bw);
             }
-            if (last < top + k - 1) { /* the input rows not yet in the window */
-                dw_pl_fill(buf, k, rw, top > last + 1 ? top : last + 1, top + k, base, &L, nw,
-                           J, c0, off2);
-                last = top + k - 1;
+            if (nblk > 1) {
+                dw_pl_block_pad(buf, B, k, rows);
             }
-            {
-                /* the whole groups into the output row, then a last group of 1-3 columns
-                 * into tail[] (one call site: the loop is instantiated per K and row
-                 * length already) */
-                const uint32_t *const q0 = buf + (top - base) * rw;
-                int8_t tail[16];
-                int32_t pass;
-                dw_pl_step st;
-                st.kend = kc + 4 * kc_words;
-                for (pass = n4 > 0 ? 0 : 1; pass < (nob > n4 ? 2 : 1); ++pass) {
-                    const int32_t n = pass == 0 ? n4 : 4, oc = pass == 0 ? cin : 4;
-                    const uint32_t *const q = pass == 0 ? q0 : q0 + n4 / 2;
-                    int8_t *const o = pass == 0 ? out : tail;
-                    st.qstep = 4 * ch - 2 * n; /* bytes */
-                    st.ostep = 1 - n * oc;
-                    DW_PL_RUN(k, rw, clamp, o, q, q + n / 2, oc, kc, lohi[0], lohi[1], st);
+            if (rows <= B->ns) { /* all of them at once (a small map, a row call) */
+                dw_pl_fill(buf, k, B->rw, base, base + rows, base, &B->L, B->nw, J, c0, off2);
+                last = base + rows - 1;
+            }
+            for (oy = J->oy0; oy < J->oy1; ++oy) {
+                const int32_t top = oy - g->pt;
+                int8_t *const out = tt_row(J->y, oy) + c0 + ob0 * cin;
+                if (top + k - 1 - base >= B->ns) { /* the window is full: its last K - 1 rows
+                                                    * to 0 */
+                    dw_pl_slide(buf, k, B->rw, top - base, last - top + 1);
+                    base = top;
                 }
-                if (nob > n4) {
-                    for (j = 0; j < 4; ++j) {
-                        for (t = 0; t < nob - n4; ++t) {
-                            out[j + (n4 + t) * cin] = tail[j + 4 * t];
+                if (last < top + k - 1) { /* the input rows not yet in the window */
+                    dw_pl_fill(buf, k, B->rw, top > last + 1 ? top : last + 1, top + k, base,
+                               &B->L, B->nw, J, c0, off2);
+                    last = top + k - 1;
+                }
+                {
+                    /* the whole groups into the output row, then a last group of 1-3
+                     * columns into tail[] (one call site: the loop is instantiated per K
+                     * and row length already) */
+                    const int32_t nob = B->nob, n4 = B->n4, rw = B->rw;
+                    const uint32_t *const q0 = buf + (top - base) * rw;
+                    int8_t tail[16];
+                    int32_t pass;
+                    dw_pl_step st;
+                    st.kend = kc + 4 * kc_words;
+                    for (pass = n4 > 0 ? 0 : 1; pass < (nob > n4 ? 2 : 1); ++pass) {
+                        const int32_t n = pass == 0 ? n4 : 4, oc = pass == 0 ? cin : 4;
+                        const uint32_t *const q = pass == 0 ? q0 : q0 + n4 / 2;
+                        int8_t *const o = pass == 0 ? out : tail;
+                        st.qstep = 4 * ch - 2 * n; /* bytes */
+                        st.ostep = 1 - n * oc;
+                        DW_PL_RUN(k, rw, clamp, o, q, q + n / 2, oc, kc, lohi[0], lohi[1], st);
+                    }
+                    if (nob > n4) {
+                        for (j = 0; j < 4; ++j) {
+                            for (t = 0; t < nob - n4; ++t) {
+                                out[j + (n4 + t) * cin] = tail[j + 4 * t];
+                            }
                         }
                     }
                 }
             }
         }
     }
-    return 1;
+    return c0;
 }
 
 /* The reference arithmetic for channels c0..cin-1 (fewer than 4 left over). */
@@ -1676,10 +1714,8 @@ TT_DW_INLINE void dw_rows(const tt_rows *y, const tt_rows *x, int32_t oy0, int32
     }
     if (dw_plane_ok(g, oy1 - oy0 > 1)) {
         uint32_t buf[DW_STRIP_WORDS];
-        for (c0 = 0; c0 + 4 <= g->cin; c0 += 4) {
-            if (!dw_plane_group(&J, c0, buf)) {
-                dw_group(&J, c0);
-            }
+        for (c0 = 0; (c0 = dw_plane_groups(&J, c0, buf)) + 4 <= g->cin; c0 += 4) {
+            dw_group(&J, c0); /* a group the fast requantisation refuses */
         }
     } else if (dw_strip_ok(g, q, oy1 - oy0 > 1)) {
         uint32_t strip[DW_STRIP_WORDS];
