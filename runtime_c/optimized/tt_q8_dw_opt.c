@@ -960,7 +960,7 @@ typedef char dw_pl_fits[DW_PL_WORDS(3) <= DW_STRIP_WORDS && DW_PL_WORDS(5) <= DW
                             : -1];
 
 /* Where the window beats the 4-channel kernels (measured, TT_DW_BENCH in test_dw_opt.c):
- * whole tensors from 8 columns, 3x3 from 4 (4x4: 4.90 -> 4.55 instructions per MAC; 5x5 and
+ * whole tensors from 8 columns, 3x3 from 4 (4x4: 4.90 -> 4.34 instructions per MAC; 5x5 and
  * 7x7 there skip most taps as padding on the clipped path); row calls, which fill the K
  * input rows under their output row every time, from 16 and not at 7x7 (the strips do those
  * rows better). */
