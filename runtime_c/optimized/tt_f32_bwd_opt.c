@@ -617,8 +617,9 @@ CS_INLINE void pw_sink(float *dx, const float *dy, const float *wf, const int8_t
         }
         if (j < k) { /* the last 1..7 columns: d once per pixel, their weights in registers */
             cs_w8 wt = {{0.0f}};
-            for (p = 0; p < k - j; ++p) {
-                wt.v[p] = wq != NULL ? (float)wq[j + p] : wf[j + p];
+            int32_t i;
+            for (i = 0; i < k - j; ++i) {
+                wt.v[i] = wq != NULL ? (float)wq[j + i] : wf[j + i];
             }
             switch (k - j) {
             case 1: sink_cols(&dx[j], dy, wt, sc, scaled, n, dx_c, 1); break;

@@ -1522,17 +1522,17 @@ static void dw_pl_slide(uint32_t *buf, int32_t k, int32_t rw, int32_t from, int3
     }
 }
 
-/* One column block of the window's rows: output columns ob0 .. ob0 + nob - 1, n4 of them in
- * whole groups of 4, nw row words in use, rows of rw words, ns of them; layout L. */
+/* One column block of the window's rows (from its first output column ob0): nob columns,
+ * n4 of them in whole groups of 4, nw row words in use, rows of rw words, ns of them;
+ * layout L. */
 typedef struct {
-    int32_t ob0, nob, n4, nw, rw, ns;
+    int32_t nob, n4, nw, rw, ns;
     dw_pl_cols L;
 } dw_pl_blk;
 
 static void dw_pl_block(dw_pl_blk *B, const tt_conv_geom *g, int32_t ob0, int32_t bw)
 {
     const int32_t k = g->kh;
-    B->ob0 = ob0;
     B->nob = g->ow - ob0 < bw ? g->ow - ob0 : bw;
     B->nw = 2 * ((B->nob + 3) / 4) + (k - 1) / 2;
     B->n4 = B->nob & ~3;
