@@ -408,10 +408,35 @@ static inline int32_t *slot(int32_t *buf, int32_t i, int32_t kp)
 
 static void extend_pair(int32_t *wx, const int8_t *w0, const int8_t *w1, int32_t k)
 {
-    int32_t g;
+    int32_t g = 0;
     uint32_t u, v;
 
-    for (g = 0; g + 4 <= k; g += 4, wx += 4) {
+#if defined(__ARM_FEATURE_DSP) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
+    if (k >= 8) { /* two groups an iteration, STRD pairs: 9 instructions a group, GCC's 12 */
+        const int8_t *const e = w0 + (k & ~7);
+        const int8_t *a = w0, *b = w1;
+        int32_t t0, t1, t2, t3;
+#define CV_EXT_G                                                                           \
+    "ldr %[u], [%[a]], #4\n\t"                                                            \
+    "ldr %[v], [%[b]], #4\n\t"                                                            \
+    "sxtb16 %[t0], %[u]\n\t"                                                              \
+    "sxtb16 %[t1], %[u], ror #8\n\t"                                                      \
+    "sxtb16 %[t2], %[v]\n\t"                                                              \
+    "sxtb16 %[t3], %[v], ror #8\n\t"                                                      \
+    "strd %[t0], %[t1], [%[wx]], #8\n\t"                                                  \
+    "strd %[t2], %[t3], [%[wx]], #8\n\t"
+        __asm__ volatile("1:\n\t" CV_EXT_G CV_EXT_G
+                         "cmp %[a], %[e]\n\t"
+                         "bne 1b"
+                         : [a] "+r"(a), [b] "+r"(b), [wx] "+r"(wx), [u] "=&r"(u), [v] "=&r"(v),
+                           [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3)
+                         : [e] "r"(e)
+                         : "cc", "memory");
+#undef CV_EXT_G
+        g = k & ~7;
+    }
+#endif
+    for (; g + 4 <= k; g += 4, wx += 4) {
         u = ld32(w0 + g);
         v = ld32(w1 + g);
         wx[0] = sx_lo(u);
@@ -679,6 +704,130 @@ static CV_NOINLINE void xs_27x_asm(int8_t *y, const int32_t *buf, int32_t npx,
         }
     }
 }
+
+/* Pointwise blocks over extended weights in assembly (fast requantisation, no clamp, an even
+ * cout, 3 or more groups). GCC's xs_genx keeps a frame pointer for its variable-length weight
+ * array and spills the pair's constants around every block: ~67 instructions a block beside
+ * its groups. Here the constants, the output pointer and the blocks' end come from a table
+ * and everything else stays in 14 registers: ~37. */
+typedef struct {
+    int32_t i0, i1;      /* 0: start values, 2 * bias */
+    int32_t m0, c0;      /* 8: channel 0's multiplier and rounding constant */
+    int32_t m1, c1;      /* 16: channel 1's */
+    int32_t e0, e1;      /* 24: their right shifts */
+    int8_t *y;           /* 32: the next block's pixel 0, channel 0 output */
+    int32_t ys;          /* 36: bytes from pixel 0's outputs to pixel 1's (0: a lone pixel) */
+    const int32_t *xend; /* 40: the blocks' end in the buffer */
+    const int32_t *wx;   /* 44: the pair's extended weights */
+    int32_t span;        /* 48: bytes of a block's groups, 16 per group */
+} cv_pw_k;
+
+/* one group: the pixel pair's words (x0, x1 | x2, x3) times channel 0's (w0, w1), then
+ * channel 1's; A00 / A01: where pixel 0's sums go on from (the first group: pixel 1's, which
+ * hold the start values) */
+#define CV_PW_G(A00, A01)                                                                  \
+    "ldrd %[x0], %[x1], [%[xp]], #8\n\t"                                                    \
+    "ldrd %[x2], %[x3], [%[xp]], #8\n\t"                                                    \
+    "ldrd %[w0], %[w1], [%[wp]], #8\n\t"                                                    \
+    "smlad %[a00], %[x0], %[w0], %[" A00 "]\n\t"                                           \
+    "smlad %[a00], %[x1], %[w1], %[a00]\n\t"                                               \
+    "smlad %[a10], %[x2], %[w0], %[a10]\n\t"                                               \
+    "smlad %[a10], %[x3], %[w1], %[a10]\n\t"                                               \
+    "ldrd %[w0], %[w1], [%[wp]], #8\n\t"                                                    \
+    "smlad %[a01], %[x0], %[w0], %[" A01 "]\n\t"                                           \
+    "smlad %[a01], %[x1], %[w1], %[a01]\n\t"                                               \
+    "smlad %[a11], %[x2], %[w0], %[a11]\n\t"                                               \
+    "smlad %[a11], %[x3], %[w1], %[a11]\n\t"
+/* rq_fast of v: m in w0, c in w1, e in x0 */
+#define CV_PW_RQ(v)                                                                        \
+    "add %[x1], %[w1], %[" v "], asr #31\n\t"                                              \
+    "smmlar %[" v "], %[" v "], %[w0], %[x1]\n\t"                                           \
+    "asr %[" v "], %[" v "], %[x0]\n\t"                                                    \
+    "ssat %[" v "], #8, %[" v "]\n\t"
+/* the blocks from pair slot xp to k->xend; PEEL: the groups before the two-group loop (1 for
+ * an odd group count, 2 for an even one), so the loop runs whole iterations */
+#define CV_PW_BLOCKS(name, PEEL)                                                           \
+    static inline void name(const int32_t *xp, cv_pw_k *k)                                \
+    {                                                                                     \
+        int32_t a00, a01, a10, a11, x0, x1, x2, x3, w0, w1;                               \
+        const int32_t *wp, *xe;                                                           \
+        __asm__ volatile("1:\n\t"                                                         \
+                         "ldr %[xe], [%[k], #48]\n\t"                                      \
+                         "ldr %[wp], [%[k], #44]\n\t"                                      \
+                         "ldrd %[a10], %[a11], [%[k]]\n\t"                                 \
+                         "add %[xe], %[xe], %[xp]\n\t"                                     \
+                         CV_PW_G("a10", "a11") PEEL                                       \
+                         "2:\n\t"                                                         \
+                         CV_PW_G("a00", "a01") CV_PW_G("a00", "a01")                      \
+                         "cmp %[xp], %[xe]\n\t"                                            \
+                         "bne 2b\n\t"                                                      \
+                         "ldrd %[w0], %[w1], [%[k], #8]\n\t"                               \
+                         "ldr %[x0], [%[k], #24]\n\t"                                      \
+                         CV_PW_RQ("a00") CV_PW_RQ("a10")                                  \
+                         "ldrd %[w0], %[w1], [%[k], #16]\n\t"                              \
+                         "ldr %[x0], [%[k], #28]\n\t"                                      \
+                         CV_PW_RQ("a01") CV_PW_RQ("a11")                                  \
+                         "ldrd %[x2], %[x3], [%[k], #32]\n\t"                              \
+                         "bfi %[a00], %[a01], #8, #8\n\t" /* a pixel's two bytes */       \
+                         "strh %[a00], [%[x2]]\n\t"                                        \
+                         "bfi %[a10], %[a11], #8, #8\n\t"                                  \
+                         "strh %[a10], [%[x2], %[x3]]\n\t"                                 \
+                         "add %[x2], %[x2], %[x3], lsl #1\n\t"                             \
+                         "str %[x2], [%[k], #32]\n\t"                                      \
+                         "ldr %[x0], [%[k], #40]\n\t"                                      \
+                         "cmp %[xp], %[x0]\n\t"                                            \
+                         "bne 1b"                                                         \
+                         : [a00] "=&r"(a00), [a01] "=&r"(a01), [a10] "=&r"(a10),          \
+                           [a11] "=&r"(a11), [x0] "=&r"(x0), [x1] "=&r"(x1),              \
+                           [x2] "=&r"(x2), [x3] "=&r"(x3), [w0] "=&r"(w0), [w1] "=&r"(w1), \
+                           [wp] "=&r"(wp), [xe] "=&r"(xe), [xp] "+r"(xp)                  \
+                         : [k] "r"(k)                                                     \
+                         : "cc", "memory");                                               \
+    }
+CV_PW_BLOCKS(pw_blocks_odd, "")
+CV_PW_BLOCKS(pw_blocks_even, CV_PW_G("a00", "a01"))
+#undef CV_PW_BLOCKS
+#undef CV_PW_G
+#undef CV_PW_RQ
+
+static CV_NOINLINE void xs_ext_asm(int8_t *y, const int32_t *buf, int32_t npx,
+                                   const cv_ctx *cx)
+{
+    int32_t wx[CV_WX];
+    cv_pw_k k;
+    const int32_t cout = cx->cout, kk = cx->k, kp = cx->kp;
+    const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
+    const int32_t *const last = buf + (npx >> 1) * kp; /* the odd pixel's slot, if any */
+    void (*const blocks)(const int32_t *, cv_pw_k *) =
+        (kp >> 2) & 1 ? pw_blocks_odd : pw_blocks_even;
+    int32_t oc;
+
+    k.wx = wx;
+    k.span = 4 * kp;
+    for (oc = 0; oc < cout; oc += 2) {
+        extend_pair(wx, cx->w + oc * kk, cx->w + (oc + 1) * kk, kk);
+        k.i0 = bias != NULL ? 2 * bias[oc] : 0;
+        k.i1 = bias != NULL ? 2 * bias[oc + 1] : 0;
+        k.m0 = mult[oc];
+        k.m1 = mult[oc + 1];
+        k.e0 = -shift[oc];
+        k.e1 = -shift[oc + 1];
+        k.c0 = fast_c(cx->k1, k.e0);
+        k.c1 = fast_c(cx->k1, k.e1);
+        k.y = y + oc;
+        k.ys = cout;
+        k.xend = last;
+        if (buf != last) {
+            blocks(buf, &k);
+        }
+        if (npx & 1) { /* its partner slot repeats it: both stores land on its outputs */
+            k.y = y + (npx - 1) * cout + oc;
+            k.ys = 0;
+            k.xend = last + kp;
+            blocks(last, &k);
+        }
+    }
+}
 #endif
 
 /* General path, pair layout: per channel pair, any requantisation. */
@@ -724,6 +873,12 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
 #endif
         (cx->clamp ? xs_27x_c : xs_27x)(y, buf, npx, cx);
     } else {
+#if defined(CV_STEM_ASM)
+        if (!cx->clamp && !(cx->cout & 1) && cx->kp >= 12) { /* 3 groups or more */
+            xs_ext_asm(y, buf, npx, cx);
+            return;
+        }
+#endif
         (cx->clamp ? xs_genx_c : xs_genx)(y, buf, npx, cx);
     }
 }
