@@ -1882,7 +1882,11 @@ void tt_dense_backward_weight_sgd_f32_opt(float *w, float *m, const float *dy,
         p.momentum = momentum;
         p.wd = wd;
         /* plain SGD without weight decay: one multiply per weight (see ttk_sgd_rows_lr) */
-        (m == NULL && wd == 0.0f ? ttk_sgd_rows_lr : ttk_sgd_rows)(&p);
+        if (m == NULL && wd == 0.0f) { /* direct calls: the stack estimate follows them */
+            ttk_sgd_rows_lr(&p);
+        } else {
+            ttk_sgd_rows(&p);
+        }
         return;
     }
     for (o = 0; o < out; ++o) {

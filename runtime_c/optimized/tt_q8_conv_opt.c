@@ -532,9 +532,8 @@ static void extend_pair(int32_t *wx, const int8_t *w0, const int8_t *w1, int32_t
 /* Fast path, pair layout: channel pairs outside, the pixel pairs of the buffer inside, so a
  * channel pair's requantisation constants and start values are derived once per buffer. */
 static CV_INLINE void xs_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx,
-                             int32_t nk, int32_t tail, int32_t clamp, int ext)
+                             int32_t nk, int32_t tail, int32_t clamp, int ext, int32_t *wx)
 {
-    int32_t wx[ext ? CV_WX : 1];
     const int32_t cout = cx->cout, k = cx->k, kp = cx->kp, k1 = cx->k1;
     const int32_t lo = cx->lo, hi = cx->hi;
     const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
@@ -576,11 +575,14 @@ static CV_INLINE void xs_buf(int8_t *y, const int32_t *buf, int32_t npx, const c
     }
 }
 
+/* (the extended weights in a fixed array: a variable-length one costs GCC a frame pointer
+ * and hides the frame from the stack estimate) */
 #define CV_XS_FN(name, nk, tail, clamp, ext)                                               \
     static CV_HOT CV_NOINLINE void name(int8_t *y, const int32_t *buf, int32_t npx,        \
                                         const cv_ctx *cx)                                 \
     {                                                                                     \
-        xs_buf(y, buf, npx, cx, nk, tail, clamp, ext);                                    \
+        int32_t wx[ext ? CV_WX : 1];                                                      \
+        xs_buf(y, buf, npx, cx, nk, tail, clamp, ext, wx);                                \
     }
 CV_XS_FN(xs_gen, 0, cx->k & 3, 0, 0) /* int8 weights: inputs over CV_WX, or few pixels */
 CV_XS_FN(xs_gen_c, 0, cx->k & 3, 1, 0)
@@ -798,8 +800,7 @@ static CV_NOINLINE void xs_ext_asm(int8_t *y, const int32_t *buf, int32_t npx,
     const int32_t cout = cx->cout, kk = cx->k, kp = cx->kp;
     const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
     const int32_t *const last = buf + (npx >> 1) * kp; /* the odd pixel's slot, if any */
-    void (*const blocks)(const int32_t *, cv_pw_k *) =
-        (kp >> 2) & 1 ? pw_blocks_odd : pw_blocks_even;
+    const int32_t odd = (kp >> 2) & 1; /* the group count */
     int32_t oc;
 
     k.wx = wx;
@@ -818,13 +819,21 @@ static CV_NOINLINE void xs_ext_asm(int8_t *y, const int32_t *buf, int32_t npx,
         k.ys = cout;
         k.xend = last;
         if (buf != last) {
-            blocks(buf, &k);
+            if (odd) {
+                pw_blocks_odd(buf, &k);
+            } else {
+                pw_blocks_even(buf, &k);
+            }
         }
         if (npx & 1) { /* its partner slot repeats it: both stores land on its outputs */
             k.y = y + (npx - 1) * cout + oc;
             k.ys = 0;
             k.xend = last + kp;
-            blocks(last, &k);
+            if (odd) {
+                pw_blocks_odd(last, &k);
+            } else {
+                pw_blocks_even(last, &k);
+            }
         }
     }
 }
@@ -855,15 +864,25 @@ static CV_HOT CV_NOINLINE void any_buf(int8_t *y, const int32_t *buf, int32_t np
     }
 }
 
-/* y (npx pixels x cout) from npx inputs in the pair layout */
+/* y (npx pixels x cout) from npx inputs in the pair layout. The kernels are called directly,
+ * never through (c ? f : g)(...): GCC's call graph, and so the build's stack estimate, only
+ * follows direct calls (an indirect one counts as a small leaf). */
 static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx)
 {
     if (!cx->fast) {
         any_buf(y, buf, npx, cx);
     } else if (cx->kp > CV_WX || npx < CV_EXT_MIN_PX) {
-        (cx->clamp ? xs_gen_c : xs_gen)(y, buf, npx, cx);
+        if (cx->clamp) {
+            xs_gen_c(y, buf, npx, cx);
+        } else {
+            xs_gen(y, buf, npx, cx);
+        }
     } else if (cx->k == 24) {
-        (cx->clamp ? xs_24x_c : xs_24x)(y, buf, npx, cx);
+        if (cx->clamp) {
+            xs_24x_c(y, buf, npx, cx);
+        } else {
+            xs_24x(y, buf, npx, cx);
+        }
     } else if (cx->k == 27) {
 #if defined(CV_STEM_ASM)
         if (!cx->clamp && !(cx->cout & 1)) {
@@ -871,7 +890,11 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
             return;
         }
 #endif
-        (cx->clamp ? xs_27x_c : xs_27x)(y, buf, npx, cx);
+        if (cx->clamp) {
+            xs_27x_c(y, buf, npx, cx);
+        } else {
+            xs_27x(y, buf, npx, cx);
+        }
     } else {
 #if defined(CV_STEM_ASM)
         if (!cx->clamp && !(cx->cout & 1) && cx->kp >= 12) { /* 3 groups or more */
@@ -879,7 +902,11 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
             return;
         }
 #endif
-        (cx->clamp ? xs_genx_c : xs_genx)(y, buf, npx, cx);
+        if (cx->clamp) {
+            xs_genx_c(y, buf, npx, cx);
+        } else {
+            xs_genx(y, buf, npx, cx);
+        }
     }
 }
 
@@ -1092,9 +1119,21 @@ CV_WS_FN(ws_16_any, 4, 2)
 static void run_ws(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx)
 {
     if (cx->k == 8) {
-        (!cx->fast ? ws_8_any : cx->clamp ? ws_8_c : ws_8)(y, buf, npx, cx);
+        if (!cx->fast) {
+            ws_8_any(y, buf, npx, cx);
+        } else if (cx->clamp) {
+            ws_8_c(y, buf, npx, cx);
+        } else {
+            ws_8(y, buf, npx, cx);
+        }
     } else {
-        (!cx->fast ? ws_16_any : cx->clamp ? ws_16_c : ws_16)(y, buf, npx, cx);
+        if (!cx->fast) {
+            ws_16_any(y, buf, npx, cx);
+        } else if (cx->clamp) {
+            ws_16_c(y, buf, npx, cx);
+        } else {
+            ws_16(y, buf, npx, cx);
+        }
     }
 }
 
@@ -1230,7 +1269,13 @@ static void pw_pixels(int8_t *y, const int8_t *x, int32_t npx, const int8_t *w,
     }
     chunk = 2 * (CV_BUF / cx.kp); /* pixels: whole pairs */
     if (chunk == 0) {
-        (!cx.fast ? fly_any : cx.clamp ? fly_fast_c : fly_fast)(y, x, npx, &cx);
+        if (!cx.fast) {
+            fly_any(y, x, npx, &cx);
+        } else if (cx.clamp) {
+            fly_fast_c(y, x, npx, &cx);
+        } else {
+            fly_fast(y, x, npx, &cx);
+        }
         return;
     }
     for (p = 0; p < npx; p += chunk) {
