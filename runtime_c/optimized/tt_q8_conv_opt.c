@@ -216,9 +216,20 @@ static int32_t ctx_init(cv_ctx *cx, const int8_t *w, const int32_t *b, int32_t c
     }
     /* |x + in_offset| <= 256, |w| <= 128: |sum| <= k * 2^15 */
     cx->blim = (int32_t)((1 << 30) - k * 32768);
-    cx->fast = 1;
-    for (oc = 0; oc < cout; ++oc) {
-        cx->fast &= fast_channel(q->mult[oc], q->shift[oc], b != NULL ? b[oc] : 0, cx->blim);
+    { /* fast_channel of every channel, branch-free (this runs on every row call): a sign
+       * bit, and unsigned range checks shift + 22 <= 21, b + blim - 1 <= 2 blim - 2 */
+        const int32_t *const mult = q->mult, *const shift = q->shift;
+        const uint32_t lim = (uint32_t)cx->blim - 1u;
+        uint32_t bad = 0;
+        for (oc = 0; oc < cout; ++oc) {
+            bad |= (uint32_t)mult[oc] | ((uint32_t)shift[oc] + 22u > 21u) << 31;
+        }
+        if (b != NULL) {
+            for (oc = 0; oc < cout; ++oc) {
+                bad |= ((uint32_t)b[oc] + lim > 2u * lim) << 31;
+            }
+        }
+        cx->fast = !(bad >> 31);
     }
     return 1;
 }
@@ -909,6 +920,14 @@ static CV_HOT CV_NOINLINE void any_buf(int8_t *y, const int32_t *buf, int32_t np
     }
 }
 
+/* xs_ext_asm's cases: fast requantisation (checked before), no clamp, an even cout, 3 groups
+ * or more (cin 24's unrolled C blocks take 116 instructions, the assembly 109) */
+#if defined(CV_STEM_ASM)
+#define CV_EXT_ASM_TAKES(cx) (!(cx)->clamp && !((cx)->cout & 1) && (cx)->kp >= 12)
+#else
+#define CV_EXT_ASM_TAKES(cx) 0
+#endif
+
 /* y (npx pixels x cout) from npx inputs in the pair layout. The kernels are called directly,
  * never through (c ? f : g)(...): GCC's call graph, and so the build's stack estimate, only
  * follows direct calls (an indirect one counts as a small leaf). */
@@ -922,7 +941,7 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
         } else {
             xs_gen(y, buf, npx, cx);
         }
-    } else if (cx->k == 24) {
+    } else if (cx->k == 24 && !CV_EXT_ASM_TAKES(cx)) {
         if (cx->clamp) {
             xs_24x_c(y, buf, npx, cx);
         } else {
@@ -942,7 +961,7 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
         }
     } else {
 #if defined(CV_STEM_ASM)
-        if (!cx->clamp && !(cx->cout & 1) && cx->kp >= 12) { /* 3 groups or more */
+        if (CV_EXT_ASM_TAKES(cx)) {
             xs_ext_asm(y, buf, npx, cx);
             return;
         }
