@@ -156,7 +156,8 @@ class QemuTwin:
     workdir: tempfile.TemporaryDirectory
 
     @classmethod
-    def start(cls, build_dir: Path, info: dict[str, Any], icount: bool = False) -> QemuTwin:
+    def start(cls, build_dir: Path, info: dict[str, Any], icount: bool = False,
+              trace: Path | None = None) -> QemuTwin:
         board = load_board(info.get("board", "host"))
         if board.qemu is None:
             raise BuildError(f"board {board.name} has no QEMU twin; --qemu needs a firmware "
@@ -184,6 +185,8 @@ class QemuTwin:
                     "-serial", f"tcp:127.0.0.1:{port},server=on,wait=off,nodelay=on"]
             if icount:  # one instruction per virtual ns: SysTick counts 40 instructions a tick
                 argv += ["-icount", "shift=0"]
+            if trace is not None:  # every executed block and each block's instructions, once
+                argv += ["-d", "exec,nochain,in_asm", "-D", str(trace)]  # (trace_profile.py)
             # stderr goes to a file: a pipe nobody drains could block QEMU on a long warning.
             # A session of its own: Ctrl-C in the terminal is for tinytrain (which finishes
             # the step and saves), not for the twin.

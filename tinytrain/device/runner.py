@@ -51,8 +51,10 @@ def HostProgram(build_dir: Path, env: dict[str, str] | None = None,  # noqa: N80
 
 
 def open_program(build_dir: Path, port: str | None = None, qemu: bool = False,
-                 timeout: float | None = None, icount: bool = False) -> Device:
-    """The one entry point of `run`, `infer` and `bench`: choose the transport."""
+                 timeout: float | None = None, icount: bool = False,
+                 trace: Path | None = None) -> Device:
+    """The one entry point of `run`, `infer` and `bench`: choose the transport. `trace` (the
+    twin only): QEMU logs every executed block there (tinytrain.device.trace_profile)."""
     build_dir = Path(build_dir)
     info = load_program_info(build_dir)
     if qemu and port:
@@ -60,7 +62,7 @@ def open_program(build_dir: Path, port: str | None = None, qemu: bool = False,
     if qemu:
         from tinytrain.device.qemu import QemuTwin
 
-        twin = QemuTwin.start(build_dir, info, icount=icount)
+        twin = QemuTwin.start(build_dir, info, icount=icount, trace=trace)
         try:
             return Device(twin.transport(), info, timeout=timeout or 10.0)
         except BaseException:
