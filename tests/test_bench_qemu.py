@@ -2,12 +2,15 @@
 -icount shift=0 are deterministic, the per-op counters add up to the whole step, and the
 counts are plausible against the model's MACs. `tinytrain bench --port` over a serial link to
 a twin (no DWT: its hello says so) gives the same instructions, and a board's cycle table
-carries the twin's instructions beside them."""
+carries the twin's instructions beside them. bench/profile_step.py's trace of a step names
+the functions its instructions go to."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from tinytrain.device.bench import (
     to_json,
     with_twin,
 )
+from tinytrain.device.trace_profile import UNKNOWN
 
 # Each clock interval may be one tick off: it starts at whatever phase of the 40-instruction
 # SysTick tick the UART poll loop left it, which depends on when the host's bytes arrived. The
@@ -165,3 +169,51 @@ def test_bench_needs_one_target(mlp_build: Path, cli) -> None:
     p = cli("bench", mlp_build, check=False)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "--qemu" in p.stdout + p.stderr and "--port" in p.stdout + p.stderr
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# bench/profile_step.py: the step's own code (the kernels and model.c) cannot exceed the
+# firmware's count of the step, read with one SysTick tick (40 instructions) per interval (and
+# model.c's boot code, tt_init, is a few hundred more); with the code that has no call-graph
+# node (libc, kernels defined in assembly: boot and link calls included) it covers the step.
+TICK_SLACK = 1.01
+COVER = 0.9
+
+
+def _profile(build: Path, out: Path) -> dict:
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "profile_step.py"), str(build),
+                        "--json", str(out), "--top", "5", "--blocks", "3"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "| function | source | instructions | of the step |" in p.stdout
+    return json.loads(out.read_text())
+
+
+def test_profile_step_on_the_twin(mlp_build: Path, tmp_path: Path):
+    a = _profile(mlp_build, tmp_path / "a.json")
+    step = a["step_instructions"]
+    funcs = {f["function"]: f for f in a["functions"]}
+    own = sum(f["instructions"] for f in a["functions"]
+              if f["source"].startswith("runtime/") or f["source"] == "model.c")
+    other = sum(f["instructions"] for f in a["functions"]
+                if f["source"] == UNKNOWN or f["source"].startswith("/"))  # libc's headers
+    assert own <= TICK_SLACK * step and own + other >= COVER * step, (own, other, step)
+    # the MLP's weight update (ttk_sgd_rows_lr) leads the step's own code
+    top = next(f for f in a["functions"] if f["source"].startswith("runtime/"))
+    assert top["function"].startswith("ttk_sgd_rows"), top
+    # the link's code is named apart from the step's
+    assert funcs["frame_byte"]["source"] == "firmware/tt_link.c"
+    # a public kernel by its definition, not the header that declares it
+    assert funcs["tt_dense_f32_opt"]["source"] == "runtime/tt_f32_opt.c"
+    assert a["traced_instructions"] > step
+    blocks = a["blocks"]
+    assert blocks[0]["instructions"] == blocks[0]["size"] * blocks[0]["runs"]
+    assert sum(b["instructions"] for b in blocks) == a["traced_instructions"]
+    # under -icount the step's own code runs the same instructions every time (the link's
+    # polling loops depend on when the host's bytes arrive)
+    b = _profile(mlp_build, tmp_path / "b.json")
+    mine = {f["function"]: f["instructions"] for f in b["functions"]
+            if f["source"].startswith("runtime/") or f["source"] == "model.c"}
+    assert mine == {f["function"]: f["instructions"] for f in a["functions"]
+                    if f["source"].startswith("runtime/") or f["source"] == "model.c"}

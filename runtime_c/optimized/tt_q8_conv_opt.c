@@ -661,13 +661,32 @@ CV_XS_FN(xs_27x_c, 7, 0, 1, 1)
 #if defined(__ARM_FEATURE_DSP) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
 #define CV_STEM_ASM 1
 
-/* a channel pair's constants, as the loop reads them (byte offsets in its comments) */
+/* a channel pair's constants, as the assembly loops read them (byte offsets in the comments) */
 typedef struct {
     int32_t i0, i1; /* 0: start values, 2 * bias */
     int32_t m0, c0; /* 8: channel 0's multiplier and rounding constant */
     int32_t m1, c1; /* 16: channel 1's */
     int32_t e0, e1; /* 24: their right shifts */
-    int32_t ys;     /* 32: bytes from pixel 0's outputs to pixel 1's (0: a lone pixel) */
+} cv_pair_k;
+
+/* the fast requantisation's constants of channels oc, oc + 1 */
+static CV_INLINE void pair_consts(cv_pair_k *k, const cv_ctx *cx, int32_t oc)
+{
+    const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
+
+    k->i0 = bias != NULL ? 2 * bias[oc] : 0;
+    k->i1 = bias != NULL ? 2 * bias[oc + 1] : 0;
+    k->m0 = mult[oc];
+    k->m1 = mult[oc + 1];
+    k->e0 = -shift[oc];
+    k->e1 = -shift[oc + 1];
+    k->c0 = fast_c(cx->k1, k->e0);
+    k->c1 = fast_c(cx->k1, k->e1);
+}
+
+typedef struct {
+    cv_pair_k p;         /* 0 */
+    int32_t ys;          /* 32: bytes from pixel 0's outputs to pixel 1's (0: a lone pixel) */
     const int32_t *xend; /* 36: the blocks' end in the buffer */
 } cv_stem_k;
 
@@ -736,20 +755,12 @@ static CV_NOINLINE void xs_27x_asm(int8_t *y, const int32_t *buf, int32_t npx,
     int32_t wx[28];
     cv_stem_k k;
     const int32_t cout = cx->cout;
-    const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
     const int32_t *const last = buf + (npx >> 1) * 28; /* the odd pixel's slot, if any */
     int32_t oc;
 
     for (oc = 0; oc < cout; oc += 2) {
         extend_pair(wx, cx->w + oc * 27, cx->w + (oc + 1) * 27, 27);
-        k.i0 = bias != NULL ? 2 * bias[oc] : 0;
-        k.i1 = bias != NULL ? 2 * bias[oc + 1] : 0;
-        k.m0 = mult[oc];
-        k.m1 = mult[oc + 1];
-        k.e0 = -shift[oc];
-        k.e1 = -shift[oc + 1];
-        k.c0 = fast_c(cx->k1, k.e0);
-        k.c1 = fast_c(cx->k1, k.e1);
+        pair_consts(&k.p, cx, oc);
         k.ys = cout;
         k.xend = last;
         if (buf != last) {
@@ -769,10 +780,7 @@ static CV_NOINLINE void xs_27x_asm(int8_t *y, const int32_t *buf, int32_t npx,
  * its groups. Here the constants, the output pointer and the blocks' end come from a table
  * and everything else stays in 14 registers: ~37. */
 typedef struct {
-    int32_t i0, i1;      /* 0: start values, 2 * bias */
-    int32_t m0, c0;      /* 8: channel 0's multiplier and rounding constant */
-    int32_t m1, c1;      /* 16: channel 1's */
-    int32_t e0, e1;      /* 24: their right shifts */
+    cv_pair_k p;         /* 0 */
     int8_t *y;           /* 32: the next block's pixel 0, channel 0 output */
     int32_t ys;          /* 36: bytes from pixel 0's outputs to pixel 1's (0: a lone pixel) */
     const int32_t *xend; /* 40: the blocks' end in the buffer */
@@ -854,7 +862,6 @@ static CV_NOINLINE void xs_ext_asm(int8_t *y, const int32_t *buf, int32_t npx,
     int32_t wx[CV_WX];
     cv_pw_k k;
     const int32_t cout = cx->cout, kk = cx->k, kp = cx->kp;
-    const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
     const int32_t *const last = buf + (npx >> 1) * kp; /* the odd pixel's slot, if any */
     const int32_t odd = (kp >> 2) & 1; /* the group count */
     int32_t oc;
@@ -863,14 +870,7 @@ static CV_NOINLINE void xs_ext_asm(int8_t *y, const int32_t *buf, int32_t npx,
     k.span = 4 * kp;
     for (oc = 0; oc < cout; oc += 2) {
         extend_pair(wx, cx->w + oc * kk, cx->w + (oc + 1) * kk, kk);
-        k.i0 = bias != NULL ? 2 * bias[oc] : 0;
-        k.i1 = bias != NULL ? 2 * bias[oc + 1] : 0;
-        k.m0 = mult[oc];
-        k.m1 = mult[oc + 1];
-        k.e0 = -shift[oc];
-        k.e1 = -shift[oc + 1];
-        k.c0 = fast_c(cx->k1, k.e0);
-        k.c1 = fast_c(cx->k1, k.e1);
+        pair_consts(&k.p, cx, oc);
         k.y = y + oc;
         k.ys = cout;
         k.xend = last;
