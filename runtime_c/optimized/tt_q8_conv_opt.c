@@ -222,11 +222,11 @@ static int32_t ctx_init(cv_ctx *cx, const int8_t *w, const int32_t *b, int32_t c
         const uint32_t lim = (uint32_t)cx->blim - 1u;
         uint32_t bad = 0;
         for (oc = 0; oc < cout; ++oc) {
-            bad |= (uint32_t)mult[oc] | ((uint32_t)shift[oc] + 22u > 21u) << 31;
+            bad |= (uint32_t)mult[oc] | (uint32_t)((uint32_t)shift[oc] + 22u > 21u) << 31;
         }
         if (b != NULL) {
             for (oc = 0; oc < cout; ++oc) {
-                bad |= ((uint32_t)b[oc] + lim > 2u * lim) << 31;
+                bad |= (uint32_t)((uint32_t)b[oc] + lim > 2u * lim) << 31;
             }
         }
         cx->fast = !(bad >> 31);
