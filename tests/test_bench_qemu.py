@@ -190,12 +190,17 @@ def _profile(build: Path, out: Path) -> dict:
     return json.loads(out.read_text())
 
 
+def _own(res: dict) -> dict[str, int]:
+    """The step's own code: the kernels and model.c."""
+    return {f["function"]: f["instructions"] for f in res["functions"]
+            if f["source"].startswith("runtime/") or f["source"] == "model.c"}
+
+
 def test_profile_step_on_the_twin(mlp_build: Path, tmp_path: Path):
     a = _profile(mlp_build, tmp_path / "a.json")
     step = a["step_instructions"]
     funcs = {f["function"]: f for f in a["functions"]}
-    own = sum(f["instructions"] for f in a["functions"]
-              if f["source"].startswith("runtime/") or f["source"] == "model.c")
+    own = sum(_own(a).values())
     other = sum(f["instructions"] for f in a["functions"]
                 if f["source"] == UNKNOWN or f["source"].startswith("/"))  # libc's headers
     assert own <= TICK_SLACK * step and own + other >= COVER * step, (own, other, step)
@@ -212,8 +217,4 @@ def test_profile_step_on_the_twin(mlp_build: Path, tmp_path: Path):
     assert sum(b["instructions"] for b in blocks) == a["traced_instructions"]
     # under -icount the step's own code runs the same instructions every time (the link's
     # polling loops depend on when the host's bytes arrive)
-    b = _profile(mlp_build, tmp_path / "b.json")
-    mine = {f["function"]: f["instructions"] for f in b["functions"]
-            if f["source"].startswith("runtime/") or f["source"] == "model.c"}
-    assert mine == {f["function"]: f["instructions"] for f in a["functions"]
-                    if f["source"].startswith("runtime/") or f["source"] == "model.c"}
+    assert _own(_profile(mlp_build, tmp_path / "b.json")) == _own(a)

@@ -184,9 +184,24 @@ typedef struct {
     int32_t fast;    /* every channel takes the fast requantisation */
 } cv_ctx;
 
+/* Branch-free (ctx_init runs them for every channel on every row call); the sign bit of each
+ * says "not fast". The multiplier: m < 0 (its own sign bit) or the shift outside [-22, -1]
+ * (unsigned shift + 22 > 21); the bias: |b| >= blim (unsigned b + blim - 1 > 2 (blim - 1),
+ * blim > 0). */
+static inline uint32_t slow_rq(int32_t m, int32_t shift)
+{
+    return (uint32_t)m | (uint32_t)((uint32_t)shift + 22u > 21u) << 31;
+}
+
+static inline uint32_t slow_bias(int32_t b, int32_t blim)
+{
+    const uint32_t lim = (uint32_t)blim - 1u;
+    return (uint32_t)((uint32_t)b + lim > 2u * lim) << 31;
+}
+
 static inline int32_t fast_channel(int32_t m, int32_t shift, int32_t b, int32_t blim)
 {
-    return shift <= -1 && shift >= -22 && m >= 0 && b < blim && b > -blim;
+    return !((slow_rq(m, shift) | slow_bias(b, blim)) >> 31);
 }
 
 /* 0: the parameters are outside what the fast kernels are exact for (use the reference) */
@@ -216,20 +231,15 @@ static int32_t ctx_init(cv_ctx *cx, const int8_t *w, const int32_t *b, int32_t c
     }
     /* |x + in_offset| <= 256, |w| <= 128: |sum| <= k * 2^15 */
     cx->blim = (int32_t)((1 << 30) - k * 32768);
-    { /* fast_channel of every channel, branch-free (this runs on every row call): a sign
-       * bit, and unsigned range checks shift + 22 <= 21, b + blim - 1 <= 2 blim - 2 */
-        const int32_t *const mult = q->mult, *const shift = q->shift;
-        const uint32_t lim = (uint32_t)cx->blim - 1u;
-        uint32_t bad = 0;
+    { /* fast_channel of every channel, the bias in a loop of its own (no test per channel) */
+        uint32_t slow = 0;
         for (oc = 0; oc < cout; ++oc) {
-            bad |= (uint32_t)mult[oc] | (uint32_t)((uint32_t)shift[oc] + 22u > 21u) << 31;
+            slow |= slow_rq(q->mult[oc], q->shift[oc]);
         }
-        if (b != NULL) {
-            for (oc = 0; oc < cout; ++oc) {
-                bad |= (uint32_t)((uint32_t)b[oc] + lim > 2u * lim) << 31;
-            }
+        for (oc = 0; b != NULL && oc < cout; ++oc) {
+            slow |= slow_bias(b[oc], cx->blim);
         }
-        cx->fast = !(bad >> 31);
+        cx->fast = !(slow >> 31);
     }
     return 1;
 }
@@ -658,7 +668,7 @@ CV_XS_FN(xs_27x_c, 7, 0, 1, 1)
  * speed (-O0 and -Os keep xs_27x). GCC's xs_27x kept the requantisation constants, the output
  * stride and the loop's end on the stack: 126 instructions a block of 2 pixels x 2 channels
  * (108 MACs); here each is read once per block from a table: 115. */
-#if defined(__ARM_FEATURE_DSP) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
+#if defined(CV_DSP_ASM)
 #define CV_STEM_ASM 1
 
 /* a channel pair's constants, as the assembly loops read them (byte offsets in the comments) */
@@ -853,6 +863,16 @@ typedef struct {
 CV_PW_BLOCKS(pw_blocks_odd, "")
 CV_PW_BLOCKS(pw_blocks_even, CV_PW_G("a00", "a01"))
 #undef CV_PW_BLOCKS
+
+/* (direct calls: the stack estimate follows them) */
+static inline void pw_blocks(const int32_t *xp, cv_pw_k *k, int32_t odd)
+{
+    if (odd) {
+        pw_blocks_odd(xp, k);
+    } else {
+        pw_blocks_even(xp, k);
+    }
+}
 #undef CV_PW_G
 #undef CV_PW_RQ
 
@@ -875,21 +895,13 @@ static CV_NOINLINE void xs_ext_asm(int8_t *y, const int32_t *buf, int32_t npx,
         k.ys = cout;
         k.xend = last;
         if (buf != last) {
-            if (odd) {
-                pw_blocks_odd(buf, &k);
-            } else {
-                pw_blocks_even(buf, &k);
-            }
+            pw_blocks(buf, &k, odd);
         }
         if (npx & 1) { /* its partner slot repeats it: both stores land on its outputs */
             k.y = y + (npx - 1) * cout + oc;
             k.ys = 0;
             k.xend = last + kp;
-            if (odd) {
-                pw_blocks_odd(last, &k);
-            } else {
-                pw_blocks_even(last, &k);
-            }
+            pw_blocks(last, &k, odd);
         }
     }
 }
@@ -980,7 +992,7 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
 /* The DSP pixel-pair loops below take 14 registers (cin 8 also reads its end from the
  * stack): GCC 12 allocates them when it optimises for speed; -O0 (r7 the frame pointer) and
  * -Os keep C. */
-#if defined(__ARM_FEATURE_DSP) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
+#if defined(CV_DSP_ASM)
 #define CV_WS_ASM 1
 
 /* group g (4 inputs) of pixels A (at xp) and B (PB bytes on): its weight words from wv, the
