@@ -106,6 +106,21 @@ def test_report_has_linked_sizes(stm32_mlp):
     assert s["link_buffers"] > 64 * 4  # a whole 64-float sample fits the receive buffer
 
 
+def test_stack_estimate_follows_the_builds_pointer_calls(stm32_mlp):
+    """The link's row reader, handed to the model as its input callback, is a target of the
+    model's pointer call; the link's server, whose switch table lies in its own section, is
+    not one (tests/test_stack_estimate.py has the rule on a small program)."""
+    from tinytrain.device.firmware_size import address_taken, stack_depth
+
+    objs = stm32_mlp / "su" / "board"
+    targets = address_taken(objs, "arm-none-eabi-readelf")
+    assert "link_rows" in targets and "tt_link_serve" not in targets
+    s = stack_depth(objs, indirect_targets=targets)
+    assert not any("recursive" in f for f in s["chain"])
+    r = json.loads((stm32_mlp / "report.json").read_text())["firmware"]
+    assert r["stack_estimate"] == s["bytes"] >= stack_depth(objs)["bytes"]
+
+
 def test_firmware_build_needs_qemu_or_port(stm32_mlp, cli):
     p = cli("run", stm32_mlp, "--data", stm32_mlp / "program.json", check=False)
     assert p.returncode == 2 and "--qemu" in p.stderr and "Traceback" not in p.stderr

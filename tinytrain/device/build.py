@@ -13,7 +13,12 @@ from tinytrain.codegen.context import check_prefix
 from tinytrain.codegen.outdir import check_replaceable, staged
 from tinytrain.codegen.program import MEMORY_JSON, PROGRAM_JSON, REPORT_JSON, program_info
 from tinytrain.codegen.render import flash_layout, render, write_files
-from tinytrain.device.firmware_size import section_sizes, stack_depth, unplanned_sram
+from tinytrain.device.firmware_size import (
+    address_taken,
+    section_sizes,
+    stack_depth,
+    unplanned_sram,
+)
 from tinytrain.device.toolchain import compile_project
 from tinytrain.errors import BuildError, FlashOverflow, OptionError, TinyTrainError
 from tinytrain.ir import Graph
@@ -75,7 +80,9 @@ def firmware_figures(project: Path, board: Board, report: dict[str, Any]) -> dic
     breakdown when the stack estimate exceeds its reserve."""
     size_tool = board.cc.replace("-gcc", "-size")
     fw = section_sizes(project / "firmware.elf", size_tool)
-    stack = stack_depth(project / "su" / "board")
+    objs = project / "su" / "board"
+    stack = stack_depth(objs, indirect_targets=address_taken(
+        objs, board.cc.replace("-gcc", "-readelf")))
     fw["stack_estimate"] = stack["bytes"]
     fw["stack_chain"] = stack["chain"]
     fw["planned_sram"] = report["sram_bytes"]["total"]

@@ -41,8 +41,52 @@ def section_sizes(elf: Path, size_tool: str) -> dict[str, int]:
             "flash_used": text + data, "sram_used": data + bss + stack}
 
 
-def stack_depth(ci_dir: Path, root: str = "main") -> dict[str, Any]:
-    """Deepest static call chain from `root` over every .ci file in ci_dir."""
+# Relocations of a call or a branch to a function: its address is not taken there.
+_CALL_RELOCS = frozenset({"R_ARM_THM_CALL", "R_ARM_THM_JUMP24", "R_ARM_THM_JUMP19",
+                          "R_ARM_THM_JUMP11", "R_ARM_THM_JUMP8", "R_ARM_CALL", "R_ARM_JUMP24",
+                          "R_ARM_PC24", "R_ARM_PLT32"})
+_RELOC_SECTION = re.compile(r"Relocation section '([^']+)'")
+# GCC's node for every call through a pointer (-fcallgraph-info)
+INDIRECT_CALL = "__indirect_call"
+
+
+def address_taken(obj_dir: Path, readelf: str) -> set[str]:
+    """Functions whose address the objects in obj_dir use other than by calling them: the
+    targets an indirect call can reach. A reference from the vector table is an entry
+    (interrupts are EXCEPTION_FRAME's), and one from a function's own section (its switch
+    table) is not its address. With -ffunction-sections a static function is referenced
+    through its section symbol .text.NAME."""
+    if shutil.which(readelf) is None:
+        raise BuildError(f"{readelf} is not installed")
+    functions: set[str] = set()
+    refs: set[str] = set()
+    for obj in sorted(obj_dir.glob("*.o")):
+        out = subprocess.run([readelf, "-srW", str(obj)], capture_output=True, text=True,
+                             check=True).stdout
+        section = ""
+        for line in out.splitlines():
+            m = _RELOC_SECTION.match(line)
+            if m:
+                section = m.group(1)
+                continue
+            parts = line.split()
+            if len(parts) >= 8 and parts[3] == "FUNC":  # symbol table: Num Value Size Type ..
+                functions.add(parts[7])
+            elif len(parts) >= 5 and parts[2].startswith("R_ARM_"):
+                target = parts[4].removeprefix(".text.")
+                host = section.removeprefix(".rel").removeprefix(".text.")
+                if (parts[2] not in _CALL_RELOCS and section != ".rel.isr_vector"
+                        and target != host):
+                    refs.add(target)
+    return refs & functions
+
+
+def stack_depth(ci_dir: Path, root: str = "main",
+                indirect_targets: set[str] | None = None) -> dict[str, Any]:
+    """Deepest static call chain from `root` over every .ci file in ci_dir. GCC's graph
+    sends every call through a pointer to one placeholder node; it stands here for the
+    deepest of `indirect_targets` (address_taken: by bare name, as static functions' nodes
+    are named file:NAME), or for a leaf of LIBC_FRAME_ALLOWANCE bytes when they are unknown."""
     frames: dict[str, int] = {}
     dynamic: set[str] = set()
     calls: dict[str, set[str]] = {}
@@ -54,6 +98,13 @@ def stack_depth(ci_dir: Path, root: str = "main") -> dict[str, Any]:
                 dynamic.add(name)
         for src, dst in _EDGE.findall(text):
             calls.setdefault(src, set()).add(dst)
+    if indirect_targets is not None:
+        nodes = {}
+        for name in frames:
+            nodes.setdefault(name.rsplit(":", 1)[-1], []).append(name)
+        # a target without a node (assembly) is a leaf of the allowance, as libc's are
+        calls[INDIRECT_CALL] = {n for t in indirect_targets for n in nodes.get(t, [t])}
+        frames[INDIRECT_CALL] = 0
     memo: dict[str, tuple[int, list[str]]] = {}
 
     def deepest(fn: str, seen: frozenset[str]) -> tuple[int, list[str]]:
@@ -63,11 +114,12 @@ def stack_depth(ci_dir: Path, root: str = "main") -> dict[str, Any]:
             return 0, [fn + " (recursive)"]
         own = frames.get(fn, LIBC_FRAME_ALLOWANCE)
         best = (0, [])
-        for callee in calls.get(fn, ()):
+        for callee in sorted(calls.get(fn, ())):
             d = deepest(callee, seen | {fn})
             if d[0] > best[0]:
                 best = d
-        memo[fn] = (own + best[0], [fn.rsplit(":", 1)[-1]] + best[1])
+        name = "(through a pointer)" if fn == INDIRECT_CALL else fn.rsplit(":", 1)[-1]
+        memo[fn] = (own + best[0], [name] + best[1])
         return memo[fn]
 
     depth, chain = deepest(root, frozenset())
