@@ -65,12 +65,20 @@ def build_quant(g0: Graph, spec: str, opts: Options) -> dict:
 
 class Int8Forward(nn.Module):
     """A bench MobileNetV2 (bn=False) run as the int8 build runs it (see the module doc);
-    `round_logits`: the head's output rounded too (inference), else left real (the loss)."""
+    `round_logits`: the head's output rounded too (inference), else left real (the loss).
+
+    Two what-ifs for bench/act_precision.py, read from `quant` (with_activations): the
+    activations (every conv, add and pool output; not the input sample, nor the logits) on a
+    grid 2^(bits - 8) times finer over the same range ("act_bits": 16 is TFLite's 16x8 mode's
+    resolution), and rounded stochastically while training ("act_rounding": "stochastic";
+    inference, under no_grad, rounds to nearest)."""
 
     def __init__(self, net: nn.Module, quant: dict) -> None:
         super().__init__()
         self.net, self.q = net, quant
         self.round_logits = False
+        self.finer = 2 ** (quant.get("act_bits", 8) - 8)
+        self.stochastic = quant.get("act_rounding", "nearest") == "stochastic"
         self.mods = [m for m in net.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
         assert len(self.mods) == len(quant["layers"])
         with torch.no_grad():
@@ -78,17 +86,39 @@ class Int8Forward(nn.Module):
                 m.weight.copy_(torch.tensor(ly["w"]).reshape(m.weight.shape))
                 m.bias.copy_(torch.tensor(ly["b"]))
         for m, ly in zip(self.mods[:-1], quant["layers"], strict=False):
-            m.register_forward_hook(lambda _m, _i, y, ly=ly: fake_quant(y, ly["y"], *ly["clamp"]))
+            m.register_forward_hook(lambda _m, _i, y, ly=ly: self.act(y, ly["y"], *ly["clamp"]))
         head = quant["layers"][-1]
         self.mods[-1].register_forward_hook(
             lambda _m, _i, y: fake_quant(y, head["y"], *head["clamp"]) if self.round_logits else y)
         skips = [b for b in net.features if getattr(b, "skip", False)]
         assert len(skips) == len(quant["adds"])
         for b, q in zip(skips, quant["adds"], strict=True):
-            b.forward = lambda x, b=b, q=q: fake_quant(x + b.body(x), q)
+            b.forward = lambda x, b=b, q=q: self.act(x + b.body(x), q)
+
+    def act(self, x: torch.Tensor, q: Quant, lo: int = -128, hi: int = 127) -> torch.Tensor:
+        """An activation rounded as the what-ifs say (as fake_quant by default)."""
+        f = self.finer
+        s, zp = q
+        grid = (float(s) / f, int(zp) * f)
+        if self.stochastic and torch.is_grad_enabled():
+            return stochastic_quant(x, grid, lo * f, hi * f + f - 1)
+        return fake_quant(x, grid, lo * f, hi * f + f - 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         f = self.net.features(fake_quant(x, self.q["input"]))
-        p = fake_quant(nn.functional.adaptive_avg_pool2d(f, 1), self.q["pool"])
+        p = self.act(nn.functional.adaptive_avg_pool2d(f, 1), self.q["pool"])
         return self.net.fc(torch.flatten(p, 1))
 
+
+def stochastic_quant(x: torch.Tensor, q: Quant, lo: int, hi: int) -> torch.Tensor:
+    """fake_quant rounding down or up with the probabilities that make it exact on average."""
+    s, zp = q
+    r = (torch.clamp(torch.floor(x / s + torch.rand_like(x)) + zp, lo, hi) - zp) * s
+    return x + (r - x).detach()
+
+
+def with_activations(quant: dict, bits: int = 8, rounding: str = "nearest") -> dict:
+    """`quant` with Int8Forward's what-ifs set (act_bits, act_rounding)."""
+    if bits < 8 or rounding not in ("nearest", "stochastic"):
+        raise ValueError(f"activations of {bits} bits rounded {rounding!r}")
+    return {**quant, "act_bits": bits, "act_rounding": rounding}

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import auto_plan  # noqa: E402
-from int8_forward import Int8Forward, build_quant, widened  # noqa: E402
+from int8_forward import Int8Forward, build_quant, widened, with_activations  # noqa: E402
 from torch import nn  # noqa: E402
 
 from tinytrain.ops import interp  # noqa: E402
@@ -106,3 +106,71 @@ def test_pytorch_runs_the_int8_builds_forward(world) -> None:
     plain = build_quant(g0, "bias", world["opts"])
     assert any(not np.array_equal(a["w"], b["w"])
                for a, b in zip(quant["layers"], plain["layers"], strict=True))
+
+
+def _first_conv(world, quant: dict) -> tuple[Int8Forward, list]:
+    """Int8Forward over `quant` and a list its first conv's rounded outputs land in."""
+    net = auto_plan.MobileNetV2(5, bn=False).eval()
+    net.load_state_dict({k: torch.tensor(v) for k, v in world["state"].items()})
+    m = Int8Forward(net, quant)
+    seen: list = []
+    conv = next(mod for mod in net.modules() if isinstance(mod, nn.Conv2d))
+    conv.register_forward_hook(lambda _m, _i, y: seen.append(y.detach()))
+    return m, seen
+
+
+def test_act_precision_what_ifs(world) -> None:
+    """bench/act_precision.py's arms: 16-bit activations lie on a grid 256 times finer over
+    the same range (the input sample stays int8); stochastic rounding is exact on average
+    while training and is the nearest rounding under no_grad."""
+    x = torch.tensor(world["d"]["test_x"][:2])
+    g0 = import_model(world["model"], world["opts"])
+    q8 = build_quant(g0, SPEC, world["opts"])
+    s = float(q8["layers"][0]["y"][0])
+    m8, y8 = _first_conv(world, q8)
+    m16, y16 = _first_conv(world, with_activations(q8, 16))
+    with torch.no_grad():
+        m8(x), m16(x)
+    fine = y16[0] / (s / 256)
+    assert (fine - fine.round()).abs().max() <= FINE_ON_GRID
+    assert (y16[0] / s - (y16[0] / s).round()).abs().max() > 0.1  # between int8 steps
+    assert (y16[0] - y8[0]).abs().max() <= s / 2 + s / 256  # the same range and values
+    mst, yst = _first_conv(world, with_activations(q8, 8, "stochastic"))
+    with torch.no_grad():
+        mst(x)
+    assert torch.equal(yst[0], y8[0])  # inference rounds to nearest
+    for _ in range(STOCHASTIC_DRAWS):
+        mst(x)  # training: grad enabled
+    draws = torch.stack(yst[1:])
+    assert (draws / s - (draws / s).round()).abs().max() <= ON_GRID  # each on the int8 grid
+    assert not torch.equal(draws[0], draws[1])
+    inside = (y16[0] > -120 * s) & (y16[0] < 120 * s)  # clamps aside, as a mean sees them
+    err = (draws.mean(0) - y16[0])[inside].abs().mean() / s
+    assert err < STOCHASTIC_MEAN_LSB, err
+    with pytest.raises(ValueError):
+        with_activations(q8, 8, "up")
+
+
+# float32 holds ~7 significant digits: a value up to 32768 fine steps from zero lies within
+# ~0.004 of its step
+FINE_ON_GRID = 0.01
+STOCHASTIC_DRAWS = 64
+# the mean of 64 stochastic roundings of a value is within ~1/sqrt(4 * 64) = 0.06 LSB of it on
+# average (a rounding's variance is at most 1/4 LSB^2); nearest rounding is 0.25 off on average
+STOCHASTIC_MEAN_LSB = 0.1
+
+
+def test_act_precision_bench_runs(tmp_path) -> None:
+    """bench/act_precision.py end to end on one network and order: every arm trained, the
+    differences to fp32, and the SRAM a 16-bit plan would need at least (more than the int8
+    plan's)."""
+    import act_precision
+
+    res = act_precision.run(1, 1, "last:3", tmp_path, lambda s: None)
+    assert list(res["accuracy"]) == list(act_precision.ARMS)
+    assert all(len(v) == 1 and 0.2 <= v[0] <= 1.0 for v in res["accuracy"].values())
+    s = res["sram"]
+    assert 0 < s["activations_at_peak"] < s["total"]
+    text = act_precision.table(res)
+    assert text.count("\n| ") == 2 + len(act_precision.ARMS) - 1  # separator, arms
+    assert f"{(s['total'] + s['activations_at_peak']) / 1024:.1f} KB" in text
