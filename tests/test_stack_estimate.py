@@ -48,21 +48,26 @@ int main(int k) {{
 """
 
 
-@pytest.fixture(scope="module")
-def objs(tmp_path_factory) -> Path:
+def _compile(d: Path, *flags: str) -> Path:
     if shutil.which(CC) is None:
         pytest.skip(f"{CC} is not installed")
-    d = tmp_path_factory.mktemp("stack")
     (d / "p.c").write_text(PROGRAM)
     subprocess.run([CC, "-mcpu=cortex-m7", "-mthumb", "-O2", "-ffunction-sections",
-                    "-fdata-sections", "-fcallgraph-info=su", "-c", "p.c", "-o", "p.o"],
+                    "-fdata-sections", "-fcallgraph-info=su", *flags, "-c", "p.c", "-o", "p.o"],
                    cwd=d, check=True)
     return d
 
 
-def test_address_taken_is_the_pointer_targets(objs):
-    # called is only called, Handler only in the vector table, main only an entry
-    assert address_taken(objs, READELF) == {"deep", "shallow"}
+@pytest.fixture(scope="module")
+def objs(tmp_path_factory) -> Path:
+    return _compile(tmp_path_factory.mktemp("stack"))
+
+
+@pytest.mark.parametrize("flags", [(), ("-g", "-funwind-tables")])
+def test_address_taken_is_the_pointer_targets(flags, tmp_path):
+    """called is only called, Handler only in the vector table, main only an entry; debug
+    information and unwind tables name every function without taking its address."""
+    assert address_taken(_compile(tmp_path, *flags), READELF) == {"deep", "shallow"}
 
 
 def test_a_call_through_a_pointer_counts_its_deepest_target(objs):

@@ -45,6 +45,9 @@ def section_sizes(elf: Path, size_tool: str) -> dict[str, int]:
 _CALL_RELOCS = frozenset({"R_ARM_THM_CALL", "R_ARM_THM_JUMP24", "R_ARM_THM_JUMP19",
                           "R_ARM_THM_JUMP11", "R_ARM_THM_JUMP8", "R_ARM_CALL", "R_ARM_JUMP24",
                           "R_ARM_PC24", "R_ARM_PLT32"})
+# Sections that name functions without running them: debug information (-g), unwind tables
+# (-funwind-tables), notes
+_NOT_RUN = (".debug", ".ARM.exidx", ".ARM.extab", ".note", ".comment")
 _RELOC_SECTION = re.compile(r"Relocation section '([^']+)'")
 # GCC's node for every call through a pointer (-fcallgraph-info)
 INDIRECT_CALL = "__indirect_call"
@@ -53,9 +56,10 @@ INDIRECT_CALL = "__indirect_call"
 def address_taken(obj_dir: Path, readelf: str) -> set[str]:
     """Functions whose address the objects in obj_dir use other than by calling them: the
     targets an indirect call can reach. A reference from the vector table is an entry
-    (interrupts are EXCEPTION_FRAME's), and one from a function's own section (its switch
-    table) is not its address. With -ffunction-sections a static function is referenced
-    through its section symbol .text.NAME."""
+    (interrupts are EXCEPTION_FRAME's), one from a function's own section (its switch table)
+    is not its address, nor are debug information's and unwind tables' (_NOT_RUN). With
+    -ffunction-sections a static function is referenced through its section symbol
+    .text.NAME."""
     if shutil.which(readelf) is None:
         raise BuildError(f"{readelf} is not installed")
     functions: set[str] = set()
@@ -74,9 +78,10 @@ def address_taken(obj_dir: Path, readelf: str) -> set[str]:
                 functions.add(parts[7])
             elif len(parts) >= 5 and parts[2].startswith("R_ARM_"):
                 target = parts[4].removeprefix(".text.")
-                host = section.removeprefix(".rel").removeprefix(".text.")
-                if (parts[2] not in _CALL_RELOCS and section != ".rel.isr_vector"
-                        and target != host):
+                applied = section.removeprefix(".rel")  # the section the relocation patches
+                if (parts[2] not in _CALL_RELOCS and applied != ".isr_vector"
+                        and not applied.startswith(_NOT_RUN)
+                        and target != applied.removeprefix(".text.")):
                     refs.add(target)
     return refs & functions
 
