@@ -2,7 +2,7 @@
 instructions per MAC beside the floor, sorted by the instructions left above it (the next gap
 to close is the top row).
 
-    python bench/speed.py                   # both boards, optimised kernels; --json FILE
+    python bench/speed.py                   # every board, optimised kernels; --json FILE
     python bench/speed.py --reference       # also the portable reference kernels, for the ratio
     python bench/speed.py --board stm32f746
 
@@ -40,13 +40,15 @@ from pretrain import accuracy, digits_rgb, pretrain  # noqa: E402  (bench/pretra
 
 from tests.torch_models import MLP, AifesCNN, DigitsCNN, export  # noqa: E402
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES  # noqa: E402
-from tinytrain.device.bench import measure  # noqa: E402
+from tinytrain.device.bench import PHASES, measure  # noqa: E402
 from tinytrain.device.build import build  # noqa: E402
 from tinytrain.device.runner import load_program_info  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
 from tinytrain.passes.pipeline import Options  # noqa: E402
 
-BOARDS = ("stm32f746", "nrf52840")
+# The M7 and M4F; the M33 boards (mps2-an505 twin, SysTick at 20 MHz: 50 instructions a
+# tick) and the RP2040's M0+ (ARMv6-M code on the mps2-an385's M3, fp32 in soft-float).
+BOARDS = ("stm32f746", "nrf52840", "rp2350", "stm32u585", "rp2040")
 # TTE's measured cycles per training sample on the STM32F746 (its paper's ms at 216 MHz).
 TTE_CYCLES = {"MobileNetV2-w0.35": 80.6e6, "ProxylessNAS-w0.3": 95.7e6, "MCUNet-5FPS": 117.9e6}
 # AIfES's instructions per training sample (SGD batch 1) for its two examples, as counted on
@@ -218,8 +220,35 @@ def main() -> None:
             print(f"| {r['model']} | {r['board']} | {o['name'].lstrip('_')} | {o['op']} | "
                   f"{o['instructions']:,.0f} | {o['macs']:,} | {per} | {o['floor']} | "
                   f"{o['above']:,.0f} |")
+    _by_board(rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+def _by_board(rows: list[dict]) -> None:
+    """Instructions per sample of each model on each board's twin, against the M4F, and where
+    each board's step goes (forward, backward, update: the phases' share)."""
+    boards = [b for b in BOARDS if any(r["board"] == b for r in rows)]
+    opt = {(r["model"], r["board"]): r for r in rows if r["kernels"] == "optimized"}
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    print("\n### instructions per sample by board (optimised kernels; ratio to the M4F)\n")
+    print("| model | " + " | ".join(boards) + " |")
+    print("|---|" + "---:|" * len(boards))
+    for m in models:
+        base = opt.get((m, "nrf52840"))
+        cells = []
+        for b in boards:
+            r = opt.get((m, b))
+            cells.append("" if r is None else f"{r['instructions'] / 1e6:,.2f} M" + (
+                f" ({r['instructions'] / base['instructions']:.2f}×)" if base else ""))
+        print(f"| {m} | " + " | ".join(cells) + " |")
+    print("\n### where the step goes (share of the phases' instructions)\n")
+    print("| model | board | " + " | ".join(PHASES) + " |")
+    print("|---|---|" + "---:|" * len(PHASES))
+    for (m, b), r in opt.items():
+        total = sum(r["phases"].values()) or 1
+        print(f"| {m} | {b} | " + " | ".join(
+            f"{100 * r['phases'].get(ph, 0) / total:.0f} %" for ph in PHASES) + " |")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ The layers are written against bare registers, so the objects must not pull in a
 undefined either (no libc, no vendor HAL). Nothing here runs on hardware.
 """
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -23,6 +24,9 @@ COMMON = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror",
 BOARDS = {
     "stm32f746": ["-mcpu=cortex-m7", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"],
     "nrf52840": ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard"],
+    "stm32u585": ["-mcpu=cortex-m33", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"],
+    "rp2040": ["-mcpu=cortex-m0plus", "-mthumb", "-mfloat-abi=soft"],
+    "rp2350": ["-mcpu=cortex-m33", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard", "-DTT_FPV5"],
 }
 
 pytestmark = pytest.mark.skipif(
@@ -68,3 +72,38 @@ def test_board_layer_compiles_and_defines_the_port(board, tmp_path):
     assert not missing, f"{src} does not define (T) {missing}; nm says:\n{nm.stdout}"
     undefined = sorted(name for name, kind in symbols.items() if kind == "U")
     assert not undefined, f"{src} depends on undefined symbols {undefined}"
+
+
+def crc32_mpeg2_bitwise(data: bytes) -> int:
+    """CRC-32/MPEG-2 one bit at a time (independent of make_boot2.py's table-driven one):
+    poly 0x04C11DB7, init 0xFFFFFFFF, MSB first (not reflected), no final XOR."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte << 24
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x04C11DB7 if crc & 0x80000000 else crc << 1) & 0xFFFFFFFF
+    return crc
+
+
+def test_rp2040_boot2_matches_its_source_and_checksum(tmp_path):
+    """board.c's pasted stage 2 is boot2.S as make_boot2.py assembles it, zero-padded to 252
+    bytes, followed by the CRC the RP2040 boot ROM checks (RP2040 datasheet 2.8.1.3.1: over the
+    first 252 bytes, stored as a little-endian word in the last 4)."""
+    assert crc32_mpeg2_bitwise(b"123456789") == 0x0376E6E7  # the catalogued check value
+    spec = importlib.util.spec_from_file_location(
+        "make_boot2", ROOT / "boards" / "rp2040" / "make_boot2.py")
+    make_boot2 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_boot2)
+    code = make_boot2.assemble(tmp_path)
+
+    text = (ROOT / "boards" / "rp2040" / "board.c").read_text()
+    block = re.search(re.escape(make_boot2.BEGIN) + r"(.*?)" + re.escape(make_boot2.END), text,
+                      flags=re.S)
+    assert block, "board.c has no generated boot2 block"
+    array = re.search(r"tt_rp2040_boot2\[256\]\s*=\s*\{(.*?)\}", block.group(1), flags=re.S)
+    assert array and 'section(".tt_boot2")' in block.group(1)
+    image = bytes(int(b, 16) for b in re.findall(r"0x([0-9a-fA-F]{2})\b", array.group(1)))
+    assert len(image) == 256
+    assert image[:len(code)] == code, "board.c's boot2 is stale: run boards/rp2040/make_boot2.py"
+    assert image[len(code):252] == bytes(252 - len(code))
+    assert int.from_bytes(image[252:], "little") == crc32_mpeg2_bitwise(image[:252])

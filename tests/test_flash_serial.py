@@ -26,9 +26,12 @@ from tests.sim.nrf_dfu_bootloader import (
     RES_OPERATION_FAILED,
     NrfDfuBootloader,
 )
+from tests.sim.stm32_rom_bootloader import STM32U585 as SIM_U585
 from tests.sim.stm32_rom_bootloader import Stm32RomBootloader
+from tinytrain.boards import load_board
 from tinytrain.device.flashing import (
     FlashError,
+    board_chip,
     flash_image,
     flash_probe,
     load_bin,
@@ -36,7 +39,13 @@ from tinytrain.device.flashing import (
     load_image,
     open_serial,
 )
-from tinytrain.device.flashing.stm32_rom import SECTORS, plan_blocks
+from tinytrain.device.flashing.stm32_rom import (
+    SECTORS,
+    STM32F746,
+    STM32U585,
+    covered_units,
+    plan_blocks,
+)
 
 # Host timeout where a test makes the simulator stay silent: the simulator answers in well under
 # a millisecond, so this only keeps those tests short. Tests that get NACKs keep the default.
@@ -254,6 +263,109 @@ def test_stm32_sim_speaks_an3155_byte_exactly(sims):
         s.write(b"\x11\xee" + bytes([0x08, 0, 0, 0, 0x08]) + b"\x03\xfc")  # read 4 bytes
         assert s.read(7) == b"\x79\x79\x79" + b"\xff" * 4
     assert sim.erased_sectors == [0]
+
+
+# ---------------------------------------------------------------- STM32U585: pages in two banks
+
+U5_PAGE = 8192
+U5_BANK2 = 0x08100000
+# The slots a 40 KB checkpoint gets on the U585: the last 10 pages of bank 2 (as a build has it).
+U5_SLOTS = load_board("stm32u585").flash_layout(40_000)
+
+
+def _u585(sims, **faults) -> Stm32RomBootloader:
+    sim = sims(Stm32RomBootloader(chip=SIM_U585, **faults))
+    sim.load(STM32_BASE, b"\x5a" * (8 * U5_PAGE))  # an older firmware in pages 0..7
+    for n, slot in enumerate(U5_SLOTS.slots):
+        sim.load(slot, f"CKPT{n}".encode() * 2000)  # 10 KB into each slot
+    return sim
+
+
+U5_IMAGE = [(STM32_BASE, _bytes(5 * U5_PAGE + 13, 7)),  # pages 0..5, odd length
+            (STM32_BASE + 5 * U5_PAGE + 20, _bytes(9, 8)),  # shares page 5's second quad-word
+            (U5_BANK2 + U5_PAGE + 0x102, _bytes(777, 9))]  # bank 2 page 1 = erase number 129
+
+
+def test_board_chip_comes_from_the_board_file():
+    u5, f7 = board_chip(load_board("stm32u585")), board_chip(load_board("stm32f746"))
+    assert (u5.product_id, u5.erase_units, u5.write_align) == (
+        0x482, STM32U585.erase_units, 16)
+    assert (f7.product_id, f7.erase_units) == (0x449, STM32F746.erase_units)
+    assert f7.unit == "sector" and u5.unit == "page" and u5.name == "STM32U585"
+    assert board_chip(load_board("nrf52840")) is None
+    assert all(s % U5_PAGE == 0 and s >= U5_BANK2 for s in U5_SLOTS.slots)
+
+
+def test_stm32u585_round_trip_keeps_checkpoints(sims):
+    sim = _u585(sims)
+    flash_image("stm32-rom", sim.port, U5_IMAGE, chip=STM32U585)
+    for addr, data in U5_IMAGE:
+        assert sim.flash_at(addr, len(data)) == data
+    assert sorted(sim.erased_sectors) == [0, 1, 2, 3, 4, 5, 129]  # numbered across both banks
+    assert sim.flash_at(STM32_BASE + 6 * U5_PAGE, 16) == b"\x5a" * 16  # page 6: not covered
+    assert sim.flash_at(U5_BANK2 + U5_PAGE, 0x102) == b"\xff" * 0x102
+    for n, slot in enumerate(U5_SLOTS.slots):
+        assert sim.flash_at(slot, 10_000) == f"CKPT{n}".encode() * 2000
+    assert sim.go_address == STM32_BASE and sim.nacks == 0
+
+
+def test_stm32u585_writes_whole_quad_words_once():
+    blocks = plan_blocks(U5_IMAGE, STM32U585)
+    assert all(a % 16 == 0 and len(d) % 16 == 0 and len(d) <= 256 for a, d in blocks)
+    quads = [a for addr, d in blocks for a in range(addr, addr + len(d), 16)]
+    assert len(quads) == len(set(quads))  # ECC: a quad-word is programmed once after an erase
+    assert covered_units(blocks, STM32U585) == [0, 1, 2, 3, 4, 5, 129]
+
+
+def test_stm32u585_wrong_product_id(sims):
+    sim = _u585(sims, pid=0x449)  # an STM32F74x answers where a U585 was expected
+    with pytest.raises(FlashError) as e:
+        flash_image("stm32-rom", sim.port, U5_IMAGE, chip=STM32U585)
+    msg = _one_line(e)
+    assert "product ID 0x449, not 0x482 (STM32U585)" in msg and "wrong board or port" in msg
+    assert sim.erased_sectors == []
+
+
+def test_stm32f746_image_on_a_u585(sims):
+    sim = _u585(sims)
+    with pytest.raises(FlashError) as e:  # the default chip is the F746
+        flash_image("stm32-rom", sim.port, STM32_IMAGE)
+    assert "product ID 0x482, not 0x449 (STM32F746)" in _one_line(e)
+    assert sim.erased_sectors == []
+
+
+def test_stm32u585_image_outside_flash():
+    with pytest.raises(FlashError) as e:
+        flash_image("stm32-rom", "/dev/null", [(0x08200000, b"\x00" * 16)], chip=STM32U585)
+    assert "outside the STM32U585 flash 0x08000000..0x081FFFFF" in _one_line(e)
+
+
+def test_stm32u585_sim_needs_quad_words_and_erases_banks(sims):
+    sim = _u585(sims)
+    page = (U5_BANK2 + 2 * U5_PAGE).to_bytes(4, "big")
+    page_sum = bytes([page[0] ^ page[1] ^ page[2] ^ page[3]])
+    with open_serial(sim.port, baud=115200, timeout=0.5, parity=serial.PARITY_EVEN) as s:
+        s.write(b"\x7f")
+        assert s.read(1) == b"\x79"
+        s.write(b"\x02\xfd")  # Get ID
+        assert s.read(5) == b"\x79\x01\x04\x82\x79"
+        s.write(b"\x31\xce" + page + page_sum)  # 4 bytes: not a quad-word
+        assert s.read(2) == b"\x79\x79"
+        s.write(bytes([3, 1, 2, 3, 4, 3 ^ 1 ^ 2 ^ 3 ^ 4]))
+        assert s.read(1) == b"\x1f"
+        s.write(b"\x31\xce" + page + page_sum)  # 16 bytes: programmed
+        assert s.read(2) == b"\x79\x79"
+        s.write(bytes([15, *[0xFF] * 16, 15]))
+        assert s.read(1) == b"\x79"
+        s.write(b"\x31\xce" + page + page_sum)  # the same quad-word again: ECC refuses
+        assert s.read(2) == b"\x79\x79"
+        s.write(bytes([15, *[0xFF] * 16, 15]))
+        assert s.read(1) == b"\x1f"
+        s.write(b"\x44\xbb" + b"\xff\xfd" + b"\x02")  # bank 2 erase: pages 128..255
+        assert s.read(2) == b"\x79\x79"
+    assert sim.erased_sectors == list(range(128, 256))
+    assert sim.flash_at(U5_SLOTS.slots[0], 16) == b"\xff" * 16
+    assert sim.flash_at(STM32_BASE, 16) == b"\x5a" * 16
 
 
 # ---------------------------------------------------------------- nRF5 SDK Secure DFU (serial)

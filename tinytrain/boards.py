@@ -14,14 +14,29 @@ BOARDS_DIR = asset_dir("boards")
 QEMU_SOURCE = "qemu/mps2.c"
 
 
+# The MPS2 machines' SysTick runs at 25 MHz: under -icount shift=0 (1 instruction per ns) one
+# tick is 40 instructions. The SSE-200 machines (mps2-an505) clock it at 20 MHz.
+MPS2_SYSCLK_HZ = 25_000_000
+MPS2_UART0 = 0x40004000  # CMSDK APB UART0 of the MPS2 FPGA images (AN385, AN386, AN500)
+
+
 @dataclass(frozen=True)
 class QemuTwin:
     machine: str
     flash_origin: int  # where the board's flash appears in the twin (its code memory)
+    ram_origin: int | None = None  # where its RAM is, when not at the board's address
+    uart_base: int = MPS2_UART0  # the CMSDK UART the link uses
+    sysclk_hz: int = MPS2_SYSCLK_HZ  # SysTick's processor clock
+
+    @property
+    def instructions_per_tick(self) -> float:
+        """Instructions one SysTick tick counts under -icount shift=0 (1 instruction per ns)."""
+        return 1e9 / self.sysclk_hz
 
 
 # firmware/tt_checkpoint.h: a slot holds a 32-byte header, then each parameter and each entry
-# of the training state padded to the flash write unit (4 bytes on both boards).
+# of the training state padded to the flash write unit (4 bytes on most boards; the STM32U5
+# programs 16-byte quad-words).
 CKPT_HEADER_BYTES, CKPT_WRITE_UNIT = 32, 4
 
 
@@ -43,9 +58,10 @@ class FlashLayout:
                            tuple((o + delta, n) for o, n in self.regions), self.with_state)
 
 
-def checkpoint_bytes(entry_bytes: list[int]) -> int:
-    """Bytes a checkpoint of these entries (parameters, state) occupies in its slot."""
-    return CKPT_HEADER_BYTES + sum(-(-n // CKPT_WRITE_UNIT) * CKPT_WRITE_UNIT for n in entry_bytes)
+def checkpoint_bytes(entry_bytes: list[int], unit: int = CKPT_WRITE_UNIT) -> int:
+    """Bytes a checkpoint of these entries (parameters, state) occupies in its slot, each
+    padded to the flash write unit."""
+    return CKPT_HEADER_BYTES + sum(-(-n // unit) * unit for n in entry_bytes)
 
 
 @dataclass(frozen=True)
@@ -61,7 +77,9 @@ class Board:
     cflags: tuple[str, ...] = ()
     source: str = ""  # board layer, relative to boards/
     ram_origin: int = 0
-    flash_origin: int = 0
+    flash_origin: int = 0  # where the program starts
+    flash_base: int = 0  # where the chip's flash starts (below flash_origin: a bootloader's)
+    flash_write_unit: int = CKPT_WRITE_UNIT  # bytes the flash programs at once
     flash_sectors: tuple[int, ...] = ()  # erase units in bytes from flash_origin (STM32 style)
     flash_page_bytes: int = 0  # or uniform pages up to flash_end (nRF style)
     flash_end: int = 0
@@ -77,10 +95,13 @@ class Board:
         """Slots for the parameters and the training state; where the flash cannot hold
         that, for the parameters alone (the firmware then checkpoints only those)."""
         try:
-            return replace(self.flash_layout(checkpoint_bytes(param_bytes + state_bytes)),
+            return replace(self.flash_layout(checkpoint_bytes(param_bytes + state_bytes,
+                                                              self.flash_write_unit)),
                            with_state=bool(state_bytes))
         except OptionError:
-            return replace(self.flash_layout(checkpoint_bytes(param_bytes)), with_state=False)
+            return replace(self.flash_layout(checkpoint_bytes(param_bytes,
+                                                              self.flash_write_unit)),
+                           with_state=False)
 
     def flash_layout(self, ckpt_bytes: int) -> FlashLayout:
         """Two checkpoint slots of whole erase units big enough for `ckpt_bytes`, using as
@@ -136,7 +157,9 @@ def load_board(name: str) -> Board:
         d = tomllib.loads(path.read_text())
         mem, lay, tc = d.get("memory", {}), d.get("layout", {}), d.get("toolchain", {})
         q = d.get("qemu")
-        twin = None if q is None else QemuTwin(q["machine"], q["flash_origin"])
+        twin = None if q is None else QemuTwin(
+            q["machine"], q["flash_origin"], q.get("ram_origin"),
+            q.get("uart_base", MPS2_UART0), q.get("sysclk_hz", MPS2_SYSCLK_HZ))
         return Board(
             name=name, description=d.get("description", ""), cpu=d.get("cpu", ""),
             sram_bytes=mem.get("sram_kb", 0) * 1024 or None,
@@ -145,6 +168,8 @@ def load_board(name: str) -> Board:
             clock_hz=d.get("clock_hz", 0), cflags=tuple(tc.get("cflags", ())),
             source=tc.get("source", ""), ram_origin=lay.get("ram_origin", 0),
             flash_origin=lay.get("flash_origin", 0),
+            flash_base=lay.get("flash_base", lay.get("flash_origin", 0)),
+            flash_write_unit=lay.get("flash_write_unit", CKPT_WRITE_UNIT),
             flash_sectors=tuple(k * 1024 for k in lay.get("flash_sectors_kb", ())),
             flash_page_bytes=lay.get("flash_page_kb", 0) * 1024,
             flash_end=lay.get("flash_end", 0),

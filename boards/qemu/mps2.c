@@ -1,22 +1,33 @@
 /* Board layer of the QEMU twins: ARM MPS2 FPGA images as QEMU models them, mps2-an500
- * (Cortex-M7, twin of the STM32F746) and mps2-an386 (Cortex-M4F, twin of the nRF52840).
+ * (Cortex-M7, twin of the STM32F746), mps2-an386 (Cortex-M4F, twin of the nRF52840),
+ * mps2-an385 (Cortex-M3, runs the RP2040's ARMv6-M code) and mps2-an505 (Cortex-M33 in the
+ * Arm SSE-200, twin of the RP2350 and the STM32U585; UART0 at its Secure alias 0x50200000).
  * Only this file differs from the real boards: the model, the link and the checkpoint code are
  * the same objects.
- *  - UART0 is an ARM CMSDK APB UART at 0x40004000 (ARM DDI 0479, CMSDK TRM, APB UART); QEMU
- *    wires it to -serial, here a TCP socket that tinytrain reaches with pyserial.
+ *  - UART0 is an ARM CMSDK APB UART at TT_TWIN_UART0 (0x40004000 on the MPS2 images; ARM
+ *    DDI 0479, CMSDK TRM, APB UART); QEMU wires it to -serial, here a TCP socket that
+ *    tinytrain reaches with pyserial.
  *  - Ticks: SysTick on the processor clock. Under `-icount shift=0` QEMU's virtual clock runs
- *    one instruction per ns and the MPS2 SysTick counts at 25 MHz, so one tick is exactly 40
- *    executed instructions. DWT->CYCCNT reads 0 in QEMU, so it is not used here.
+ *    one instruction per ns and the MPS2 SysTick counts at 25 MHz (20 MHz on the AN505), so
+ *    one tick is exactly 40 (50) executed instructions; the host knows which from the board's
+ *    TOML. DWT->CYCCNT reads 0 in QEMU, so it is not used here.
  *  - "Flash": the twin's code memory is RAM (ZBT SSRAM1 at 0x0), so the two checkpoint slots
  *    are emulated with NOR semantics (erase to 0xFF, programming only clears bits) at the
- *    addresses the board's TOML gives (passed as TT_CKPT_SLOT0/1, TT_CKPT_SLOT_SIZE). */
+ *    addresses the board's TOML gives (passed as TT_CKPT_SLOT0/1, TT_CKPT_SLOT_SIZE), with the
+ *    board's write unit (TT_TWIN_WRITE_UNIT), so checkpoints are laid out as on the board. */
 #include <string.h>
 
 #include "tt_port.h"
 
 #define REG(addr) (*(volatile uint32_t *)(addr))
 
-#define UART0_BASE 0x40004000u
+#ifndef TT_TWIN_UART0
+#define TT_TWIN_UART0 0x40004000u
+#endif
+#ifndef TT_TWIN_WRITE_UNIT
+#define TT_TWIN_WRITE_UNIT 4u
+#endif
+#define UART0_BASE TT_TWIN_UART0
 #define UART_DATA REG(UART0_BASE + 0x00u)
 #define UART_STATE REG(UART0_BASE + 0x04u)
 #define UART_CTRL REG(UART0_BASE + 0x08u)
@@ -73,7 +84,7 @@ static uint8_t *slot_base(uint32_t slot) {
 
 uint32_t tt_port_flash_slot_size(void) { return TT_CKPT_SLOT_SIZE; }
 
-uint32_t tt_port_flash_write_unit(void) { return 4; }
+uint32_t tt_port_flash_write_unit(void) { return TT_TWIN_WRITE_UNIT; }
 
 int tt_port_flash_erase(uint32_t slot) {
     if (slot > 1) return -1;
@@ -82,7 +93,9 @@ int tt_port_flash_erase(uint32_t slot) {
 }
 
 int tt_port_flash_program(uint32_t slot, uint32_t offset, const uint8_t *p, size_t n) {
-    if (slot > 1 || offset > TT_CKPT_SLOT_SIZE || n > TT_CKPT_SLOT_SIZE - offset) return -1;
+    if (slot > 1 || offset > TT_CKPT_SLOT_SIZE || n > TT_CKPT_SLOT_SIZE - offset ||
+        offset % TT_TWIN_WRITE_UNIT || n % TT_TWIN_WRITE_UNIT)
+        return -1;
     volatile uint8_t *dst = slot_base(slot) + offset;
     for (size_t i = 0; i < n; i++) dst[i] &= p[i];
     return 0;

@@ -40,7 +40,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__ARM_ARCH_7EM__) && defined(__ARM_FP) && ((__ARM_FP) & 4) && defined(__thumb2__)
+#if (defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_8M_MAIN__)) && defined(__ARM_FP) && \
+    ((__ARM_FP) & 4) && defined(__thumb2__) /* the M4F, M7 and M33: Thumb-2 with SP VFP */
 #define TTK_ASM 1
 #else
 #define TTK_ASM 0

@@ -77,7 +77,8 @@ void tt_q8_clamp_mask_opt(uint8_t *mask, const int8_t *y, int32_t n, int32_t lo,
 
 /* ---- applying a mask: dx[i] = dy[i] where bit i is set, else +0 (dx is dy or disjoint) */
 
-#if defined(__thumb2__) && (defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_7M__))
+#if defined(__thumb2__) && (defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_7M__) || \
+                             defined(__ARM_ARCH_8M_MAIN__))
 /* the whole bytes of mask[0 .. nb): per byte LDM four floats, SBFX + AND each, STM, twice
  * (25 instructions per 8 elements); a full byte copies them, or in place leaves them. */
 void ttm_mask8(float *dx, const float *dy, const uint8_t *mask, int32_t nb);

@@ -828,11 +828,16 @@ def flash(
                                "instead (whichever is installed)."),
     baud: Optional[int] = typer.Option(None, help="Bootloader baud rate (default: the "
                                        "board's)."),
+    drive: Optional[Path] = typer.Option(None, "--drive", help="Raspberry Pi Pico boards: the "
+                                         "USB drive of BOOTSEL mode (RPI-RP2 / RP2350) to copy "
+                                         "DIR/firmware.uf2 to (default: the one mounted, else "
+                                         "picotool)."),
 ) -> None:
-    """Write DIR/firmware.elf to the board's flash over serial (or a debug probe). Trained
+    """Write DIR/firmware.elf to the board's flash over serial (or a debug probe; Raspberry Pi
+    Pico boards: as DIR/firmware.uf2 onto their BOOTSEL drive, or with picotool). Trained
     weights in the checkpoint slots are not erased."""
     from tinytrain.boards import load_board
-    from tinytrain.device.flashing import flash_image, flash_probe, load_elf
+    from tinytrain.device.flashing import board_chip, flash_image, flash_probe, load_elf
     from tinytrain.device.runner import load_program_info
     from tinytrain.errors import BuildError
 
@@ -846,6 +851,21 @@ def flash(
             flash_probe(elf, b.name)
             console.print(f"flashed {elf} over SWD")
             return
+        if b.flash.get("protocol") == "uf2":
+            from tinytrain.device.flashing.uf2 import flash_uf2
+
+            if port:
+                raise OptionError(f"{b.name} is flashed over USB from its BOOTSEL drive (or with "
+                                  "picotool), not a serial port: drop --port (or give --drive "
+                                  "PATH)")
+            if "uf2_family" not in b.flash:
+                raise OptionError(f"board {b.name} has no [flash] uf2_family in its board file")
+            how = flash_uf2(elf, int(b.flash["uf2_family"]), drive=drive)
+            console.print(f"flashed {b.name}: {how}", markup=False, highlight=False)
+            return
+        if drive is not None:
+            raise OptionError(f"--drive is for boards flashed with a UF2 file; {b.name} is "
+                              "flashed with --port PORT or --probe")
         if not port:
             raise BuildError("give --port PORT (the bootloader's serial port) or --probe")
         segments = load_elf(elf)
@@ -858,7 +878,8 @@ def flash(
                 done[0] = n * total // max(of, 1)
 
             flash_image(str(b.flash["protocol"]), port, segments,
-                        baud=baud or int(b.flash.get("baud", 115200)), progress=step)
+                        baud=baud or int(b.flash.get("baud", 115200)), progress=step,
+                        chip=board_chip(b))
         console.print(f"flashed {total} bytes to {b.name} over {port} "
                       f"({b.flash['protocol']}), verified")
 

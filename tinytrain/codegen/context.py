@@ -65,12 +65,21 @@ class CContext:
     hyper: str | None = None  # model.c's run-time SGD scalars (None: literals)
     # fused node name -> the profile counter of its first member (render.member_bases)
     member_base: dict[str, int] = {}
+    # optimised kernel families (the _opt function, or tt_conv2d_s8_pw/_reg/_dw) this build
+    # keeps generic to fit the board's flash (device/kernel_choice.py)
+    generic: frozenset[str] = frozenset()
+    node_index = -1  # the node whose c_call() runs, for opt_sites
+    opt_sites: dict[str, set[int]] | None = None
+    table_bytes: dict[str, int] | None = None
 
     def __init__(self, g: Graph, plan: Plan, optimized: bool = True,
-                 prefix: str = DEFAULT_PREFIX) -> None:
+                 prefix: str = DEFAULT_PREFIX, generic: frozenset[str] = frozenset()) -> None:
         self.g, self.plan = g, plan
         # c_call()s may pick an optimised kernel (runtime_c/optimized/) for a geometry
         self.optimized = optimized
+        self.generic = generic
+        self.opt_sites = {}  # family -> the nodes that call it
+        self.table_bytes = {}  # family -> bytes of the constant tables only it reads
         self.decls: list[str] = []
         self._declared: dict[str, str] = {}  # declaration text -> symbol
         self.arena = f"{prefix}_arena"
@@ -102,9 +111,20 @@ class CContext:
         """int8 updates: the run-time learning rate over the build's (tt_q8_update.lr_scale)."""
         return "1.0f" if self.hyper is None else f"{self.hyper}.lr_scale"
 
+    def uses_opt(self, family: str, table_bytes: int = 0) -> bool:
+        """Whether this call site takes optimised kernel `family` (recording the site, and
+        the bytes of a table made for it alone, for device/kernel_choice.py)."""
+        if not self.optimized or family in self.generic:
+            return False
+        if self.opt_sites is not None and self.table_bytes is not None:
+            self.opt_sites.setdefault(family, set()).add(self.node_index)
+            self.table_bytes[family] = self.table_bytes.get(family, 0) + table_bytes
+        return True
+
     def kernel(self, name: str) -> str:
         """The C function to call for reference kernel `name` in this build."""
-        return f"{name}_opt" if self.optimized and name in OPTIMIZED_KERNELS else name
+        return f"{name}_opt" if name in OPTIMIZED_KERNELS and self.uses_opt(f"{name}_opt") \
+            else name
 
     def same_buffer(self, a: str, b: str) -> bool:
         return self.ptr(a) == self.ptr(b)

@@ -153,17 +153,38 @@ def member_bases(members: list[dict[str, Any]], n_ops: int) -> dict[str, int]:
     return out
 
 
-def render(g: Graph, plan: Plan, board: Board | str,
-           kernels: str = "optimized", prefix: str = DEFAULT_PREFIX) -> dict[str, str]:
+KERNELS_JSON = "kernels.json"
+
+
+def kernel_sites(g: Graph, cg: CContext) -> str:
+    """kernels.json: each optimised kernel family the model calls, with its layers, the work
+    they do per step (MACs, or output elements for an op without MACs) and the tables made
+    for it alone; and the families kept generic."""
+    ops = profile_ops(g)
+    assert cg.opt_sites is not None and cg.table_bytes is not None
+
+    def work(k: int) -> int:
+        return max(ops[k]["macs"], sum(size(g.t(o).shape) for o in g.nodes[k].outputs))
+    fams = {f: {"layers": [ops[k]["name"] for k in sorted(ks)],
+                "work": sum(work(k) for k in ks),
+                "table_bytes": cg.table_bytes.get(f, 0)}
+            for f, ks in sorted(cg.opt_sites.items())}
+    return json.dumps({"optimized": fams, "generic": sorted(cg.generic)}, indent=1) + "\n"
+
+
+def render(g: Graph, plan: Plan, board: Board | str, kernels: str = "optimized",
+           prefix: str = DEFAULT_PREFIX, generic: frozenset[str] = frozenset()) -> dict[str, str]:
     """Return {relative path: file text} for the whole generated project. `prefix` names the
-    model's public C symbols (check_prefix)."""
+    model's public C symbols (check_prefix); `generic` names the optimised kernel families
+    kept generic to fit the board's flash (device/kernel_choice.py)."""
     board = load_board(board) if isinstance(board, str) else board
     check_prefix(prefix)
-    cg = CContext(g, plan, optimized=kernels == "optimized", prefix=prefix)
+    cg = CContext(g, plan, optimized=kernels == "optimized", prefix=prefix, generic=generic)
     members = profile_members(g)
     cg.member_base = member_bases(members, len(g.nodes))
     calls = {ph: [] for ph in ("forward", "loss", "backward", "update")}
     for k, n in enumerate(g.nodes):
+        cg.node_index = k
         call = get_op(n.op).c_call(n, cg)
         calls[n.phase].append(f"/* {n.name} */ TT_OP_BEGIN(); {call} TT_OP_END({k});")
     trainable = [t for t in g.params(trainable=True)]
@@ -212,12 +233,15 @@ def render(g: Graph, plan: Plan, board: Board | str,
         layout = flash_layout(g, board)
         ctx.update(slots=layout.slots, slot_bytes=layout.slot_bytes,
                    twin_slots=twin_layout(board, layout).slots,
+                   twin_uart=board.qemu.uart_base if board.qemu else 0,
+                   write_unit=board.flash_write_unit,
                    split_flash=len(layout.regions) > 1)
     ctx["decls"] = cg.decls  # filled while the calls above were generated
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     files = {name: env.get_template(name + ".j2").render(**ctx)
              for name in ("model.h", "model.c", "Makefile")}
+    files[KERNELS_JSON] = kernel_sites(g, cg)
     for name, p in runtime_files().items():
         files[f"runtime/{name}"] = p.read_text()
     for p in sorted(FIRMWARE.glob("*.[ch]")):
@@ -308,8 +332,7 @@ def flash_layout_of_project(project: Path, board: Board) -> FlashLayout:
 def twin_layout(board: Board, layout: FlashLayout) -> FlashLayout:
     """The same layout in the QEMU twin, whose code memory starts at the twin's flash_origin."""
     assert board.qemu is not None
-    base = board.flash_origin if board.flash_sectors else 0  # the chip's flash base address
-    twin = layout.shifted(board.qemu.flash_origin - base)
+    twin = layout.shifted(board.qemu.flash_origin - board.flash_base)
     (o, n), rest = twin.regions[0], twin.regions[1:]  # the twin boots from its origin (the
     start = board.qemu.flash_origin  # board's first bytes may belong to a bootloader's MBR)
     return FlashLayout(twin.slots, twin.slot_bytes, ((start, n + o - start), *rest))
@@ -321,8 +344,8 @@ def _board_files(board: Board, env: Environment, banner: str,
     assert board.qemu is not None and board.sram_bytes
     ld = env.get_template("firmware.ld.j2")
     twin = twin_layout(board, layout)
-    common = {"banner": banner, "ram_origin": board.ram_origin, "ram_bytes": board.sram_bytes,
-              "stack_bytes": board.stack_bytes}
+    common = {"banner": banner, "ram_bytes": board.sram_bytes, "stack_bytes": board.stack_bytes}
+    twin_ram = board.ram_origin if board.qemu.ram_origin is None else board.qemu.ram_origin
 
     def slots(lay: FlashLayout) -> str:
         return " and ".join(f"0x{a:08X}" for a in lay.slots) + f", {lay.slot_bytes} bytes each"
@@ -331,10 +354,12 @@ def _board_files(board: Board, env: Environment, banner: str,
         "board/qemu_twin.c": (BOARDS_DIR / QEMU_SOURCE).read_text(),
         "board/startup.c": (BOARDS_DIR / "cortexm" / "startup.c").read_text(),
         "board/firmware.ld": ld.render(what=f"{board.name}", regions=layout.regions,
-                                       slots=slots(layout), **common),
+                                       slots=slots(layout), ram_origin=board.ram_origin,
+                                       **common),
         "board/firmware_qemu.ld": ld.render(what=f"{board.name}'s QEMU twin "
                                             f"({board.qemu.machine})", regions=twin.regions,
-                                            slots=slots(twin), **common),
+                                            slots=slots(twin), ram_origin=twin_ram,
+                                            **common),
     }
 
 

@@ -29,14 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from tinytrain.boards import load_board
+from tinytrain.boards import Board, load_board
 from tinytrain.codegen.program import REPORT_JSON
 from tinytrain.device.data import load_npz
 from tinytrain.device.link.device import TICKS_CYCLES, TICKS_NS, TICKS_SYSTICK, Device, DeviceInfo
 from tinytrain.device.runner import load_program_info, open_program
 from tinytrain.errors import BuildError
 
-# -icount shift=0 runs 1 instruction per virtual ns and the MPS2 SysTick counts at 25 MHz.
+# -icount shift=0 runs 1 instruction per virtual ns and the MPS2 SysTick counts at 25 MHz
+# (the twins of the M4F and M7; the AN505's at 20 MHz: QemuTwin.instructions_per_tick).
 INSTRUCTIONS_PER_TICK = 40
 # Unprofiled glue (input copy, loss check, counter reads) is a few % of a step; more means
 # the per-op counters miss work.
@@ -48,14 +49,23 @@ REQUEST_TIMEOUT = 60.0
 PHASES = ("forward", "loss", "backward", "recompute", "update")
 
 
-def counter(info: DeviceInfo) -> tuple[str, int, str]:
+def twin_instructions_per_tick(board: Board) -> int:
+    """Instructions one SysTick tick of the board's twin counts under -icount shift=0."""
+    per = board.qemu.instructions_per_tick if board.qemu else INSTRUCTIONS_PER_TICK
+    if per != int(per):  # a twin whose clock does not divide 1 GHz would need fractions
+        raise BuildError(f"{board.name}'s twin counts {per} instructions a tick: not whole")
+    return int(per)
+
+
+def counter(info: DeviceInfo, board: Board | None = None) -> tuple[str, int, str]:
     """(unit, units per tick, what counts) of a device's tick counter, from its hello."""
     if info.tick_unit == TICKS_CYCLES:
-        return "cycles", 1, "DWT->CYCCNT, core clock cycles"
+        return "cycles", 1, "DWT->CYCCNT or SysTick on the core clock, core cycles"
     if info.tick_unit == TICKS_SYSTICK:
-        return ("instructions", INSTRUCTIONS_PER_TICK,
+        per = INSTRUCTIONS_PER_TICK if board is None else twin_instructions_per_tick(board)
+        return ("instructions", per,
                 f"the MPS2 twin's SysTick under -icount shift=0: 1 tick = "
-                f"{INSTRUCTIONS_PER_TICK} instructions; no DWT, so no cycles")
+                f"{per} instructions; no DWT, so no cycles")
     if info.tick_unit == TICKS_NS:
         return "ns", 1, "the host's monotonic clock, nanoseconds"
     return "raw ticks", 1, "a counter the firmware does not name (older firmware)"
@@ -79,7 +89,8 @@ def measure(build_dir: Path, steps: int = 10, data: Path | None = None,
             raise BuildError(f"{build_dir}: the firmware counts {dev.device.profile_ops} ops, "
                              f"program.json lists {len(ops) + len(members)}; rebuild")
         # a twin started here runs under -icount, whatever older firmware says of its ticks
-        unit = counter(dev.device if port else replace(dev.device, tick_unit=TICKS_SYSTICK))
+        unit = counter(dev.device if port else replace(dev.device, tick_unit=TICKS_SYSTICK),
+                       board)
         bits = dev.device.tick_bits
         dev.train_full(xs[0], ys[0])  # warm-up
         dev.apply_update()  # a partial batch would otherwise land inside the measured steps

@@ -19,6 +19,9 @@ from tinytrain.device.firmware_size import (
     stack_depth,
     unplanned_sram,
 )
+from tinytrain.device.flashing.uf2 import write_uf2
+from tinytrain.device.isa_check import is_armv6m, violations
+from tinytrain.device.kernel_choice import Family, fit_kernels, kernel_report
 from tinytrain.device.toolchain import compile_project
 from tinytrain.errors import BuildError, FlashOverflow, OptionError, TinyTrainError
 from tinytrain.ir import Graph
@@ -97,6 +100,20 @@ def firmware_figures(project: Path, board: Board, report: dict[str, Any]) -> dic
     return fw
 
 
+def check_isa(project: Path, board: Board) -> None:
+    """An ARMv6-M board's ELFs hold only ARMv6-M instructions: its twin is a Cortex-M3, which
+    would run the ARMv7-M ones the board faults on (device/isa_check.py)."""
+    if not is_armv6m(board.cpu):
+        return
+    objdump = board.cc.replace("-gcc", "-objdump")
+    for elf in ("firmware.elf", "firmware_qemu.elf"):
+        bad = violations(project / elf, objdump)
+        if bad:
+            raise BuildError(f"{elf} for {board.name} ({board.cpu}, ARMv6-M) holds "
+                             f"{len(bad)} instruction(s) the core lacks, e.g. "
+                             f"{'; '.join(bad[:3])}")
+
+
 def check_build(opts: Options, out: Path) -> None:
     """The options and output directory a build needs, checked before any work."""
     opts.sgd.check()
@@ -149,18 +166,35 @@ def _without_state(g: Graph) -> Graph:
 
 def _write_build(g: Graph, plan: Any, board: Board, model: Path, out: Path, opts: Options,
                  report: dict[str, Any], memory: dict[str, Any], chosen: Any) -> dict[str, Any]:
-    """Render, compile and link into `out` (atomically); the report completed."""
-    files = render(g, plan, board, kernels=opts.kernels, prefix=opts.prefix)
+    """Render, compile and link into `out` (atomically); the report completed. A firmware
+    whose optimised kernels overflow the board's flash keeps some families generic
+    (device/kernel_choice.py) and links again."""
+    generic: list[Family] = []
     with staged(Path(out), PROGRAM_JSON, NOT_A_BUILD.format(out=out)) as tmp:
+        files = render(g, plan, board, kernels=opts.kernels, prefix=opts.prefix)
         write_files(files, tmp)
         if chosen is not None:  # the chosen plan's TOML and the measurements, for next time
             write_files(chosen.files(), tmp)
         shutil.copyfile(model, tmp / ("source_model" + Path(model).suffix.lower()))
         info = json.dumps(program_info(g, board, opts.prefix), indent=1, sort_keys=True)
         (tmp / PROGRAM_JSON).write_text(info + "\n")
-        report["programs"] = [p.name for p in compile_project(tmp, board)]
+        while True:
+            try:
+                report["programs"] = [p.name for p in compile_project(tmp, board)]
+                break
+            except FlashOverflow as e:
+                generic = fit_kernels(tmp, board, generic, e)
+            files = render(g, plan, board, kernels=opts.kernels, prefix=opts.prefix,
+                           generic=frozenset(f.name for f in generic))
+            write_files({k: v for k, v in files.items()  # make recompiles what changed
+                         if not (tmp / k).exists() or (tmp / k).read_text() != v}, tmp)
         if board.is_mcu:
+            report["kernels"] = kernel_report(tmp, generic)
+            check_isa(tmp, board)
             report["firmware"] = firmware_figures(tmp, board, report)
+            if board.flash.get("protocol") == "uf2":  # what a Pico user drags onto its drive
+                write_uf2(tmp / "firmware.elf", int(board.flash["uf2_family"]))
+                report["programs"].append("firmware.uf2")
             memory["firmware_sram"] = {k: report["firmware"][k] for k in
                                        ("sram_used", "planned_sram", "unplanned_sram")}
         (tmp / REPORT_JSON).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")

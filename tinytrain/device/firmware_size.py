@@ -161,8 +161,10 @@ def measure_link(project: Path, board: Board) -> dict[str, int]:
             continue
         n, kind, name = int(parts[1], 16), parts[2].lower(), parts[3]
         # .rodata is linked into the executable .text regions, so nm types constants "t" too:
-        # the model's own tables are known by name (passes/memory_layout.py, codegen/context.py)
-        const = kind == "r" or name.startswith(("tt_c_", "tt_k")) or name.endswith("_init")
+        # the model's own tables are known by name (passes/memory_layout.py, codegen/context.py):
+        # frozen parameters (tt_p_ in flash), initial values, constants and kernel tables
+        const = kind == "r" or (kind == "t" and (
+            name.startswith(("tt_c_", "tt_k", "tt_p_")) or name.endswith("_init")))
         if kind in ("t", "r"):  # any one object must fit one region whole
             out["largest"] = max(out["largest"], n)
         if kind == "t" and not const:

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinytrain.device.bench import INSTRUCTIONS_PER_TICK, _samples
+from tinytrain.boards import load_board
+from tinytrain.device.bench import _samples, twin_instructions_per_tick
 from tinytrain.device.runner import load_program_info, open_program
 
 _EXEC = re.compile(r"^Trace \d+: \S+ \[[0-9a-f]+/([0-9a-f]+)/")
@@ -105,7 +106,8 @@ def profile_step(build_dir: Path, data: Path | None = None, seed: int = 0,
     seeded random one shaped like the model's, as `tinytrain bench` takes), count the trace.
     `trace`: keep QEMU's log there."""
     build_dir = Path(build_dir)
-    xs, ys = _samples(load_program_info(build_dir), data, 1, seed)
+    info = load_program_info(build_dir)
+    xs, ys = _samples(info, data, 1, seed)
     with tempfile.TemporaryDirectory(prefix="tt-trace-") as tmp:
         path = Path(trace) if trace is not None else Path(tmp) / "trace.log"
         with open_program(build_dir, qemu=True, icount=True, trace=path, timeout=600) as dev:
@@ -113,7 +115,8 @@ def profile_step(build_dir: Path, data: Path | None = None, seed: int = 0,
         with open(path, errors="replace") as f:  # QEMU has quit: the log is complete
             blocks = parse_trace(f)
     funcs = by_function(blocks, sources(build_dir))
-    return {"step_instructions": r.ticks * INSTRUCTIONS_PER_TICK,
+    return {"step_instructions":
+            r.ticks * twin_instructions_per_tick(load_board(info.get("board", "host"))),
             "traced_instructions": sum(b.size * b.runs for b in blocks),
             "functions": funcs,
             "blocks": [{"pc": b.pc, "function": b.function, "size": b.size, "runs": b.runs,

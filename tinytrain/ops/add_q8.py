@@ -90,7 +90,7 @@ class AddQ8(Binary):
 
     def c_call(self, node, cg):
         shapes = {tuple(cg.shape(n)) for n in (*node.inputs, node.outputs[0])}
-        if cg.optimized and len(shapes) == 1:  # no broadcast: one flat loop
+        if len(shapes) == 1 and cg.uses_opt("tt_add_s8_opt"):  # no broadcast: one flat loop
             y = node.outputs[0]
             return (f"tt_add_s8_opt({cg.ptr(y)}, {cg.ptr(node.inputs[0])}, "
                     f"{cg.ptr(node.inputs[1])}, {size(cg.shape(y))}, &{_params(node, cg)});")
@@ -107,7 +107,7 @@ class AddQ8(Binary):
         return [(row, row), (row, row)]
 
     def row_call(self, node, cg, rings, out, row):
-        k = "tt_add_s8_row_opt" if cg.optimized else "tt_add_s8_row"
+        k = "tt_add_s8_row_opt" if cg.uses_opt("tt_add_s8_row_opt") else "tt_add_s8_row"
         return f"{k}(&{out}, &{rings[0]}, &{rings[1]}, {row}, &{_params(node, cg)});"
 
 

@@ -125,16 +125,18 @@ MAX_KH = 64  # TT_MAX_KH in tt_kernels.h: the row kernel keeps one pointer per k
 def kernel_variant(cg, g: dict[str, int]) -> str:
     """Suffix of the int8 forward kernel for this geometry: an optimised kernel of
     runtime_c/optimized/tt_kernels_opt.h when the build uses them and the geometry is one it handles
-    (pointwise, depthwise, or any groups == 1 conv), else the reference kernel."""
+    (pointwise, depthwise, or any groups == 1 conv) unless the build keeps that family
+    generic to fit the board's flash, else the reference kernel."""
     if not cg.optimized:
         return ""
     pointwise = (g["kh"] == g["kw"] == g["sh"] == g["sw"] == g["dh"] == g["dw"] == 1
                  and g["pt"] == g["pl"] == 0 and (g["oh"], g["ow"]) == (g["h"], g["w"]))
+    v = ""
     if g["groups"] == 1:
-        return "_pw" if pointwise else "_reg"
-    if g["groups"] == g["cin"] == g["cout"] and g["dh"] == g["dw"] == 1:
-        return "_dw"
-    return ""
+        v = "_pw" if pointwise else "_reg"
+    elif g["groups"] == g["cin"] == g["cout"] and g["dh"] == g["dw"] == 1:
+        v = "_dw"
+    return v if v and cg.uses_opt(f"tt_conv2d_s8{v}") else ""
 
 
 def dw_pack_arg(cg, node, variant: str) -> str:
@@ -147,7 +149,12 @@ def dw_pack_arg(cg, node, variant: str) -> str:
     if any(t.kind not in (PARAM, CONST) or t.trainable or t.data is None for t in ts):
         return ""
     words = dw_pack(ts[0].data, ts[1].data if len(ts) > 1 else None, node.attrs)
-    return f", {cg.ints(words)}" if words else ""
+    if not words:
+        return ""
+    n = len(cg.decls)
+    table = cg.ints(words)  # a row-streamed layer asks once per row: one table
+    cg.uses_opt("tt_conv2d_s8_dw", table_bytes=4 * len(words) if len(cg.decls) > n else 0)
+    return f", {table}"
 
 
 def _check_kernel_height(node) -> None:

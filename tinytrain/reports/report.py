@@ -107,9 +107,15 @@ def summary(r: dict[str, Any]) -> str:
                      + (f" + training state {kb(c['state'])}" if c["with_state"] else
                         " (no room for the training state: it is not kept)"))
     if fw:
-        lines.append(f"  linked firmware.elf: flash {kb(fw['flash_used'])} (code "
-                     f"{kb(fw['text'])}); stack reserve {kb(fw['stack_reserved'])}, deepest "
-                     f"chain ~{fw['stack_estimate']} B")
+        code = sum(r.get("kernels", {}).get("code_by_object", {}).values())
+        lines.append(f"  linked firmware.elf: flash {kb(fw['flash_used'])} (code {kb(code)}, "
+                     f"constants and .data {kb(fw['flash_used'] - code)}); stack reserve "
+                     f"{kb(fw['stack_reserved'])}, deepest chain ~{fw['stack_estimate']} B")
+        generic = r.get("kernels", {}).get("generic", [])
+        if generic:
+            lines.append("  kernels kept generic to fit the flash: " + ", ".join(
+                f"{g['family']} ({len(g['layers'])} layers, ~{kb(g['freed_estimate'])})"
+                for g in generic))
     if "memory" in r:
         lines.append(f"  update {r.get('update')}; {format_peak(r['memory'])}")
     return "\n".join(lines)

@@ -1,21 +1,31 @@
-"""STM32F746 system-memory (ROM) bootloader over USART, as ST application note AN3155 specifies.
+"""STM32 system-memory (ROM) bootloader over USART, as ST application note AN3155 specifies.
 
 Line format 8E1. Every command is its byte and that byte's complement; every address is 4 bytes
 big-endian plus their XOR; every data block is N-1, the N bytes and an XOR over both. The device
 answers ACK (0x79) or NACK (0x1F) after each of those pieces.
+
+What differs between chips is data (`Stm32Chip`): the product ID Get ID answers, the erase units
+Extended Erase numbers, and the write granularity. STM32F746 (RM0385, AN2606): ID 0x449, eight
+sectors of 32-256 KB, 32-bit writes. STM32U585 (RM0456, AN2606): ID 0x482, 256 pages of 8 KB in
+two banks of 1 MB, numbered 0-255 across both banks (bank 2's page k is number 128 + k, with
+SWAP_BANK = 0 as shipped), 16-byte (quad-word, ECC) writes, each written once after an erase.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial, reduce
 from operator import xor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import serial
 
 from tinytrain.device.flashing.common import FlashError, Progress, Segment, open_serial
 from tinytrain.device.flashing.elf import merge_segments
+
+if TYPE_CHECKING:
+    from tinytrain.boards import Board
 
 SYNC = 0x7F
 ACK = 0x79
@@ -25,28 +35,83 @@ CMD_GET_ID = 0x02
 CMD_READ = 0x11
 CMD_GO = 0x21
 CMD_WRITE = 0x31
-CMD_ERASE = 0x43  # legacy erase, one-byte page numbers: not usable on the F7
+CMD_ERASE = 0x43  # legacy erase, one-byte page numbers: not usable on the F7 or the U5
 CMD_EXT_ERASE = 0x44
 REQUIRED_COMMANDS = {CMD_GET_ID: "Get ID", CMD_READ: "Read Memory", CMD_GO: "Go",
                      CMD_WRITE: "Write Memory", CMD_EXT_ERASE: "Extended Erase"}
 
-PID_STM32F74X = 0x449  # STM32F74x/75x, the product ID the Get ID command returns
-FLASH_BASE = 0x08000000
-# (start, size) of each STM32F746 flash sector (RM0385, single bank, AXIM addresses).
-SECTOR_SIZES_KB = (32, 32, 32, 32, 128, 256, 256, 256)
-SECTORS: tuple[tuple[int, int], ...] = tuple(
-    (FLASH_BASE + sum(SECTOR_SIZES_KB[:i]) * 1024, kb * 1024)
-    for i, kb in enumerate(SECTOR_SIZES_KB))
-FLASH_END = SECTORS[-1][0] + SECTORS[-1][1]
-# Sectors 6 and 7 keep training checkpoints across re-flashes: never erased unless the image
-# itself lies in them (we only ever erase the sectors an image covers).
-CHECKPOINT_SECTORS = (6, 7)
+SECTOR_ERASE_TIMEOUT_S = 4.0  # a 256 KB F7 sector erase takes up to a few seconds (datasheet)
+PAGE_ERASE_TIMEOUT_S = 0.5  # an 8 KB U5 page erase takes milliseconds (DS13086)
+DEFAULT_WRITE_ALIGN = 16
+
+
+@dataclass(frozen=True)
+class Stm32Chip:
+    """What the flasher needs to know of one STM32 behind the ROM bootloader."""
+    name: str
+    product_id: int  # what Get ID answers (AN2606 lists it per product)
+    erase_units: tuple[tuple[int, int], ...]  # (start, size); index = Extended Erase number
+    write_align: int = 4  # Write Memory address and length multiple of this (and written once)
+    unit: str = "sector"  # what the erase units are called in messages
+    erase_timeout_s: float = SECTOR_ERASE_TIMEOUT_S  # per unit, on top of the link timeout
+
+    @property
+    def flash_base(self) -> int:
+        return self.erase_units[0][0]
+
+    @property
+    def flash_end(self) -> int:
+        return self.erase_units[-1][0] + self.erase_units[-1][1]
+
+    @classmethod
+    def with_sectors(cls, name: str, product_id: int, base: int, sizes: Sequence[int],
+                     write_align: int = 4) -> Stm32Chip:
+        starts = [base + sum(sizes[:i]) for i in range(len(sizes))]
+        return cls(name, product_id, tuple(zip(starts, sizes)), write_align)
+
+    @classmethod
+    def with_pages(cls, name: str, product_id: int, base: int, end: int, page: int,
+                   write_align: int = 4) -> Stm32Chip:
+        return cls(name, product_id, tuple((a, page) for a in range(base, end, page)),
+                   write_align, "page", PAGE_ERASE_TIMEOUT_S)
+
+    @classmethod
+    def from_board(cls, board: Board) -> Stm32Chip:
+        """From boards/<name>.toml: [flash] product_id, and the [layout] erase map. Extended
+        Erase numbers the units from the start of the flash (flash_base, else flash_origin)."""
+        pid = board.flash.get("product_id")
+        if not isinstance(pid, int):
+            raise FlashError(f"board {board.name} flashes with stm32-rom but its [flash] table "
+                             "has no product_id (the Get ID answer, from ST AN2606)")
+        base = board.flash_base or board.flash_origin
+        # The board's flash write unit (4: F7 words, 16: U5 quad-words); unknown, 16 bytes, a
+        # multiple of both, whose 0xFF padding lands in erased units (they start at multiples
+        # of 16).
+        align = max(4, board.flash_write_unit or DEFAULT_WRITE_ALIGN)
+        name = board.name.upper()
+        if board.flash_sectors:
+            return cls.with_sectors(name, pid, base, board.flash_sectors, align)
+        if board.flash_page_bytes and board.flash_end > base:
+            return cls.with_pages(name, pid, base, board.flash_end, board.flash_page_bytes, align)
+        raise FlashError(f"board {board.name} has no flash erase map ([layout] "
+                         "flash_sectors_kb, or flash_page_kb and flash_end)")
+
+
+# STM32F74x/75x (RM0385 single bank, AXIM addresses): 4 x 32 KB, 1 x 128 KB, 3 x 256 KB sectors.
+STM32F746 = Stm32Chip.with_sectors("STM32F746", 0x449, 0x08000000,
+                                   [kb * 1024 for kb in (32, 32, 32, 32, 128, 256, 256, 256)])
+# STM32U575/585 with 2 MB (RM0456): 2 banks x 128 pages x 8 KB; quad-word programming.
+STM32U585 = Stm32Chip.with_pages("STM32U585", 0x482, 0x08000000, 0x08200000, 8192, 16)
+
+# The F746 defaults, as before the chip became a parameter.
+PID_STM32F74X = STM32F746.product_id
+FLASH_BASE = STM32F746.flash_base
+SECTORS = STM32F746.erase_units
+FLASH_END = STM32F746.flash_end
 
 MAX_BLOCK = 256  # AN3155: Write/Read Memory move at most 256 bytes per command
-WRITE_ALIGN = 4  # the bootloader programs 32-bit words: address and length multiples of 4
 SYNC_ATTEMPTS = 5  # the first 0x7F may be eaten while the ROM measures the baud rate
 BLOCK_ATTEMPTS = 3  # per command: a NACK or silence is retried this often before giving up
-ERASE_TIMEOUT_PER_SECTOR_S = 4.0  # a 256 KB sector erase takes up to a few seconds (datasheet)
 
 T = TypeVar("T")
 
@@ -56,22 +121,26 @@ class _Transient(Exception):
 
 
 def flash(port: str, segments: Sequence[Segment], *, baud: int = 115200, timeout: float = 1.0,
-          progress: Progress | None = None) -> None:
-    """sync, Get, Get ID, erase the covered sectors, write, read back and compare, Go."""
-    blocks = plan_blocks(segments)
-    sectors = covered_sectors(blocks)
+          progress: Progress | None = None, chip: Stm32Chip = STM32F746) -> None:
+    """sync, Get, Get ID, erase the covered units, write, read back and compare, Go.
+
+    Only the erase units the image covers are erased: checkpoint slots (whole units the
+    program does not use) keep their trained weights across re-flashes."""
+    blocks = plan_blocks(segments, chip)
+    units = covered_units(blocks, chip)
     total = 2 * sum(len(d) for _, d in blocks)  # written once and read back once
     with open_serial(port, baud=baud, timeout=timeout, parity=serial.PARITY_EVEN) as ser:
         bl = _Bootloader(ser, port, timeout)
         bl.sync()
         _version, commands = bl.retry("Get", bl.get)
-        _check_commands(commands, port)
+        _check_commands(commands, port, chip)
         pid = bl.retry("Get ID", bl.get_id)
-        if pid != PID_STM32F74X:
+        if pid != chip.product_id:
             raise FlashError(f"the chip on {port} reports product ID 0x{pid:03X}, not "
-                             f"0x{PID_STM32F74X:03X} (STM32F74x/75x); wrong board or port?")
-        names = ", ".join(str(s) for s in sectors)
-        bl.retry(f"erase of sector(s) {names}", partial(bl.extended_erase, sectors))
+                             f"0x{chip.product_id:03X} ({chip.name}); wrong board or port?")
+        names = ", ".join(str(u) for u in units)
+        bl.retry(f"erase of {chip.unit}(s) {names}",
+                 partial(bl.extended_erase, units, chip.erase_timeout_s))
         done = 0
         for addr, data in blocks:
             bl.retry(f"write of {len(data)} bytes at 0x{addr:08X}", partial(bl.write, addr, data))
@@ -92,40 +161,45 @@ def flash(port: str, segments: Sequence[Segment], *, baud: int = 115200, timeout
         bl.retry(f"Go to 0x{base:08X}", partial(bl.go, base))
 
 
-def plan_blocks(segments: Sequence[Segment]) -> list[Segment]:
-    """Word-aligned write blocks of at most MAX_BLOCK bytes, padded with erased-flash 0xFF."""
-    runs: list[tuple[int, int, list[Segment]]] = []  # word-aligned start, end, segments
+def plan_blocks(segments: Sequence[Segment], chip: Stm32Chip = STM32F746) -> list[Segment]:
+    """Write blocks of at most MAX_BLOCK bytes, aligned to the chip's write unit and padded
+    with erased-flash 0xFF; a write unit shared by two segments is written once, whole."""
+    align = chip.write_align
+    runs: list[tuple[int, int, list[Segment]]] = []  # aligned start, end, segments
     for addr, data in merge_segments(list(segments)):
         end = addr + len(data)
-        if addr < FLASH_BASE or end > FLASH_END:
+        if addr < chip.flash_base or end > chip.flash_end:
             raise FlashError(f"the image has bytes at 0x{addr:08X}..0x{end - 1:08X}, outside the "
-                             f"STM32F746 flash 0x{FLASH_BASE:08X}..0x{FLASH_END - 1:08X}; was it "
-                             "linked for this board?")
-        start, end = addr - addr % WRITE_ALIGN, end + -end % WRITE_ALIGN
-        if runs and start <= runs[-1][1]:  # two segments share a word: write them together
+                             f"{chip.name} flash 0x{chip.flash_base:08X}.."
+                             f"0x{chip.flash_end - 1:08X}; was it linked for this board?")
+        start, end = addr - addr % align, end + -end % align
+        if runs and start <= runs[-1][1]:  # two segments share a write unit: write them together
             runs[-1] = (runs[-1][0], end, [*runs[-1][2], (addr, data)])
         else:
             runs.append((start, end, [(addr, data)]))
     blocks = []
+    step = MAX_BLOCK - MAX_BLOCK % align
     for start, end, segs in runs:
         run = bytearray(b"\xff" * (end - start))
         for addr, data in segs:
             run[addr - start:addr - start + len(data)] = data
-        blocks += [(start + i, bytes(run[i:i + MAX_BLOCK])) for i in range(0, len(run), MAX_BLOCK)]
+        blocks += [(start + i, bytes(run[i:i + step])) for i in range(0, len(run), step)]
     return blocks
 
 
-def covered_sectors(blocks: Sequence[Segment]) -> list[int]:
-    """Numbers of the sectors holding any byte of `blocks`, ascending."""
-    return [n for n, (s_start, s_size) in enumerate(SECTORS)
-            if any(addr < s_start + s_size and addr + len(d) > s_start for addr, d in blocks)]
+def covered_units(blocks: Sequence[Segment], chip: Stm32Chip = STM32F746) -> list[int]:
+    """Extended Erase numbers of the units holding any byte of `blocks`, ascending."""
+    return [n for n, (u_start, u_size) in enumerate(chip.erase_units)
+            if any(addr < u_start + u_size and addr + len(d) > u_start for addr, d in blocks)]
 
 
-def _check_commands(commands: bytes, port: str) -> None:
+
+def _check_commands(commands: bytes, port: str, chip: Stm32Chip) -> None:
     missing = [name for cmd, name in REQUIRED_COMMANDS.items() if cmd not in commands]
     if CMD_EXT_ERASE not in commands and CMD_ERASE in commands:
         raise FlashError(f"the bootloader on {port} offers only the legacy Erase (0x43), not "
-                         "Extended Erase (0x44) which the STM32F7 needs; is this an STM32F7?")
+                         f"Extended Erase (0x44) which the {chip.name} needs; is this an "
+                         f"{chip.name}?")
     if missing:
         raise FlashError(f"the bootloader on {port} does not support {', '.join(missing)}; "
                          "is read protection (RDP) active?")
@@ -174,12 +248,12 @@ class _Bootloader:
         self._ack("Get ID")
         return int.from_bytes(pid, "big")
 
-    def extended_erase(self, sectors: Sequence[int]) -> None:
+    def extended_erase(self, units: Sequence[int], timeout_per_unit: float) -> None:
         self._command(CMD_EXT_ERASE)
-        payload = (len(sectors) - 1).to_bytes(2, "big") + b"".join(
-            s.to_bytes(2, "big") for s in sectors)
+        payload = (len(units) - 1).to_bytes(2, "big") + b"".join(
+            u.to_bytes(2, "big") for u in units)
         self.ser.write(payload + bytes([_checksum(payload)]))
-        self.ser.timeout = self.timeout + ERASE_TIMEOUT_PER_SECTOR_S * len(sectors)
+        self.ser.timeout = self.timeout + timeout_per_unit * len(units)
         try:
             self._ack("erase")
         finally:
