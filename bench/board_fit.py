@@ -4,6 +4,12 @@ it fits (the linker's verdict, with the reason when it does not).
 
     python bench/board_fit.py --board stm32f746    # Markdown table; --json FILE keeps numbers
     python bench/board_fit.py --board nrf52840
+    python bench/board_fit.py --board rp2040   # also rp2350, stm32u585
+
+A program too big for the flash keeps some optimised kernel families generic (the "generic
+kernels" column, with the flash each frees: tinytrain/device/kernel_choice.py); "code KB" is
+the linked code alone, the rest of the ELF's flash is constants (frozen parameters, initial
+values, kernel tables).
 
 int8 models (tinytrain's quantiser, calibrated on two random images: memory does not depend
 on the scales), 128x128, batch 1, plain SGD, stochastic rounding, every memory pass.
@@ -45,7 +51,9 @@ def measure(model: Path, calib: Path, plan: str, board: str, out: Path) -> dict:
             "planned_total": s["total"], "link_buffers": s["link_buffers"], "stack": s["stack"],
             "slot": r["flash_bytes"]["checkpoint_slot"],
             "program_region": r["flash_bytes"]["program_region"],
-            "elf_flash": fw["flash_used"], "elf_sram": fw["sram_used"]}
+            "elf_flash": fw["flash_used"], "elf_sram": fw["sram_used"],
+            "code": sum(r["kernels"]["code_by_object"].values()),
+            "generic": [(g["family"], g["freed_estimate"]) for g in r["kernels"]["generic"]]}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -74,19 +82,22 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n### TTE's schemes on {args.board} (int8, 128x128)\n")
     print("| model | scheme | arena + trainable KB | TTE peak KB | firmware total KB (plan + "
           "link buffers + stack) | checkpoint slot KB | program flash KB | ELF flash KB | "
-          "ELF static SRAM KB | fits |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+          "code KB | ELF static SRAM KB | fits | generic kernels (KB freed) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for r in rows:
         main_ = MAIN_SCHEME[r["model"]] == r["budget_kb"]
         tte = str(TTE_PEAK_KB[r["model"]]) if main_ else ""
         if r["fits"]:
             print(f"| {r['model']} | {r['budget_kb']} KB | {kb(r['arena'] + r['trainable'])} | "
                   f"{tte} | {kb(r['planned_total'])} | {kb(r['slot'])} | "
-                  f"{kb(r['program_region'])} | {kb(r['elf_flash'])} | {kb(r['elf_sram'])} | yes |")
+                  f"{kb(r['program_region'])} | {kb(r['elf_flash'])} | {kb(r['code'])} | "
+                  f"{kb(r['elf_sram'])} | yes | "
+                  + ", ".join(f"{f.removeprefix('tt_')} ({kb(n)})" for f, n in r["generic"])
+                  + " |")
         else:
             reason = r["reason"].splitlines()
             why = "; ".join(x.strip() for x in reason[1:3]) or reason[0]
-            print(f"| {r['model']} | {r['budget_kb']} KB | | {tte} | | | | | | no: {why} |")
+            print(f"| {r['model']} | {r['budget_kb']} KB | | {tte} | | | | | | | no: {why} | |")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

@@ -15,6 +15,7 @@ import shutil
 import numpy as np
 import pytest
 
+from tests.conftest import ROOT
 from tests.library_helpers import DIGITS_ONNX, STEPS, build, digits
 from tinytrain.device.runner import HostProgram, open_program
 
@@ -85,3 +86,35 @@ def test_twin_trains_like_the_host(board, kind, data, host_runs, tmp_path):
             np.testing.assert_allclose(got_params[k], v, atol=PARAM_ATOL, err_msg=k)
     r = json.loads((fw / "report.json").read_text())
     assert 0 < r["firmware"]["flash_used"] < 256 * 1024
+    sf = r["soft_float"]  # the M0+ prices its fp32 MACs (soft-float); the M33s have an FPU
+    if board == "rp2040":
+        m = r["macs"]
+        assert sf["fp32_macs"] == m["backward"] + (m["forward"] if kind == "fp32" else 0)
+        assert sf["instructions"] > 100 * sf["fp32_macs"]
+        assert (fw / "firmware.uf2").exists()
+    else:
+        assert sf is None
+
+
+def test_a_board_file_outside_the_package(tmp_path, cli):
+    """`--board path/NAME.toml`: a user's board (here an STM32F746 with 2 MB of flash, as the
+    STM32F767) builds with the package's board layer, and program.json keeps the path so the
+    twin and the flasher find the board again."""
+    text = (ROOT / "boards" / "stm32f746.toml").read_text()
+    text = text.replace("flash_kb = 1024", "flash_kb = 2048").replace(
+        "flash_sectors_kb = [32, 32, 32, 32, 128, 256, 256, 256]",
+        "flash_sectors_kb = [32, 32, 32, 32, 128, 256, 256, 256, 256, 256, 256, 256]")
+    (tmp_path / "boards").mkdir()
+    board = tmp_path / "boards" / "f767.toml"
+    board.write_text(text)
+    fw = build(DIGITS_ONNX, tmp_path / "fw", "--board", str(board), "--lr", "0.05")
+    assert json.loads((fw / "program.json").read_text())["board"] == str(board)
+    r = json.loads((fw / "report.json").read_text())
+    assert r["flash_bytes"]["program_region"] > 1024 * 1024  # the program has the new flash
+    with open_program(fw, qemu=True) as p:
+        assert p.device.board == "f767"
+        assert np.isfinite(p.train(digits(1, SHAPE)[0][0].reshape(-1), 3)[0])
+    bad = cli("build", DIGITS_ONNX, "--board", tmp_path / "nope.toml", "--out",
+              tmp_path / "x", check=False)
+    assert bad.returncode == 2 and "nope.toml does not exist" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from tinytrain.assets import asset_dir
 from tinytrain.errors import OptionError
@@ -84,12 +85,27 @@ class Board:
     flash_page_bytes: int = 0  # or uniform pages up to flash_end (nRF style)
     flash_end: int = 0
     stack_bytes: int = 0
+    # instructions per fp32 MAC on a core without an FPU (libgcc's soft-float), measured
+    soft_float_per_mac: float = 0.0
     qemu: QemuTwin | None = None
     flash: dict[str, object] = field(default_factory=dict)
+    toml: str = ""  # the board file's path when it lies outside the package
 
     @property
     def is_mcu(self) -> bool:
         return self.runner == "mcu"
+
+    @property
+    def ref(self) -> str:
+        """What load_board() takes to load this board again (program.json keeps it)."""
+        return self.toml or self.name
+
+    def source_file(self, rel: str) -> Path:
+        """A board-layer file: beside an outside board file if it is there, else the
+        package's (an outside board may reuse boards/stm32f746/board.c)."""
+        if self.toml and (Path(self.toml).parent / rel).exists():
+            return Path(self.toml).parent / rel
+        return BOARDS_DIR / rel
 
     def checkpoint_layout(self, param_bytes: list[int], state_bytes: list[int]) -> FlashLayout:
         """Slots for the parameters and the training state; where the flash cannot hold
@@ -150,9 +166,15 @@ def available() -> list[str]:
 
 
 def load_board(name: str) -> Board:
-    path = BOARDS_DIR / f"{name}.toml"
+    """A board of the package by name, or a board file of the user's (a path ending in
+    .toml, whose `source` is looked up beside it first)."""
+    outside = name.endswith(".toml")
+    path = Path(name).resolve() if outside else BOARDS_DIR / f"{name}.toml"
     if not path.exists():
-        raise OptionError(f"unknown board '{name}'. Available boards: {', '.join(available())}")
+        if outside:
+            raise OptionError(f"board file {name} does not exist")
+        raise OptionError(f"unknown board '{name}'. Available boards: {', '.join(available())}"
+                          " (or give the path of a board file, NAME.toml)")
     try:
         d = tomllib.loads(path.read_text())
         mem, lay, tc = d.get("memory", {}), d.get("layout", {}), d.get("toolchain", {})
@@ -161,7 +183,8 @@ def load_board(name: str) -> Board:
             q["machine"], q["flash_origin"], q.get("ram_origin"),
             q.get("uart_base", MPS2_UART0), q.get("sysclk_hz", MPS2_SYSCLK_HZ))
         return Board(
-            name=name, description=d.get("description", ""), cpu=d.get("cpu", ""),
+            name=path.stem, toml=str(path) if outside else "",
+            description=d.get("description", ""), cpu=d.get("cpu", ""),
             sram_bytes=mem.get("sram_kb", 0) * 1024 or None,
             flash_bytes=mem.get("flash_kb", 0) * 1024 or None,
             cc=tc.get("cc", "gcc"), runner=d.get("runner", "host"),
@@ -173,7 +196,9 @@ def load_board(name: str) -> Board:
             flash_sectors=tuple(k * 1024 for k in lay.get("flash_sectors_kb", ())),
             flash_page_bytes=lay.get("flash_page_kb", 0) * 1024,
             flash_end=lay.get("flash_end", 0),
-            stack_bytes=lay.get("stack_kb", 0) * 1024, qemu=twin, flash=d.get("flash", {}))
+            stack_bytes=lay.get("stack_kb", 0) * 1024,
+            soft_float_per_mac=tc.get("soft_float_instructions_per_mac", 0.0), qemu=twin,
+            flash=d.get("flash", {}))
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
         raise OptionError(f"board file {path} is invalid: {e}") from None
 

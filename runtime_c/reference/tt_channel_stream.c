@@ -96,28 +96,37 @@ void tt_cs_clip_f32(float *out, const float *in, const float *x, int32_t n, int3
 
 /* ---- depthwise conv (channel multiplier 1): channel c's input gradient and weight ---- */
 
+/* Each output pixel's taps inside the input found once (no bounds test per tap) and the
+ * geometry in locals; every dx element still sums its contributions in (oy, ox, ky, kx) order,
+ * so the same bits as the plain loop nest. */
 void tt_cs_dw_input_s8(float *dx, const float *dy, const int8_t *w, const float *w_scale,
                        const tt_conv_geom *g, int32_t c)
 {
+    const int32_t h = g->h, width = g->w, kh = g->kh, kw = g->kw, dh = g->dh, dw = g->dw;
+    const int32_t sh = g->sh, sw = g->sw, pt = g->pt, pl = g->pl, oh = g->oh, ow = g->ow;
+    const float scale = w_scale[c];
+    const int8_t *wc = &w[c * kh * kw];
     int32_t i, oy, ox, ky, kx;
 
-    for (i = 0; i < g->h * g->w; ++i) {
+    for (i = 0; i < h * width; ++i) {
         dx[i] = 0.0f;
     }
-    for (oy = 0; oy < g->oh; ++oy) {
-        for (ox = 0; ox < g->ow; ++ox) {
-            const float d = dy[oy * g->ow + ox] * w_scale[c];
-            for (ky = 0; ky < g->kh; ++ky) {
-                const int32_t iy = oy * g->sh - g->pt + ky * g->dh;
-                if (iy < 0 || iy >= g->h) {
-                    continue;
-                }
-                for (kx = 0; kx < g->kw; ++kx) {
-                    const int32_t ix = ox * g->sw - g->pl + kx * g->dw;
-                    if (ix < 0 || ix >= g->w) {
-                        continue;
-                    }
-                    dx[iy * g->w + ix] += d * (float)w[(c * g->kh + ky) * g->kw + kx];
+    for (oy = 0; oy < oh; ++oy) {
+        const int32_t iy0 = oy * sh - pt;
+        int32_t ky_lo = 0, ky_hi = kh; /* rows ky in [ky_lo, ky_hi) land inside the input */
+        while (ky_lo < ky_hi && iy0 + ky_lo * dh < 0) ++ky_lo;
+        while (ky_hi > ky_lo && iy0 + (ky_hi - 1) * dh >= h) --ky_hi;
+        for (ox = 0; ox < ow; ++ox) {
+            const float d = dy[oy * ow + ox] * scale;
+            const int32_t ix0 = ox * sw - pl;
+            int32_t kx_lo = 0, kx_hi = kw;
+            while (kx_lo < kx_hi && ix0 + kx_lo * dw < 0) ++kx_lo;
+            while (kx_hi > kx_lo && ix0 + (kx_hi - 1) * dw >= width) --kx_hi;
+            for (ky = ky_lo; ky < ky_hi; ++ky) {
+                float *row = &dx[(iy0 + ky * dh) * width];
+                const int8_t *wr = &wc[ky * kw];
+                for (kx = kx_lo; kx < kx_hi; ++kx) {
+                    row[ix0 + kx * dw] += d * (float)wr[kx];
                 }
             }
         }

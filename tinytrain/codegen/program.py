@@ -23,7 +23,7 @@ def program_info(g: Graph, board: Board, prefix: str = "tt") -> dict[str, Any]:
     label = next(t for t in g.tensors.values() if t.kind == "label")
     x = g.t(g.inputs[0])
     return {
-        "board": board.name,
+        "board": board.ref,  # a name, or the path of a board file outside the package
         "c_prefix": prefix,  # the model's C names (tinytrain export-lib names its files so)
         "model_id": model_id(g),
         "profile_ops": profile_ops(g),

@@ -350,7 +350,7 @@ def _board_files(board: Board, env: Environment, banner: str,
     def slots(lay: FlashLayout) -> str:
         return " and ".join(f"0x{a:08X}" for a in lay.slots) + f", {lay.slot_bytes} bytes each"
     return {
-        "board/board.c": (BOARDS_DIR / board.source).read_text(),
+        "board/board.c": board.source_file(board.source).read_text(),
         "board/qemu_twin.c": (BOARDS_DIR / QEMU_SOURCE).read_text(),
         "board/startup.c": (BOARDS_DIR / "cortexm" / "startup.c").read_text(),
         "board/firmware.ld": ld.render(what=f"{board.name}", regions=layout.regions,

@@ -3,9 +3,9 @@
 The optimised kernels (runtime_c/optimized/) are faster and bigger than the portable ones: a
 family such as the int8 pointwise conv brings its own blocks, assembly and constant tables.
 When a build's program overflows the board's flash, it gives families back to the generic
-kernels, as it gives memory passes to its SRAM budget: the families whose removal frees the
-most flash per unit of work they do (MACs, or elements for an op without MACs) go first,
-until the estimate fits; then it links again, which is the verdict.
+kernels, as it gives memory passes to its SRAM budget: of the sets of families that free
+what the program lacks, the one whose layers do the least work per step (MACs, or elements
+for an op without MACs) is kept generic; then it links again, which is the verdict.
 
 What a family frees is read off the build itself: function sizes from the objects
 (`nm -S`), calls from GCC's call graph (-fcallgraph-info), so a helper two families share
@@ -29,6 +29,7 @@ from tinytrain.errors import FlashOverflow
 # estimate aims this far under the limit for alignment and the split between flash regions.
 # Measured: MCUNet-5FPS's 148 KB scheme on the STM32F746, 104.7 KB estimated, 104.8 KB freed.
 MARGIN_BYTES = 1024
+CHOICE_UNIT = 64  # bytes: the cover is exact to this (a family freeing less is never chosen)
 _CONV_FAMILY = re.compile(r"^tt_conv2d_s8_(pw|reg|dw)(_pk)?")
 
 
@@ -115,20 +116,27 @@ def families(obj_dir: Path, nm: str, sites: dict) -> list[Family]:
 
 
 def choose(fams: list[Family], need: int) -> list[Family]:
-    """Families to keep generic so that at least `need` (+ MARGIN_BYTES) bytes are freed:
-    the least work per freed byte first (a family that frees nothing is never taken)."""
-    chosen, freed = [], 0
-    for f in sorted((f for f in fams if f.freed > 0), key=lambda f: (f.work / f.freed, f.name)):
-        if freed >= need + MARGIN_BYTES:
-            break
-        chosen.append(f)
-        freed += f.freed
-    # the last one taken may make an earlier, busier one unnecessary: keep those optimised
-    for f in sorted(chosen, key=lambda f: -f.work):
-        if freed - f.freed >= need + MARGIN_BYTES:
-            chosen.remove(f)
-            freed -= f.freed
-    return chosen
+    """The families to keep generic that free at least `need` (+ MARGIN_BYTES) bytes with the
+    least work per step among them (their layers run generic kernels): a minimum-cost cover,
+    exact over the freed bytes in CHOICE_UNIT steps (rounded down, so never short). Empty when
+    even all of them would not free enough."""
+    useful = sorted((f for f in fams if f.freed >= CHOICE_UNIT), key=lambda f: f.name)
+    target = -(-(need + MARGIN_BYTES) // CHOICE_UNIT)
+    if target <= 0:
+        return []
+    # best[c]: (work, families, mask) of the cheapest set freeing >= c units (c capped)
+    best: dict[int, tuple[int, int, int]] = {0: (0, 0, 0)}
+    for i, f in enumerate(useful):
+        units = f.freed // CHOICE_UNIT
+        for c, (work, n, mask) in sorted(best.items(), reverse=True):
+            to = min(target, c + units)
+            cand = (work + f.work, n + 1, mask | 1 << i)
+            if to not in best or cand < best[to]:
+                best[to] = cand
+    if target not in best:
+        return []
+    mask = best[target][2]
+    return [f for i, f in enumerate(useful) if mask >> i & 1]
 
 
 def code_by_object(map_file: Path) -> dict[str, int]:

@@ -47,6 +47,7 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
         "flash_bytes": flash,
         "checkpoint": checkpoint,  # what one checkpoint holds (None: no checkpoint flash)
         "macs": macs(g),
+        "soft_float": _soft_float(g, board),
         "remat": list(g.meta.get("remat", [])),  # saved activations recomputed (passes/remat)
         # int8 weights whose scales were widened for training (passes/weight_headroom)
         "weight_headroom": g.meta.get("weight_headroom"),
@@ -60,6 +61,18 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
     }
 
 
+def _soft_float(g: Graph, board: Board) -> dict[str, Any] | None:
+    """On a core without an FPU (board.soft_float_per_mac, measured on its twin): the fp32
+    MACs of a step (the backward; the forward too for an fp32 model) and what they cost."""
+    if not board.soft_float_per_mac:
+        return None
+    m = macs(g)
+    int8 = any(n.op.endswith("_q8") for n in g.nodes if n.phase == "forward")
+    fp32 = m["backward"] + m["recompute"] + (0 if int8 else m["forward"])
+    return {"instructions_per_mac": board.soft_float_per_mac, "fp32_macs": fp32,
+            "instructions": round(fp32 * board.soft_float_per_mac)}
+
+
 def _master_read(g: Graph) -> dict[str, list[str]] | None:
     if g.meta.get("sgd", {}).get("rounding") != "master":
         return None
@@ -67,6 +80,9 @@ def _master_read(g: Graph) -> dict[str, list[str]] | None:
     floored = sorted(t.name for t in g.params(trainable=True)
                      if t.dtype == "s8" and t.name not in whole)
     return {"whole": whole, "floored": floored}
+
+
+CODE_ROWS = 6  # objects named in the summary's code line; report.json has them all
 
 
 def kb(n: int) -> str:
@@ -86,6 +102,12 @@ def summary(r: dict[str, Any]) -> str:
         + (f"  recompute {m['recompute']:,} (+{100 * m['recompute'] / step:.1f} %)"
            if m.get("recompute") and (step := m["forward"] + m["backward"]) else ""),
     ]
+    if r.get("soft_float"):
+        sf = r["soft_float"]
+        lines.append(f"  fp32 in soft-float (no FPU on this core): ~{sf['instructions_per_mac']:g}"
+                     f" instructions per fp32 MAC (measured on the twin), so the step's "
+                     f"{sf['fp32_macs']:,} fp32 MACs cost ~{sf['instructions'] / 1e6:.1f} M "
+                     "instructions")
     if r.get("remat"):
         lines.append(f"  rematerialised: {len(r['remat'])} saved activations are recomputed in "
                      "the backward instead of kept (--remat off keeps them)")
@@ -111,6 +133,13 @@ def summary(r: dict[str, Any]) -> str:
         lines.append(f"  linked firmware.elf: flash {kb(fw['flash_used'])} (code {kb(code)}, "
                      f"constants and .data {kb(fw['flash_used'] - code)}); stack reserve "
                      f"{kb(fw['stack_reserved'])}, deepest chain ~{fw['stack_estimate']} B")
+        by_obj = r.get("kernels", {}).get("code_by_object", {})
+        if by_obj:  # largest first (device/kernel_choice.code_by_object)
+            top = list(by_obj.items())[:CODE_ROWS]
+            rest = sum(by_obj.values()) - sum(v for _, v in top)
+            lines.append("  code by object (kernel family): " + ", ".join(
+                f"{k} {kb(v)}" for k, v in top)
+                + (f", {len(by_obj) - len(top)} more {kb(rest)}" if rest else ""))
         generic = r.get("kernels", {}).get("generic", [])
         if generic:
             lines.append("  kernels kept generic to fit the flash: " + ", ".join(
