@@ -179,8 +179,10 @@ def fit_kernels(project: Path, board: Board, generic: list[Family],
     from tinytrain.codegen.render import KERNELS_JSON, flash_layout_of_project
 
     sites = json.loads((project / KERNELS_JSON).read_text())
-    need = measure_link(project, board)["flash"] - \
-        flash_layout_of_project(project, board).program_bytes
+    m, layout = measure_link(project, board), flash_layout_of_project(project, board)
+    if m["largest"] > max(n for _, n in layout.regions):
+        raise overflow  # one object (a frozen weight) fits no region: kernels cannot help
+    need = m["flash"] - layout.program_bytes
     fams = families(project / "su" / "board", board.cc.replace("-gcc", "-nm"), sites)
     more = choose(fams, max(need, 0))  # (kernels.json lists only the optimised ones)
     if not more:
