@@ -28,11 +28,11 @@ install: $(VENV)/.installed-test
 demo-env: $(VENV)/.installed-demo
 
 # The Cortex-M cross compiler, newlib and QEMU (Debian/Ubuntu package names).
-ARM_PACKAGES = gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
+ARM_PACKAGES = gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 toolchain:
 	@if ! command -v arm-none-eabi-gcc >/dev/null || ! command -v qemu-system-arm >/dev/null \
-		|| [ ! -e /usr/lib/arm-none-eabi/newlib ]; then \
+		|| [ ! -e /usr/lib/arm-none-eabi/newlib ] || [ ! -e /usr/include/newlib/c++ ]; then \
 		echo "installing $(ARM_PACKAGES)"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install \
 			-y -qq --no-install-recommends $(ARM_PACKAGES) >/dev/null; fi
