@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.library_helpers import DIGITS_ONNX, STEPS, build, digits
+from tinytrain.boards import CKPT_HEADER_BYTES, load_board
 from tinytrain.device.runner import HostProgram, open_program
 
 pytestmark = pytest.mark.skipif(
@@ -86,6 +87,10 @@ def test_twin_trains_like_the_host(board, kind, data, host_runs, tmp_path):
             np.testing.assert_allclose(got_params[k], v, atol=PARAM_ATOL, err_msg=k)
     r = json.loads((fw / "report.json").read_text())
     assert 0 < r["firmware"]["flash_used"] < 256 * 1024
+    # each checkpoint entry padded to the board's write unit (the U585's quad-words: 16 B)
+    ckpt = r["checkpoint"]
+    unit = load_board(board).flash_write_unit
+    assert (ckpt["bytes"] - CKPT_HEADER_BYTES) % unit == 0 and ckpt["bytes"] <= ckpt["slot"]
     sf = r["soft_float"]  # the M0+ prices its fp32 MACs (soft-float); the M33s have an FPU
     if board == "rp2040":
         m = r["macs"]

@@ -111,13 +111,15 @@ class Board:
         """Slots for the parameters and the training state; where the flash cannot hold
         that, for the parameters alone (the firmware then checkpoints only those)."""
         try:
-            return replace(self.flash_layout(checkpoint_bytes(param_bytes + state_bytes,
-                                                              self.flash_write_unit)),
+            return replace(self.flash_layout(self.checkpoint_bytes(param_bytes + state_bytes)),
                            with_state=bool(state_bytes))
         except OptionError:
-            return replace(self.flash_layout(checkpoint_bytes(param_bytes,
-                                                              self.flash_write_unit)),
+            return replace(self.flash_layout(self.checkpoint_bytes(param_bytes)),
                            with_state=False)
+
+    def checkpoint_bytes(self, entry_bytes: list[int]) -> int:
+        """Bytes a checkpoint of these entries takes in one of this board's slots."""
+        return checkpoint_bytes(entry_bytes, self.flash_write_unit)
 
     def flash_layout(self, ckpt_bytes: int) -> FlashLayout:
         """Two checkpoint slots of whole erase units big enough for `ckpt_bytes`, using as

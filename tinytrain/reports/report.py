@@ -23,7 +23,7 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
     flash["total"] = sum(flash.values())
     checkpoint = None
     if board.is_mcu:  # checkpoint slots sized for the trainable parameters and the training
-        from tinytrain.boards import checkpoint_bytes  # state, the program the rest
+        # state, each entry padded to the board's write unit; the program the rest
         from tinytrain.codegen.render import checkpoint_entries, flash_layout
 
         lay = flash_layout(g, board)  # the layout the build links with
@@ -31,9 +31,9 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
         flash["program_region"] = lay.program_bytes
         params, state = checkpoint_entries(g)
         # the firmware keeps the state whenever it fits the slot (tt_checkpoint.c geom_get)
-        with_state = checkpoint_bytes(params + state) <= lay.slot_bytes
+        with_state = board.checkpoint_bytes(params + state) <= lay.slot_bytes
         state = state if with_state else []
-        checkpoint = {"bytes": checkpoint_bytes(params + state), "params": sum(params),
+        checkpoint = {"bytes": board.checkpoint_bytes(params + state), "params": sum(params),
                       "state": sum(state), "with_state": with_state, "slot": lay.slot_bytes}
     return {
         "board": board.name,
