@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from tinytrain.boards import Board
@@ -14,6 +17,16 @@ APT_HINT = ("install it with `apt-get install gcc-arm-none-eabi libnewlib-arm-no
             "(Debian/Ubuntu)")
 
 
+def cache_args() -> list[str]:
+    """make's CCACHE: the runtime's objects come from device/objcache.py's cache unless
+    TINYTRAIN_CACHE=off."""
+    from tinytrain.device.objcache import enabled
+
+    if not enabled():
+        return []
+    return [f"CCACHE={shlex.quote(sys.executable)} -m tinytrain.device.objcache"]
+
+
 def compile_project(project: Path, board: Board) -> list[Path]:
     """Build the project; returns the programs it produced (the host binary, or the board's and
     the QEMU twin's ELFs, each with its .bin and .hex)."""
@@ -21,7 +34,8 @@ def compile_project(project: Path, board: Board) -> list[Path]:
         hint = f"; {APT_HINT}" if board.is_mcu else ""
         raise BuildError(f"the C compiler '{board.cc}' for board {board.name} is not installed"
                          f"{hint}")
-    args = ["make", "-s"] + ([] if board.is_mcu else [f"CC={board.cc}"])
+    args = ["make", "-s", f"-j{os.cpu_count() or 1}", *cache_args()] \
+        + ([] if board.is_mcu else [f"CC={board.cc}"])
     proc = subprocess.run(args, cwd=project, capture_output=True, text=True)
     if proc.returncode != 0:
         text = proc.stdout + proc.stderr
