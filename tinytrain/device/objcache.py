@@ -24,6 +24,7 @@ import json
 import os
 import random
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -86,7 +87,7 @@ def _reachable(source: Path, search: list[Path]) -> list[Path] | None:
     return list(seen)
 
 
-def key(compiler: str, args: list[str], source: str, out: Path) -> str | None:
+def key(compiler: str, args: list[str], source: str, out: Path, cwd: Path) -> str | None:
     """The entry's name, or None when the call cannot be cached."""
     cc = Path(compiler)
     if not cc.is_absolute():
@@ -98,8 +99,8 @@ def key(compiler: str, args: list[str], source: str, out: Path) -> str | None:
     cc = cc.resolve()
     if any(a in UNTRACKED for a in args):
         return None
-    search = [Path(a[2:]) for a in args if a.startswith("-I")]
-    files = _reachable(Path(source), search)
+    search = [cwd / a[2:] for a in args if a.startswith("-I")]
+    files = _reachable(cwd / source, search)
     if files is None:
         return None
     h = hashlib.sha256()
@@ -187,30 +188,64 @@ def trim(root: Path, limit: int = MAX_CACHE_BYTES) -> None:
         total -= size
 
 
+def _restore(argv: list[str], cwd: Path) -> tuple[Path, list[Path], bool] | None:
+    """Restore a compile call's outputs from the cache: None when it cannot be cached, else its
+    entry, its outputs and whether they were restored (a hit)."""
+    compiler, args = argv[0], argv[1:]
+    call = _source_and_output(args) if enabled() else None
+    name = key(compiler, args, *call, cwd) if call else None
+    if call is None or name is None:
+        return None
+    files = [cwd / f for f in _outputs(args, call[1])]
+    entry = cache_dir() / name[:2] / name
+    return entry, files, _load(entry, files)
+
+
 def run(argv: list[str]) -> int:
     """Compile `argv` (compiler first), from the cache when an entry matches."""
     if not argv:
         print("usage: python -m tinytrain.device.objcache CC ARGS...", file=sys.stderr)
         return 2
-    compiler, args = argv[0], argv[1:]
-    call = _source_and_output(args) if enabled() else None
-    name = key(compiler, args, *call) if call else None
-    if call is None or name is None:
+    got = _restore(argv, Path.cwd())
+    if got is None:
         return subprocess.call(argv)
-    files = _outputs(args, call[1])
-    entry = cache_dir() / name[:2] / name
-    if _load(entry, files):
+    entry, files, hit = got
+    if hit:
         return 0
     proc = subprocess.run(argv, stderr=subprocess.PIPE)
     sys.stderr.buffer.write(proc.stderr)
     sys.stderr.flush()
-    rc = proc.returncode
-    if rc == 0:
+    if proc.returncode == 0:
         try:
             _store(entry, files, proc.stderr)
         except OSError:
             pass  # a full or read-only cache costs speed, never the build
-    return rc
+    return proc.returncode
+
+
+MARK = "@tinytrain-objcache@"  # what `make -n` shows in place of the wrapper
+
+
+def prefill(project: Path, make_args: list[str]) -> int:
+    """Restore, in this process, every object that `make` would compile through $(CCACHE) and
+    that the cache holds; make then compiles only the rest. Saves a wrapper process (~0.1 s)
+    per cached object. Returns how many objects were restored."""
+    if not enabled():
+        return 0
+    dry = subprocess.run(["make", "-n", *make_args, f"CCACHE={MARK}"], cwd=project,
+                         capture_output=True, text=True)
+    if dry.returncode != 0:
+        return 0
+    hits = 0
+    for line in dry.stdout.replace("\\\n", " ").splitlines():
+        m = re.fullmatch(r"\s*cd (\S+) && " + re.escape(MARK) + r" (.*)", line)
+        if not m:
+            continue
+        cwd = project / m.group(1)
+        cwd.mkdir(parents=True, exist_ok=True)
+        got = _restore(shlex.split(m.group(2)), cwd)
+        hits += got is not None and got[2]
+    return hits
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from tinytrain.boards import Board
+from tinytrain.device.objcache import enabled, prefill
 from tinytrain.errors import BuildError
 
 APT_HINT = ("install it with `apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi` "
@@ -20,8 +21,6 @@ APT_HINT = ("install it with `apt-get install gcc-arm-none-eabi libnewlib-arm-no
 def cache_args() -> list[str]:
     """make's CCACHE: the runtime's objects come from device/objcache.py's cache unless
     TINYTRAIN_CACHE=off."""
-    from tinytrain.device.objcache import enabled
-
     if not enabled():
         return []
     return [f"CCACHE={shlex.quote(sys.executable)} -m tinytrain.device.objcache"]
@@ -34,8 +33,9 @@ def compile_project(project: Path, board: Board) -> list[Path]:
         hint = f"; {APT_HINT}" if board.is_mcu else ""
         raise BuildError(f"the C compiler '{board.cc}' for board {board.name} is not installed"
                          f"{hint}")
-    args = ["make", "-s", f"-j{os.cpu_count() or 1}", *cache_args()] \
-        + ([] if board.is_mcu else [f"CC={board.cc}"])
+    cc = [] if board.is_mcu else [f"CC={board.cc}"]
+    prefill(project, cc)  # the cached objects, restored without a process each
+    args = ["make", "-s", f"-j{os.cpu_count() or 1}", *cache_args(), *cc]
     proc = subprocess.run(args, cwd=project, capture_output=True, text=True)
     if proc.returncode != 0:
         text = proc.stdout + proc.stderr
