@@ -8,8 +8,11 @@ float-cast-overflow (NaN or out-of-range float -> int), so it is added explicitl
 
 from __future__ import annotations
 
-import subprocess
+import shutil
 from pathlib import Path
+
+from tinytrain.codegen.render import HOST_BINARY
+from tinytrain.device.toolchain import run_make
 
 FLAGS = ("-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all "
          "-fno-omit-frame-pointer -g")
@@ -17,9 +20,11 @@ FLAGS = ("-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover
 
 def rebuild(build_dir: Path) -> bool:
     """Recompile build_dir/tt_host with the sanitizers; False if this gcc has no runtime."""
-    p = subprocess.run(["make", "-B", f"CFLAGS=$(CFLAGS_COMMON) {FLAGS}"], cwd=build_dir,
-                       capture_output=True, text=True)
-    return p.returncode == 0
+    shutil.rmtree(build_dir / "obj", ignore_errors=True)  # objects of other flags
+    (build_dir / HOST_BINARY).unlink(missing_ok=True)
+    # debug info relative to the build, so every build shares the cached objects
+    prefix = f"-ffile-prefix-map={Path(build_dir).resolve()}=."
+    return run_make(build_dir, [f"CFLAGS=$(CFLAGS_COMMON) {FLAGS} {prefix}"]).returncode == 0
 
 
 def env(log: Path) -> dict[str, str]:

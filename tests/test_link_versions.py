@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shutil
 import struct
-import subprocess
 import time
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from tinytrain.device.link.device import TICKS_NS, TICKS_UNKNOWN
 from tinytrain.device.link.frames import NAK, VERSION, Frame, FrameReader, encode
 from tinytrain.device.link.transport import LinkError
 from tinytrain.device.runner import open_program
+from tinytrain.device.toolchain import run_make
 from tinytrain.passes.pipeline import Options
 
 DIGITS = ROOT / "examples" / "digits" / "digits_cnn.onnx"
@@ -43,8 +43,8 @@ def builds(tmp_path_factory) -> dict[str, Path]:
     build(DIGITS, out["mse"], Options(loss="mse"))
     old = d / "digits_v4"  # the same program as its version-4 firmware served it
     shutil.copytree(out["digits"], old)
-    subprocess.run(["make", "-s", "-B", "-C", str(old), "tt_host",
-                    "CFLAGS=$(CFLAGS_COMMON) -DTT_LINK_VERSION=4"], check=True)
+    shutil.rmtree(old / "obj")  # rebuilt with the old version's flag
+    assert run_make(old, ["CFLAGS=$(CFLAGS_COMMON) -DTT_LINK_VERSION=4"]).returncode == 0
     out["v4"] = old
     return out
 

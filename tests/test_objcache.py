@@ -57,7 +57,7 @@ def test_a_cached_build_equals_an_uncached_one(tmp_path):
 def _compile(src: Path, cache: Path, *flags: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TINYTRAIN_CACHE_DIR": str(cache)}
     return subprocess.run([sys.executable, "-m", "tinytrain.device.objcache", "gcc", "-O1",
-                           "-Wall", "-fstack-usage", *flags, f"-I{src.parent / 'inc'}", "-c",
+                           "-Wall", "-fstack-usage", *flags, "-Iinc", "-c",
                            src.name], cwd=src.parent, env=env, capture_output=True, text=True)
 
 
@@ -98,3 +98,18 @@ def test_a_computed_include_is_not_cached(tmp_path):
     assert _compile(src, cache).returncode == 0
     assert (tmp_path / "f.o").is_file()
     assert not cache.exists() or not _entries(cache)
+
+
+def test_debug_info_keys_on_the_directory_it_records(tmp_path):
+    cache = tmp_path / "cache"
+    srcs = []
+    for d in ("a", "b"):
+        (tmp_path / d / "inc").mkdir(parents=True)
+        (tmp_path / d / "f.c").write_text("int f(int x) { return x + 1; }\n")
+        srcs.append(tmp_path / d / "f.c")
+    for src in srcs:  # -g records the directory: two entries
+        assert _compile(src, cache, "-g").returncode == 0
+    assert len(_entries(cache)) == 2
+    for src in srcs:  # unless a prefix map makes both the same: one more, shared
+        assert _compile(src, cache, "-g", f"-ffile-prefix-map={src.parent}=.").returncode == 0
+    assert len(_entries(cache)) == 3

@@ -10,8 +10,11 @@ under a key of everything that can change them:
   candidate on the search path counts, so a header shadowing another is seen);
 - a `-DTT_*` macro only when its name occurs in those files: the board's and the twin's builds
   differ in such macros, and the runtime files that never read them are shared.
-System headers (`<...>`) come with the compiler and are covered by its identity. A call the
-wrapper cannot reason about (no `-c`, several sources, a computed `#include`) runs uncached.
+System headers (`<...>`) come with the compiler and are covered by its identity; with `-g` the
+directory is part of the key too, as debug information records it (after any
+`-ffile-prefix-map=OLD=NEW` that rewrites it, so builds in different directories can share).
+A call the wrapper cannot reason about (no `-c`, several sources, a computed `#include`) runs
+uncached.
 
 Set TINYTRAIN_CACHE_DIR to move the cache (default: $XDG_CACHE_HOME/tinytrain/objects) and
 TINYTRAIN_CACHE=off to compile everything.
@@ -35,6 +38,7 @@ TRIM_CHANCE = 0.01  # share of stores that check the cache's size (a directory w
 INCLUDE = re.compile(rb'^\s*#\s*include\s*(?:"([^"]+)"|<[^>]+>|(\S.*))', re.M)
 TT_DEFINE = re.compile(r"-D(TT_\w+)(?:=.*)?$")
 # options that bring in files the header scan would not follow
+PREFIX_MAPS = ("-fdebug-prefix-map=", "-ffile-prefix-map=")
 UNTRACKED = {"-I", "-include", "-imacros", "-iquote", "-isystem", "-idirafter", "-x"}
 
 
@@ -111,12 +115,20 @@ def key(compiler: str, args: list[str], source: str, out: Path, cwd: Path) -> st
         data = f.read_bytes()
         text += data
         h.update(f"{f.name}\0{len(data)}\0".encode() + data)
+    here = cwd.resolve()
     for a in args:
         m = TT_DEFINE.match(a)
         if m and m.group(1).encode() not in text:
             continue  # a TT_ macro nothing here reads (the board's slots, the twin's UART)
+        if a.startswith(PREFIX_MAPS):  # counted below as the directory it makes of cwd
+            old, _, new = a.partition("=")[2].partition("=")
+            if here.is_relative_to(Path(old).resolve()):
+                here = Path(new) / here.relative_to(Path(old).resolve())
+                continue
         h.update(a.encode() + b"\0")
-    h.update(f"out={out.name}\0cwd-independent".encode())
+    if any(a.startswith("-g") and a != "-g0" for a in args):
+        h.update(f"cwd={here}\0".encode())  # debug info names the (mapped) directory
+    h.update(f"out={out.name}\0".encode())
     return h.hexdigest()
 
 

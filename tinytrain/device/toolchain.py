@@ -26,6 +26,13 @@ def cache_args() -> list[str]:
     return [f"CCACHE={shlex.quote(sys.executable)} -m tinytrain.device.objcache"]
 
 
+def run_make(project: Path, args: list[str]) -> subprocess.CompletedProcess:
+    """`make args` in a generated project, in parallel and through the compiler cache."""
+    prefill(project, args)  # the cached objects, restored without a process each
+    return subprocess.run(["make", "-s", f"-j{os.cpu_count() or 1}", *cache_args(), *args],
+                          cwd=project, capture_output=True, text=True)
+
+
 def compile_project(project: Path, board: Board) -> list[Path]:
     """Build the project; returns the programs it produced (the host binary, or the board's and
     the QEMU twin's ELFs, each with its .bin and .hex)."""
@@ -33,10 +40,7 @@ def compile_project(project: Path, board: Board) -> list[Path]:
         hint = f"; {APT_HINT}" if board.is_mcu else ""
         raise BuildError(f"the C compiler '{board.cc}' for board {board.name} is not installed"
                          f"{hint}")
-    cc = [] if board.is_mcu else [f"CC={board.cc}"]
-    prefill(project, cc)  # the cached objects, restored without a process each
-    args = ["make", "-s", f"-j{os.cpu_count() or 1}", *cache_args(), *cc]
-    proc = subprocess.run(args, cwd=project, capture_output=True, text=True)
+    proc = run_make(project, [] if board.is_mcu else [f"CC={board.cc}"])
     if proc.returncode != 0:
         text = proc.stdout + proc.stderr
         over = re.findall(r"region `(\w+)' overflowed by (\d+) bytes", text)
