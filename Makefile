@@ -85,7 +85,18 @@ memory-plot: $(VENV)/.installed-demo toolchain
 	$(BIN)/python -m pip install -q -e '.[plot]'
 	$(BIN)/python bench/plot_memory.py --out docs/memory.png
 
+# The documentation site (mkdocs.yml, docs/) into site/; --strict fails on a broken link or
+# anchor, and docs/hooks.py generates the command-line, ops and boards references from the code.
+$(VENV)/.installed-docs: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.installed-docs
+	$(BIN)/mkdocs build --strict --site-dir site
+
 clean:
 	rm -rf $(OUT) build
 
-.PHONY: install demo-env toolchain demo demo-host fleet-demo test lint bench memory-plot clean
+.PHONY: install demo-env toolchain demo demo-host fleet-demo test lint bench memory-plot docs clean
