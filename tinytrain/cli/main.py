@@ -124,7 +124,7 @@ def build(
     model: Path = typer.Argument(..., help="Trained model: .onnx (fp32) or .tflite (int8 or "
                                  "fp32)."),
     board: str = typer.Option("host", help=f"Target board. {_choices(available_boards())} "
-                              "Or the path of your own board file, NAME.toml (README: Adding a "
+                              "Or the path of your own board file, NAME.toml (docs: Adding a "
                               "board). Details: `tinytrain boards`.", rich_help_panel=TARGET),
     out: Path = typer.Option(Path("build"), "--out", "-o", help="Directory for the C project; "
                              "replaced atomically, never left half-written.",
