@@ -70,8 +70,15 @@ $(VENV)/.installed-fleet: pyproject.toml
 fleet-demo: $(VENV)/.installed-fleet
 	$(BIN)/python bench/fleet.py --max-sram 9,12.9,40
 
+# The full suite (what CI runs), and the fast tier: everything not marked `slow` (twin runs, big
+# networks, the fleet, packaging, sanitizers), which still checks every op's numerics, the
+# planner, the code generator and the CLI's errors. bench/ci_time.sh times both.
+PYTEST_ARGS ?=
 test: $(VENV)/.installed-test toolchain
-	$(BIN)/python -m pytest -n auto -q
+	$(BIN)/python -m pytest -n auto -q $(PYTEST_ARGS)
+
+test-fast: $(VENV)/.installed-test toolchain
+	$(BIN)/python -m pytest -n auto -q -m "not slow" $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check tinytrain tests bench examples
@@ -99,4 +106,4 @@ docs: $(VENV)/.installed-docs
 clean:
 	rm -rf $(OUT) build
 
-.PHONY: install demo-env toolchain demo demo-host fleet-demo test lint bench memory-plot docs clean
+.PHONY: install demo-env toolchain demo demo-host fleet-demo test test-fast lint bench memory-plot docs clean

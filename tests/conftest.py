@@ -24,3 +24,61 @@ def tinytrain(*args: str | Path, check: bool = True) -> subprocess.CompletedProc
 @pytest.fixture
 def cli():
     return tinytrain
+
+
+# The fast tier (`make test-fast`, `pytest -m "not slow"`) leaves out whole modules that run QEMU
+# twins, TTE's 128x128 networks, the fleet, packaging, sanitizers or bench scripts; single slow
+# tests elsewhere carry @pytest.mark.slow. What stays still checks every op's numerics (layer and
+# model parity against PyTorch, onnxruntime and LiteRT), the planner, codegen and the CLI's errors.
+SLOW_MODULES = {
+    # QEMU twins and boards
+    "test_boards", "test_new_boards", "test_run_ux_twin", "test_tte_on_board", "test_link_faults",
+    "test_link_sgd", "test_library_mcu", "test_stream_trained", "test_trace_profile",
+    "test_checkpoint_state", "test_device_validation", "test_channel_stream",
+    "test_kernels_opt_models",
+    # bench scripts run end to end
+    "test_bench_int8_forward", "test_bench_members", "test_bench_pretrain", "test_bench_trajectory",
+    "test_bench_qemu", "test_bench_auto_plan",
+    # the fleet, packaging, sanitizers, fuzzing, plan searches that train
+    "test_fleet_deploy", "test_fleet_flower", "test_fleet_core", "test_packaging",
+    "test_sanitized_training", "test_fuzz", "test_fuzz_frames", "test_autoplan_cli",
+    "test_autoplan_remat",
+}
+
+
+# single tests (every parametrisation) that are slow in modules that are not
+SLOW_TESTS = {
+    # on a QEMU twin
+    "test_remat": {"test_int8_recomputed_build_on_the_twin",
+                   "test_int8_recomputed_build_trains_bit_identically",
+                   "test_a_plan_that_fits_only_with_recompute_links"},
+    "test_online_api": {"test_example_adapts_to_new_digits_on_the_twin"},
+    "test_library_prefix": {"test_prefixed_firmware_runs_on_the_twin_with_bin_and_hex"},
+    "test_stream": {"test_streamed_int8_build_on_the_stm32_twin_matches_the_host"},
+    "test_kernels_opt_pooled": {"test_twin_matches_reference_and_host", "test_bench_m7"},
+    "test_kernels_opt_cs": {"test_twin_matches_reference_and_host_bits",
+                            "test_m7_instructions_per_mac"},
+    "test_kernels_opt_conv": {"test_conv_opt_matches_reference",
+                              "test_conv_opt_instructions_per_mac_m7",
+                              "test_conv_opt_in_bounds_host_sanitizers"},
+    "test_kernels_opt_dw": {"test_dw_and_add_opt_match_reference",
+                            "test_dw_and_add_opt_are_faster_on_m7",
+                            "test_dw_opt_at_size_and_debug_levels_matches_reference",
+                            "test_every_runtime_kernel_compiles_at_every_level"},
+    # big networks, long runs, library packaging
+    "test_kernel_choice": {"test_mcunet_148_kb_scheme_links_on_the_stm32f746_with_generic_kernels"},
+    "test_autoplan_deterministic": {"test_the_same_plan_idle_busy_and_slow"},
+    "test_library_export": {"test_cmake_export_links_into_a_c_and_a_cpp_program",
+                            "test_two_prefixed_models_train_in_one_program",
+                            "test_zephyr_modules_build_two_models"},
+    "test_resume": {"test_a_resumed_run_ends_as_one_never_interrupted"},
+    "test_weight_headroom": {"test_trained_weights_grow_past_calibration"},
+    "test_new_head": {"test_a_fresh_int8_head_learns_as_fp32_does"},
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        name = getattr(item, "originalname", item.name)
+        if item.path.stem in SLOW_MODULES or name in SLOW_TESTS.get(item.path.stem, ()):
+            item.add_marker(pytest.mark.slow)

@@ -378,10 +378,10 @@ def test_public_names_are_documented_and_lazy() -> None:
         tinytrain.no_such_name  # noqa: B018
 
 
-def test_readme_example_runs(host: Path, tmp_path: Path) -> None:
+def test_docs_example_runs(host: Path, tmp_path: Path) -> None:
     """The docs' "Python API" code, as printed, against the build it names."""
     text = (ROOT / "docs" / "guides" / "python-api.md").read_text()
-    section = text[text.index("## Python API"):]
+    section = text[text.index("# Python API"):]
     start = section.index("```python\n") + len("```python\n")
     code = section[start:section.index("\n```", start)]
     (tmp_path / "out").mkdir()
