@@ -81,7 +81,7 @@ test-fast: $(VENV)/.installed-test toolchain
 	$(BIN)/python -m pytest -n auto -q -m "not slow" $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check tinytrain tests bench examples
+	$(BIN)/ruff check tinytrain tests bench examples docs/hooks.py
 
 bench: $(VENV)/.installed-test toolchain
 	$(BIN)/python bench/compile_memory.py

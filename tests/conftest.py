@@ -51,7 +51,9 @@ SLOW_TESTS = {
     # on a QEMU twin
     "test_remat": {"test_int8_recomputed_build_on_the_twin",
                    "test_int8_recomputed_build_trains_bit_identically",
-                   "test_a_plan_that_fits_only_with_recompute_links"},
+                   "test_a_plan_that_fits_only_with_recompute_links",
+                   "test_auto_recomputes_only_what_the_board_needs",  # 128x128 MobileNetV2
+                   "test_a_share_bounds_the_recompute"},
     "test_online_api": {"test_example_adapts_to_new_digits_on_the_twin"},
     "test_library_prefix": {"test_prefixed_firmware_runs_on_the_twin_with_bin_and_hex"},
     "test_stream": {"test_streamed_int8_build_on_the_stm32_twin_matches_the_host"},
@@ -68,6 +70,9 @@ SLOW_TESTS = {
     # big networks, long runs, library packaging
     "test_kernel_choice": {"test_mcunet_148_kb_scheme_links_on_the_stm32f746_with_generic_kernels"},
     "test_autoplan_deterministic": {"test_the_same_plan_idle_busy_and_slow"},
+    "test_autoplan": {"test_search_respects_the_budget_exactly"},  # searches that train
+    # builds with the cache off and on (the cache's logic stays in the fast tier)
+    "test_objcache": {"test_a_cached_build_equals_an_uncached_one"},
     "test_library_export": {"test_cmake_export_links_into_a_c_and_a_cpp_program",
                             "test_two_prefixed_models_train_in_one_program",
                             "test_zephyr_modules_build_two_models"},
@@ -82,3 +87,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         name = getattr(item, "originalname", item.name)
         if item.path.stem in SLOW_MODULES or name in SLOW_TESTS.get(item.path.stem, ()):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def tte_onnx(tmp_path_factory) -> dict[str, Path]:
+    """TTE's three 128x128 networks as ONNX, each exported from torch.manual_seed(0), once per
+    session for every worker (tests/shared.py): four modules train, plan and link them."""
+    import warnings
+
+    import torch
+
+    from tests.shared import shared_dir
+    from tests.torch_models import export
+    from tests.tte_schemes import NETWORKS
+
+    def make(d: Path) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for name, net in NETWORKS.items():
+                torch.manual_seed(0)
+                export(net(), d / f"{name}.onnx")
+
+    d = shared_dir(tmp_path_factory, "tte_onnx", make)
+    return {name: d / f"{name}.onnx" for name in sorted(p.stem for p in d.glob("*.onnx"))}

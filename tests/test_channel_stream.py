@@ -52,17 +52,11 @@ def _graph(path, opts, skip=()):
 
 
 @pytest.fixture(scope="module")
-def tte128(tmp_path_factory):
+def tte128(tmp_path_factory, tte_onnx):
     d = tmp_path_factory.mktemp("tte128")
     rng = np.random.default_rng(0)
     np.savez(d / "calib.npz", x=rng.uniform(0, 1, (2, 3, 128, 128)).astype(np.float32))
-    out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name, make in NETWORKS.items():
-            torch.manual_seed(0)
-            out[name] = export(make(), d / f"{name}.onnx")
-    return out, d / "calib.npz"
+    return tte_onnx, d / "calib.npz"
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import warnings
 
 import numpy as np
 import pytest
@@ -65,15 +64,12 @@ def test_isa_check_finds_armv7m_instructions(cpu, clean, tmp_path):
 
 
 @needs_arm
-def test_mcunet_148_kb_scheme_links_on_the_stm32f746_with_generic_kernels(tmp_path, cli):
-    torch = pytest.importorskip("torch")
-    from tests.torch_models import export
-    from tests.tte_schemes import NETWORKS, SCHEMES
+def test_mcunet_148_kb_scheme_links_on_the_stm32f746_with_generic_kernels(tmp_path, cli,
+                                                                           tte_onnx):
+    pytest.importorskip("torch")
+    from tests.tte_schemes import SCHEMES
 
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = export(NETWORKS["MCUNet-5FPS"](), tmp_path / "m.onnx")
+    model = tte_onnx["MCUNet-5FPS"]
     np.savez(tmp_path / "calib.npz",
              x=np.random.default_rng(1).uniform(0, 1, (2, 3, 128, 128)).astype(np.float32))
     out = tmp_path / "fw"

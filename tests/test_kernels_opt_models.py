@@ -59,11 +59,8 @@ def _builds(cli, model, tmp_path, *extra):
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))
-def test_int8_tte_network_optimized_matches_reference(name, tmp_path, cli):
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = export(NETWORKS[name](), tmp_path / "m.onnx")
+def test_int8_tte_network_optimized_matches_reference(name, tmp_path, cli, tte_onnx):
+    model = tte_onnx[name]
     rng = np.random.default_rng(2)
     np.savez(tmp_path / "calib.npz", x=rng.uniform(0, 1, (2, 3, 128, 128)).astype(np.float32))
     x = rng.uniform(0, 1, (STEPS, 128, 128, 3)).astype(np.float32)

@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import warnings
 
 import numpy as np
 import pytest
-import torch
 
-from tests.torch_models import export
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES, TTE_PEAK_KB
 from tinytrain.device.state_file import read as read_saved
 
@@ -34,11 +31,8 @@ def _run(cli, out, data):
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))
-def test_tte_scheme_trains_on_the_stm32_twin_like_the_host(name, tmp_path, cli):
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = export(NETWORKS[name](), tmp_path / "m.onnx")
+def test_tte_scheme_trains_on_the_stm32_twin_like_the_host(name, tmp_path, cli, tte_onnx):
+    model = tte_onnx[name]
     rng = np.random.default_rng(1)
     np.savez(tmp_path / "calib.npz", x=rng.uniform(0, 1, (2, 3, 128, 128)).astype(np.float32))
     np.savez(tmp_path / "train.npz", x=rng.uniform(0, 1, (STEPS, 3, 128, 128))
