@@ -46,7 +46,12 @@ def cache_dir() -> Path:
     """Where entries live: TINYTRAIN_CACHE_DIR, else the user's cache directory."""
     if os.environ.get("TINYTRAIN_CACHE_DIR"):
         return Path(os.environ["TINYTRAIN_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home directory: a cache for this machine's session only
+            base = tempfile.gettempdir()
     return Path(base) / "tinytrain" / "objects"
 
 
