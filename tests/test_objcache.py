@@ -61,11 +61,17 @@ def _compile(src: Path, cache: Path, *flags: str) -> subprocess.CompletedProcess
                            src.name], cwd=src.parent, env=env, capture_output=True, text=True)
 
 
+def _project(d: Path, source: str) -> Path:
+    """f.c with `source` beside inc/k.h (K = 3), the layout _compile's -Iinc expects."""
+    (d / "inc").mkdir()
+    (d / "inc" / "k.h").write_text("#define K 3\n")
+    (d / "f.c").write_text(source)
+    return d / "f.c"
+
+
 def test_headers_and_read_macros_are_part_of_the_key(tmp_path):
-    (tmp_path / "inc").mkdir()
-    (tmp_path / "inc" / "k.h").write_text("#define K 3\n")
-    src = tmp_path / "f.c"
-    src.write_text('#include "k.h"\nint f(int x) { int unused; return x * K + TT_SHIFT; }\n')
+    src = _project(tmp_path, '#include "k.h"\n'
+                   "int f(int x) { int unused; return x * K + TT_SHIFT; }\n")
     cache = tmp_path / "cache"
     p = _compile(src, cache, "-DTT_SHIFT=1", "-DTT_OTHER=5")
     assert p.returncode == 0 and "unused" in p.stderr  # the compiler's own warning
@@ -90,10 +96,7 @@ def test_headers_and_read_macros_are_part_of_the_key(tmp_path):
 
 
 def test_a_computed_include_is_not_cached(tmp_path):
-    (tmp_path / "inc").mkdir()
-    (tmp_path / "inc" / "k.h").write_text("#define K 3\n")
-    src = tmp_path / "f.c"
-    src.write_text('#define H "k.h"\n#include H\nint f(int x) { return x * K; }\n')
+    src = _project(tmp_path, '#define H "k.h"\n#include H\nint f(int x) { return x * K; }\n')
     cache = tmp_path / "cache"
     assert _compile(src, cache).returncode == 0
     assert (tmp_path / "f.o").is_file()

@@ -28,6 +28,7 @@ import os
 import random
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -74,17 +75,17 @@ def _source_and_output(args: list[str]) -> tuple[str, Path] | None:
     return sources[0], Path(Path(sources[0]).stem + ".o")
 
 
-def _reachable(source: Path, search: list[Path]) -> list[Path] | None:
-    """The source and every quoted header it may include (transitively), or None when an
-    include is computed (a macro) and the set cannot be known."""
-    seen: dict[Path, None] = {}
+def _reachable(source: Path, search: list[Path]) -> dict[Path, bytes] | None:
+    """The source and every quoted header it may include (transitively), with their text, or
+    None when an include is computed (a macro) and the set cannot be known."""
+    seen: dict[Path, bytes] = {}
     todo = [source.resolve()]
     while todo:
         f = todo.pop()
         if f in seen:
             continue
-        seen[f] = None
-        for quoted, computed in INCLUDE.findall(f.read_bytes()):
+        seen[f] = f.read_bytes()
+        for quoted, computed in INCLUDE.findall(seen[f]):
             if computed:
                 return None
             if not quoted:
@@ -93,19 +94,15 @@ def _reachable(source: Path, search: list[Path]) -> list[Path] | None:
             for d in [f.parent, *search]:
                 if (d / name).is_file():
                     todo.append((d / name).resolve())
-    return list(seen)
+    return seen
 
 
 def key(compiler: str, args: list[str], source: str, out: Path, cwd: Path) -> str | None:
     """The entry's name, or None when the call cannot be cached."""
-    cc = Path(compiler)
-    if not cc.is_absolute():
-        found = next((Path(d) / compiler for d in os.environ.get("PATH", "").split(os.pathsep)
-                      if (Path(d) / compiler).is_file()), None)
-        if found is None:
-            return None
-        cc = found
-    cc = cc.resolve()
+    found = shutil.which(compiler)
+    if found is None:
+        return None
+    cc = Path(found).resolve()
     if any(a in UNTRACKED for a in args):
         return None
     search = [cwd / a[2:] for a in args if a.startswith("-I")]
@@ -115,11 +112,9 @@ def key(compiler: str, args: list[str], source: str, out: Path, cwd: Path) -> st
     h = hashlib.sha256()
     st = cc.stat()
     h.update(f"{cc}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    text = b""
     for f in sorted(files):
-        data = f.read_bytes()
-        text += data
-        h.update(f"{f.name}\0{len(data)}\0".encode() + data)
+        h.update(f"{f.name}\0{len(files[f])}\0".encode() + files[f])
+    text = b"".join(files.values())
     here = cwd.resolve()
     for a in args:
         m = TT_DEFINE.match(a)
