@@ -5,6 +5,7 @@ of tests/c/library/ compiled against a generated model, with their output parsed
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import warnings
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.conftest import ROOT, tinytrain
+from tinytrain.device import objcache
 from tinytrain.device.link.device import quantize_input
 from tinytrain.device.runner import HostProgram, load_program_info
 
@@ -121,7 +123,7 @@ def model_defines(prefix: str, header: str) -> list[str]:
 
 
 # Objects of the runtime kernels, which every build of this tinytrain holds identical: keyed
-# by the source and its directory's headers, so each is compiled once per test session.
+# by the source and its directory's headers, so each is compiled once per worker and session.
 _RUNTIME_OBJECTS: dict[str, Path] = {}
 
 
@@ -133,8 +135,15 @@ def _runtime_key(src: Path) -> str:
 
 
 def compile_host(exe: Path, sources: list[Path], includes: list[Path], flags: list[str]) -> Path:
-    """gcc for C files, g++ (and the link) when a .cpp is among the sources."""
+    """gcc for C files, g++ (and the link) when a .cpp is among the sources. Compiles go through
+    the compiler cache (tinytrain.device.objcache) with paths relative to the executable's
+    directory, which keeps its key the same across sessions."""
     cxx = any(s.suffix == ".cpp" for s in sources)
+    here = exe.parent
+
+    def rel(p: Path) -> str:
+        return os.path.relpath(p, here)
+
     objs = []
     for s in sources:
         runtime = s.parent.name == "runtime"
@@ -142,13 +151,15 @@ def compile_host(exe: Path, sources: list[Path], includes: list[Path], flags: li
         if key in _RUNTIME_OBJECTS:
             objs.append(str(_RUNTIME_OBJECTS[key]))
             continue
-        o = exe.parent / f"{exe.name}_{s.parent.name}_{s.stem}.o"
+        o = f"{exe.name}_{s.parent.name}_{s.stem}.o"
         cmd = (["g++", "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror"] if s.suffix == ".cpp"
                else ["gcc", *HOST_CFLAGS])
-        _run([*cmd, *flags, *(f"-I{i}" for i in includes), "-c", str(s), "-o", str(o)])
-        objs.append(str(o))
+        cmd += [*flags, *(f"-I{rel(i)}" for i in includes), "-c", rel(s), "-o", o]
+        p = objcache.compile_call(cmd, here)
+        assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{p.stderr.decode()}"
+        objs.append(str(here / o))
         if runtime:
-            _RUNTIME_OBJECTS[key] = o
+            _RUNTIME_OBJECTS[key] = here / o
     _run(["g++" if cxx else "gcc", "-o", str(exe), *objs, "-lm"])
     return exe
 

@@ -17,7 +17,7 @@ import zlib
 import numpy as np
 import pytest
 
-from tests.ckernel import RUNTIME_INC, RUNTIME_SOURCES
+from tests.ckernel import RUNTIME_INC, RUNTIME_SOURCES, runtime_objects
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -126,10 +126,10 @@ def lib(tmp_path_factory):
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.skip("gcc not available")
-    sources = RUNTIME_SOURCES
-    assert sources, "no kernel sources in runtime_c/"
+    assert RUNTIME_SOURCES, "no kernel sources in runtime_c/"
     so = tmp_path_factory.mktemp("ttk") / "libttkernels.so"
-    cmd = [gcc, *CFLAGS, "-shared", "-fPIC", *RUNTIME_INC, *sources]
+    cmd = [gcc, *CFLAGS, "-shared", "-fPIC", *RUNTIME_INC,
+           *runtime_objects(tmp_path_factory, CFLAGS)]
     cmd += ["-o", str(so), "-lm"]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr

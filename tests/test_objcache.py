@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tinytrain.device import objcache
 
 DIGITS = ROOT / "examples" / "digits" / "digits_cnn.onnx"
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -116,3 +117,23 @@ def test_debug_info_keys_on_the_directory_it_records(tmp_path):
     for src in srcs:  # unless a prefix map makes both the same: one more, shared
         assert _compile(src, cache, "-g", f"-ffile-prefix-map={src.parent}=.").returncode == 0
     assert len(_entries(cache)) == 3
+
+
+def test_compile_call_restores_in_process_and_returns_the_warnings(tmp_path, monkeypatch):
+    """The API the test harnesses use: a hit writes the object without running the compiler
+    and hands back the stored warnings, as the wrapper replays them."""
+    monkeypatch.setenv("TINYTRAIN_CACHE_DIR", str(tmp_path / "cache"))
+    src = _project(tmp_path, '#include "k.h"\nint f(int x) { int unused; return x * K; }\n')
+    argv = ["gcc", "-O1", "-Wall", "-Iinc", "-c", src.name, "-o", "f.o"]
+    first = objcache.compile_call(argv, tmp_path)
+    assert first.returncode == 0 and b"unused" in first.stderr
+    obj = (tmp_path / "f.o").read_bytes()
+    (tmp_path / "f.o").unlink()
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError(f"ran {args[0]} on a hit")
+
+    monkeypatch.setattr(objcache.subprocess, "run", no_compiler)
+    hit = objcache.compile_call(argv, tmp_path)
+    assert hit.returncode == 0 and hit.stderr == first.stderr
+    assert (tmp_path / "f.o").read_bytes() == obj

@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 import pytest
 
-from tests.ckernel import RUNTIME_INC, RUNTIME_SOURCES
+from tests.ckernel import RUNTIME_INC, runtime_objects
 from tinytrain.codegen.context import C_TYPES, CContext
 from tinytrain.ir import GRAD, Node
 from tinytrain.ops import get_op
@@ -222,7 +222,7 @@ def klib(tmp_path_factory):
                    + "\n\n" + "\n".join(bodies) + "\n")
     so = d / "libpooled.so"
     res = subprocess.run(["gcc", *CFLAGS, "-shared", "-fPIC", *RUNTIME_INC, str(src),
-                          *RUNTIME_SOURCES, "-o", str(so), "-lm"],
+                          *runtime_objects(tmp_path_factory, CFLAGS), "-o", str(so), "-lm"],
                          capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
     return ctypes.CDLL(str(so))

@@ -25,7 +25,7 @@ import pytest
 
 pytest.importorskip("ai_edge_litert")
 
-from tests.ckernel import RUNTIME_INC, RUNTIME_SOURCES
+from tests.ckernel import RUNTIME_INC, runtime_objects
 from tests.tflite_build import ModelBuilder, Options, run_reference  # noqa: E402
 from tinytrain.codegen.context import C_TYPES, CContext  # noqa: E402
 from tinytrain.ir import Node, QuantParams  # noqa: E402
@@ -676,7 +676,7 @@ def clib(tmp_path_factory):
                    + "\n".join(bodies) + "\n")
     so = d / "libq8units.so"
     cmd = [gcc, *CFLAGS, "-shared", "-fPIC", *RUNTIME_INC, str(src),
-           *RUNTIME_SOURCES, "-o", str(so), "-lm"]
+           *runtime_objects(tmp_path_factory, CFLAGS), "-o", str(so), "-lm"]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
     return ctypes.CDLL(str(so))

@@ -8,13 +8,17 @@ are exercised exactly as in firmware; `-icount shift=0` makes SysTick an instruc
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from tinytrain.assets import runtime_dirs, runtime_files
+from tinytrain.device import objcache
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -97,6 +101,29 @@ def run(program: Path, target: str, work: Path, sources: list[Path] = (),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=RUN_TIMEOUT)
     return Result(p.returncode, p.stdout)
+
+
+def runtime_objects(factory, cflags: list[str]) -> list[str]:
+    """Every runtime_c source compiled for the host with `cflags` and -fPIC, once per pytest
+    session (tests/shared.py) and through the compiler cache (tinytrain.device.objcache), a
+    gcc per core: the C harnesses that link all kernels into a shared library then compile only
+    their own unit file instead of the 28 kernel files each (~12 s a module)."""
+    from tests.shared import shared_dir
+
+    flags = [*cflags, "-fPIC", *RUNTIME_INC]
+    tag = hashlib.sha256("\0".join(flags).encode()).hexdigest()[:12]
+
+    def compile_one(src: str, d: Path) -> None:
+        obj = Path(src).stem + ".o"  # relative: the cache's key holds every argument
+        res = objcache.compile_call(["gcc", *flags, "-c", src, "-o", obj], d)
+        assert res.returncode == 0, f"{src}:\n{res.stderr.decode()}"
+
+    def make(d: Path) -> None:
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            list(pool.map(lambda src: compile_one(src, d), RUNTIME_SOURCES))
+
+    d = shared_dir(factory, f"runtime_objects_{tag}", make)
+    return [str(d / (Path(src).stem + ".o")) for src in RUNTIME_SOURCES]
 
 
 def checksums(program: Path, target: str, work: Path, sources: list[Path]) -> dict[str, str]:

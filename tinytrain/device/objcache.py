@@ -143,29 +143,27 @@ def _outputs(args: list[str], out: Path) -> list[Path]:
     return files
 
 
-def _load(entry: Path, files: list[Path]) -> bool:
-    """Write a stored entry's outputs (and replay the compiler's warnings); False if it is
-    missing or not what this call makes."""
+def _load(entry: Path, files: list[Path]) -> bytes | None:
+    """Write a stored entry's outputs and return the compiler's warnings to replay; None if it
+    is missing or not what this call makes."""
     try:
         blob = entry.read_bytes()
     except OSError:
-        return False
+        return None
     head, _, body = blob.partition(b"\n")
     try:
         sizes = json.loads(head)
     except ValueError:
-        return False
+        return None
     if [s[0] for s in sizes] != [f.suffix for f in files] + ["stderr"] \
             or sum(s[1] for s in sizes) != len(body):
-        return False
+        return None
     at = 0
     for f, (_, n) in zip(files, sizes):
         f.write_bytes(body[at:at + n])
         at += n
-    sys.stderr.buffer.write(body[at:])
-    sys.stderr.flush()
     os.utime(entry)
-    return True
+    return body[at:]
 
 
 def _store(entry: Path, files: list[Path], stderr: bytes) -> None:
@@ -200,9 +198,9 @@ def trim(root: Path, limit: int = MAX_CACHE_BYTES) -> None:
         total -= size
 
 
-def _restore(argv: list[str], cwd: Path) -> tuple[Path, list[Path], bool] | None:
+def _restore(argv: list[str], cwd: Path) -> tuple[Path, list[Path], bytes | None] | None:
     """Restore a compile call's outputs from the cache: None when it cannot be cached, else its
-    entry, its outputs and whether they were restored (a hit)."""
+    entry, its outputs and, on a hit, the warnings to replay (None on a miss)."""
     compiler, args = argv[0], argv[1:]
     call = _source_and_output(args) if enabled() else None
     name = key(compiler, args, *call, cwd) if call else None
@@ -213,25 +211,34 @@ def _restore(argv: list[str], cwd: Path) -> tuple[Path, list[Path], bool] | None
     return entry, files, _load(entry, files)
 
 
-def run(argv: list[str]) -> int:
-    """Compile `argv` (compiler first), from the cache when an entry matches."""
-    if not argv:
-        print("usage: python -m tinytrain.device.objcache CC ARGS...", file=sys.stderr)
-        return 2
-    got = _restore(argv, Path.cwd())
+def compile_call(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run compile call `argv` (compiler first) in `cwd`, from the cache when an entry matches;
+    a miss that succeeds is stored. Output is captured (a hit replays the stored warnings)."""
+    got = _restore(argv, cwd)
     if got is None:
-        return subprocess.call(argv)
-    entry, files, hit = got
-    if hit:
-        return 0
-    proc = subprocess.run(argv, stderr=subprocess.PIPE)
-    sys.stderr.buffer.write(proc.stderr)
-    sys.stderr.flush()
+        return subprocess.run(argv, cwd=cwd, capture_output=True)
+    entry, files, warnings = got
+    if warnings is not None:
+        return subprocess.CompletedProcess(argv, 0, b"", warnings)
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True)
     if proc.returncode == 0:
         try:
             _store(entry, files, proc.stderr)
         except OSError:
             pass  # a full or read-only cache costs speed, never the build
+    return proc
+
+
+def run(argv: list[str]) -> int:
+    """Compile `argv` (compiler first) as make's $(CCACHE) wrapper: output passes through."""
+    if not argv:
+        print("usage: python -m tinytrain.device.objcache CC ARGS...", file=sys.stderr)
+        return 2
+    proc = compile_call(argv, Path.cwd())
+    sys.stdout.buffer.write(proc.stdout)
+    sys.stdout.flush()
+    sys.stderr.buffer.write(proc.stderr)
+    sys.stderr.flush()
     return proc.returncode
 
 
@@ -256,7 +263,10 @@ def prefill(project: Path, make_args: list[str]) -> int:
         cwd = project / m.group(1)
         cwd.mkdir(parents=True, exist_ok=True)
         got = _restore(shlex.split(m.group(2)), cwd)
-        hits += got is not None and got[2]
+        if got is not None and got[2] is not None:
+            sys.stderr.buffer.write(got[2])
+            sys.stderr.flush()
+            hits += 1
     return hits
 
 
