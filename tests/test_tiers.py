@@ -4,6 +4,9 @@ test or module would otherwise drop out of `slow` silently and slow `make test-f
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 from conftest import ROOT, SLOW_MODULES, SLOW_TESTS
 
@@ -14,4 +17,18 @@ def test_every_slow_module_and_test_exists():
         assert (tests / f"{module}.py").is_file(), module
     for module, names in SLOW_TESTS.items():
         defined = set(re.findall(r"^def (test_\w+)\(", (tests / f"{module}.py").read_text(), re.M))
-        assert names <= defined, (module, names - defined)
+        functions = {n.partition("[")[0] for n in names}
+        assert functions <= defined, (module, functions - defined)
+
+
+def test_every_slow_case_is_collected():
+    """A "name[id]" entry names a case pytest collects (an id changes with its parameters)."""
+    modules = [f"tests/{m}.py" for m, names in SLOW_TESTS.items() if any("[" in n for n in names)]
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist",
+                          *modules], cwd=ROOT, capture_output=True, text=True).stdout
+    cases = {(Path(line.partition("::")[0]).stem, line.partition("::")[2])
+             for line in out.splitlines() if "::" in line}
+    for module, names in SLOW_TESTS.items():
+        for name in names:
+            if "[" in name:
+                assert (module, name) in cases, (module, name)
