@@ -6,6 +6,7 @@ by 90 degrees, each device holding a few samples of a few classes (non-IID).
     python bench/fleet.py --nodes 20 --rounds 5 --plan bias,last:2 --json out.json
     python bench/fleet.py --max-sram 9,12.9,40       # 3 classes chosen by --update auto
     python bench/fleet.py --quantize int8 --lr 0.2 --momentum 0
+    python bench/fleet.py --max-sram 9,12.9,40 --plot docs/fleet-rounds.png   # make fleet-plot
 
 Every device is a host build driven over the link by Flower's simulation engine (`flwr run`,
 tinytrain.fleet.simulate); "centralised" trains the same plan on the pooled samples for as
@@ -13,11 +14,15 @@ many passes as a device makes (rounds x local epochs); "alone" trains each devic
 samples that long. Accuracy is on 297 held-out turned digits. With --max-sram each device
 class is what `tinytrain build --update auto --max-sram KB` chooses, analysed on the first
 AUTO_SAMPLES of the fleet's samples (what a fleet's owner would hold back to plan with).
+--plot draws each class's held-out accuracy after every round (the server keeps each round's
+tensors: simulate(keep_rounds=True)) against its start and its centralised training; it needs
+matplotlib (the `plot` extra).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import tempfile
@@ -73,7 +78,10 @@ def main() -> None:
     ap.add_argument("--quantize", choices=["int8"], help="int8 builds (plain SGD: --momentum 0)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--plot", type=Path, help="draw accuracy by round to this PNG")
     args = ap.parse_args()
+    if args.plot and importlib.util.find_spec("matplotlib") is None:  # before minutes of work
+        ap.error("--plot needs matplotlib: pip install -e '.[plot]'")
     _, y, turned = turned_digits()
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
@@ -99,8 +107,12 @@ def main() -> None:
         run = simulate(builds, tmp / "pool.npz", tmp / "run", args.nodes, args.rounds,
                        local_epochs=args.local_epochs, partition=args.partition,
                        seed=args.seed, server_lr=args.server_lr,
-                       server_momentum=args.server_momentum)
+                       server_momentum=args.server_momentum, keep_rounds=bool(args.plot))
         fleet = [accuracy(b, run.final, tmp / "test.npz") for b in builds]
+        # round 0 is the start; each class's model with the tensors the server sent after round r
+        by_round = [[start[k], *(accuracy(b, run.per_round[r], tmp / "test.npz")
+                                 for r in sorted(run.per_round))]
+                    for k, b in enumerate(builds)] if args.plot else []
         passes = args.rounds * args.local_epochs
         central, alone = [], []
         for b in builds:
@@ -140,7 +152,8 @@ def main() -> None:
            "downlink_per_device": [float(np.mean(d)) if d else 0.0 for d in down],
            "whole_model_bytes": whole, "fleet_seconds": run.seconds, "alone_seconds": alone_s,
            "failed": sum(len(r["failed"]) for r in run.rounds),
-           "loss": [r["loss"] for r in run.rounds]}
+           "loss": [r["loss"] for r in run.rounds], "fleet_by_round": by_round,
+           "test_samples": len(y[TEST])}
     print("| plan | start | fleet | centralised | fleet − centralised | each device alone | "
           "uplink / downlink B per device and round |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -157,6 +170,46 @@ def main() -> None:
           f"{alone_s:.0f} s (devices alone)")
     if args.json:
         args.json.write_text(json.dumps(row, indent=1) + "\n")
+    if args.plot:
+        plot_rounds(row, args.plot)
+        print(f"wrote {args.plot}")
+
+
+def plot_rounds(row: dict, path: Path) -> None:
+    """Each class's held-out accuracy by round (solid), its centralised training (dashed, same
+    colour) and the start (dotted grey), with the run's configuration as the title."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(8, 5.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    fleet, central = [], []
+    for k, (plan, accs) in enumerate(zip(row["plans"], row["fleet_by_round"], strict=True)):
+        c = f"C{k}"
+        fleet += ax.plot(range(len(accs)), [100 * a for a in accs], "o-", ms=3, color=c,
+                         label=f"fleet, {plan}: {100 * accs[-1]:.1f} %")
+        central.append(ax.axhline(100 * row["centralised"][k], color=c, ls="--", lw=1,
+                                  label=f"centralised, {plan}: "
+                                  f"{100 * row['centralised'][k]:.1f} %"))
+    # the classes share the pretrained start, so one line usually stands for all of them
+    start = [ax.axhline(a, color="grey", ls=":", label=f"start: {a:.1f} %")
+             for a in sorted({round(100 * a, 1) for a in row["start"]})]
+    ax.set_xlabel("round")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(f"held-out accuracy (%, {row['test_samples']} turned digits)")
+    ax.set_xlim(0, len(row["fleet_by_round"][0]) - 1)
+    ax.set_ylim(0, 100)
+    ax.grid(alpha=0.3)
+    # below the axes, in two columns filled top-down: each class's fleet beside its centralised
+    handles = [*fleet, *start, *central]
+    ax.legend(handles=handles, fontsize=8, ncol=2, loc="upper center",
+              bbox_to_anchor=(0.5, -0.12))
+    ax.set_title(f"{row['nodes']} simulated devices, {row['rounds']} rounds × "
+                 f"{row['local_epochs']} local epochs, split {row['partition']}, "
+                 f"lr {row['lr']}, momentum {row['momentum']}", fontsize=10)
+    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Run config: `num-rounds`, `fraction-train` (share of nodes per round), `min-nodes` (wait for
 this many devices; the default 2), `server-lr` and `server-momentum` (FedAvgM's server step;
 1 and 0: FedAvg), `out` (a directory: the final tensors `fleet_final.npz` and the per-round
-log `fleet_rounds.json`, written atomically).
+log `fleet_rounds.json`, written atomically), `keep-rounds` (also write the tensors after
+every round to `fleet_round_tensors.npz`, keyed `ROUND/TENSOR`).
 """
 
 from __future__ import annotations
@@ -81,6 +82,11 @@ def write_results(out: Path, sent: dict[str, np.ndarray], strategy: SparseFedAvg
     with os.fdopen(fd, "w") as fh:
         json.dump(log, fh, indent=1)
     os.replace(tmp, out / "fleet_rounds.json")
+    if strategy.history:  # a round number has no '/', so the key splits at the first one
+        fd, tmp = tempfile.mkstemp(dir=out, suffix=".npz")
+        os.close(fd)
+        np.savez(tmp, **{f"{r}/{n}": a for r, t in strategy.history.items() for n, a in t.items()})
+        os.replace(tmp, out / "fleet_round_tensors.npz")
 
 
 @app.main()
@@ -92,7 +98,8 @@ def main(grid: Grid, context: Context) -> None:
                            float(cfg.get("server-momentum", 0.0)))
     strategy = SparseFedAvg(master, plans, fraction_train=float(cfg.get("fraction-train", 1.0)),
                             min_train_nodes=min(min_nodes, len(plans)),
-                            min_available_nodes=min_nodes)
+                            min_available_nodes=min_nodes,
+                            keep_rounds=bool(cfg.get("keep-rounds", False)))
     strategy.start(grid, rec.to_arrays(master.sent()), num_rounds=int(cfg.get("num-rounds", 3)),
                    train_config=ConfigRecord())
     if cfg.get("out"):

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +29,8 @@ APP_TOML = '''# A Flower app: tinytrain's ClientApp (one device each) and Server
 # Keys: builds (device classes; simulated node k uses class k mod n), data (the pooled .npz,
 # split over the nodes by `partition`: iid, labels:K, dirichlet:ALPHA), local-epochs, seed,
 # num-rounds, fraction-train, min-nodes, server-lr and server-momentum (FedAvgM; 1 and 0 are
-# FedAvg), out (fleet_final.npz and fleet_rounds.json). Paths absolute: Flower runs the apps
-# from its own folders.
+# FedAvg), out (fleet_final.npz and fleet_rounds.json), keep-rounds (and every round's tensors
+# in fleet_round_tensors.npz). Paths absolute: Flower runs the apps from its own folders.
 [build-system]
 requires = ["hatchling"]
 build-backend = "hatchling.build"
@@ -64,19 +64,23 @@ builds = ""
 data = ""
 partition = "iid"
 out = ""
+keep-rounds = false
 '''
 RESULTS = ("fleet_final.npz", "fleet_rounds.json")
+ROUND_TENSORS = "fleet_round_tensors.npz"
 
 
 @dataclass
 class FleetRun:
-    """A finished run: per-round log, each node's plan, the fleet's tensors, the wall time."""
+    """A finished run: per-round log, each node's plan, the fleet's tensors, the wall time,
+    and with `keep_rounds` the fleet's tensors after each round (round number -> tensors)."""
 
     rounds: list[dict]
     plans: dict[str, list[dict]]
     final: dict[str, np.ndarray]
     seconds: float
     log: str
+    per_round: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
 def write_app(directory: Path) -> Path:
@@ -101,9 +105,10 @@ def _toml(v: object) -> str:
 def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int, *,
              local_epochs: int = 1, partition: str = "iid", seed: int = 0,
              fraction: float = 1.0, server_lr: float = 1.0, server_momentum: float = 0.0,
-             timeout: float = 3600.0) -> FleetRun:
+             timeout: float = 3600.0, keep_rounds: bool = False) -> FleetRun:
     """Federate `nodes` simulated devices (node k: build k mod len(builds), its share of
-    `data`) for `rounds` rounds; the results go to `out`."""
+    `data`) for `rounds` rounds; the results go to `out`. `keep_rounds` keeps the tensors of
+    every round too (FleetRun.per_round), e.g. to evaluate the fleet's model round by round."""
     flwr = Path(sys.executable).with_name("flwr")
     if not flwr.exists() and shutil.which("flwr") is None:
         raise TinyTrainError("Flower is not installed: pip install 'tinytrain-mcu[fleet]'")
@@ -112,7 +117,8 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
            "data": str(Path(data).resolve()), "out": str(Path(out).resolve()),
            "num-rounds": rounds, "min-nodes": nodes, "local-epochs": local_epochs,
            "partition": partition, "seed": seed, "fraction-train": fraction,
-           "server-lr": float(server_lr), "server-momentum": float(server_momentum)}
+           "server-lr": float(server_lr), "server-momentum": float(server_momentum),
+           "keep-rounds": keep_rounds}
     with tempfile.TemporaryDirectory(prefix="tt-flwr-") as tmp:
         home, app = Path(tmp) / "home", write_app(Path(tmp) / "app")
         home.mkdir()
@@ -121,7 +127,7 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
                "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(free_port()),
                "FLWR_LOCAL_CONTROL_API_PORT": str(free_port()),
                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        for f in RESULTS:
+        for f in (*RESULTS, ROUND_TENSORS):  # an earlier run's files must not pass for ours
             (Path(out) / f).unlink(missing_ok=True)
         t0 = time.monotonic()
         try:
@@ -142,7 +148,13 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
     info = json.loads((Path(out) / RESULTS[1]).read_text())
     with np.load(Path(out) / RESULTS[0]) as f:
         final = {k: f[k] for k in f.files}
-    return FleetRun(info["rounds"], info["plans"], final, seconds, log)
+    per_round: dict[int, dict[str, np.ndarray]] = {}
+    if keep_rounds and (Path(out) / ROUND_TENSORS).exists():
+        with np.load(Path(out) / ROUND_TENSORS) as f:
+            for k in f.files:
+                r, name = k.split("/", 1)
+                per_round.setdefault(int(r), {})[name] = f[k]
+    return FleetRun(info["rounds"], info["plans"], final, seconds, log, per_round)
 
 
 def _stop(home: Path) -> None:

@@ -41,13 +41,16 @@ class RoundLog:
 class SparseFedAvg(FedAvg):
     """FedAvg over sparse, heterogeneous updates (see the module docstring). `plans` maps a
     node to what it trains (from the query before round 1); a node not in it gets every
-    tensor."""
+    tensor. With `keep_rounds`, `history` maps each round to the tensors it sent out after
+    aggregating (off by default: a round's copy of a large model is not small)."""
 
-    def __init__(self, master: Master, plans: dict[int, list[Trained]], **kw) -> None:
+    def __init__(self, master: Master, plans: dict[int, list[Trained]], *,
+                 keep_rounds: bool = False, **kw) -> None:
         kw.setdefault("fraction_evaluate", 0.0)
         super().__init__(**kw)
-        self.master, self.plans = master, plans
+        self.master, self.plans, self.keep_rounds = master, plans, keep_rounds
         self.rounds: list[RoundLog] = []
+        self.history: dict[int, dict[str, np.ndarray]] = {}
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
@@ -84,6 +87,8 @@ class SparseFedAvg(FedAvg):
         if log_.samples:
             log_.loss = sum(r.samples * loss for r, loss in got) / log_.samples
         sent = self.master.update(r for r, _ in got)
+        if self.keep_rounds:
+            self.history[server_round] = sent
         log(INFO, "tinytrain round %d: %d devices (%d failed), %d samples, loss %.4f, "
             "uplink %d B, downlink %d B", server_round, log_.devices, len(log_.failed),
             log_.samples, log_.loss, sum(log_.uplink.values()), sum(log_.downlink.values()))
