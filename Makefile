@@ -92,6 +92,20 @@ memory-plot: $(VENV)/.installed-demo toolchain
 	$(BIN)/python -m pip install -q -e '.[plot]'
 	$(BIN)/python bench/plot_memory.py --out docs/memory.png
 
+# The auto planner's frontier for the untrained demo model on the demo's digits,
+# docs/frontier.png (`tinytrain plan --plot`; nothing is linked, so no toolchain; ~2 minutes).
+frontier-plot: $(VENV)/.installed-demo
+	$(BIN)/python -m pip install -q -e '.[plot]'
+	$(BIN)/python bench/plot_frontier.py --out docs/frontier.png
+
+# fleet-demo's mixed-budget fleet, its accuracy after every round, docs/fleet-rounds.png.
+fleet-plot: $(VENV)/.installed-fleet
+	$(BIN)/python -m pip install -q -e '.[plot]'
+	$(BIN)/python bench/fleet.py --max-sram 9,12.9,40 --plot docs/fleet-rounds.png
+
+# Every picture of the docs, each from the command that makes it.
+pictures: memory-plot frontier-plot fleet-plot
+
 # The documentation site (mkdocs.yml, docs/) into site/; --strict fails on a broken link or
 # anchor, and docs/hooks.py generates the command-line, ops and boards references from the code.
 $(VENV)/.installed-docs: pyproject.toml
@@ -106,4 +120,5 @@ docs: $(VENV)/.installed-docs
 clean:
 	rm -rf $(OUT) build
 
-.PHONY: install demo-env toolchain demo demo-host fleet-demo test test-fast lint bench memory-plot docs clean
+.PHONY: install demo-env toolchain demo demo-host fleet-demo test test-fast lint bench memory-plot \
+	frontier-plot fleet-plot pictures docs clean

@@ -1,6 +1,6 @@
 """docs/memory.png: the SRAM of the digits demo over one training step, as the README shows it.
 
-    python bench/plot_memory.py              # or: make docs/memory.png
+    python bench/plot_memory.py              # or: make memory-plot
     python bench/plot_memory.py --out FILE.png --board nrf52840
 
 Builds examples/digits/digits_cnn.onnx as `make demo` does (--lr 0.05 --momentum 0.9

@@ -200,6 +200,26 @@ def test_readme_fits_a_screen_and_links_into_the_site() -> None:
     assert [t for t in local if not (ROOT / t).exists()] == []
 
 
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+\.png)\)")
+BENCH_INDEX = DOCS / "benchmarks" / "index.md"
+
+
+def test_every_picture_exists_and_has_its_command() -> None:
+    """An image the docs show is there, and every picture in docs/ is one that a command of
+    the benchmarks' table makes (its row names the file), so none is drawn by hand."""
+    missing = [f"{p.relative_to(ROOT)}: {src}" for p in [README, *pages()]
+               for src in IMAGE.findall(p.read_text())
+               if "://" not in src and not (p.parent / src).is_file()]
+    assert not missing, f"images that do not exist: {missing}"
+    rows = [ln for ln in BENCH_INDEX.read_text().splitlines() if ln.startswith("| `")]
+    pngs = sorted(p.relative_to(ROOT).as_posix() for p in DOCS.rglob("*.png"))
+    assert pngs, "docs/ should hold the pictures the pages show"
+    orphans = [p for p in pngs if not any(f"`{p}`" in row for row in rows)]
+    assert not orphans, f"pictures no command of {BENCH_INDEX.name}'s table makes: {orphans}"
+    named = {m for row in rows for m in re.findall(r"`(docs/[^`]+\.png)`", row)}
+    assert named <= set(pngs), f"pictures the table names but docs/ lacks: {named - set(pngs)}"
+
+
 @pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
                     reason="mkdocs is not installed (pip install -e '.[docs]')")
 def test_site_builds_strict(tmp_path: Path, cli_root: click.Command) -> None:

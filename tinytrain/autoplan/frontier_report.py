@@ -103,7 +103,7 @@ def plot_frontier(rows: list[tuple[int, Found | None]], metric: str, before: flo
 
     scale = 100 if metric == "accuracy" else -1
     pts = [(f.sram / 1024, scale * f.predicted) for _, f in rows if f is not None]
-    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    fig = Figure(figsize=(9, 4.2), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     if pts:
@@ -111,15 +111,21 @@ def plot_frontier(rows: list[tuple[int, Found | None]], metric: str, before: flo
         ax.step(xs, ys, where="post", color="tab:blue", label="best plan found (predicted)")
         ax.plot(xs, ys, "o", color="tab:blue", ms=4)
     ax.axhline(scale * before, color="grey", ls=":", label="untrained")
-    for name, sram, score in baselines:
-        ax.plot(sram / 1024, scale * score, "s", ms=6, label=f"{name} (measured)")
+    # a dozen standard plans: no two may look alike, and none like the frontier or the star
+    colours = ("tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive",
+               "tab:cyan", "tab:gray")
+    for k, (name, sram, score) in enumerate(baselines):
+        ax.plot(sram / 1024, scale * score, "s^Dv"[k // len(colours) % 4], ms=6,
+                color=colours[k % len(colours)], label=f"{name} (measured)")
     if chosen:
-        ax.plot(chosen[0] / 1024, scale * chosen[1], "*", ms=14, color="tab:red",
-                label="chosen (measured)")
+        # under the points: the chosen plan is often a standard one, whose mark shows inside
+        ax.plot(chosen[0] / 1024, scale * chosen[1], "*", ms=16, color="tab:red",
+                label="chosen (measured)", zorder=1.9)
     ax.set_xlabel("planned SRAM (KB)")
     ax.set_ylabel("held-out accuracy (%)" if metric == "accuracy" else "held-out mse")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    # outside the axes: inside, it hid the points it names
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     try:
         fig.savefig(path, dpi=120)
     except (OSError, ValueError) as e:  # a missing directory, an unknown image format
