@@ -45,6 +45,15 @@ class ParamSource:
     slot: str  # which role it plays there ("weight", "bias", ...)
     transform: str  # how IR layout maps to the source layout (see frontend)
 
+    @property
+    def fixed(self) -> bool:
+        """A value the importer computed from the model's constants (a normalisation's folded
+        mean and scale): no update plan trains it, as it has no tensor to export to."""
+        return self.transform == FIXED
+
+
+FIXED = "fixed"  # ParamSource.transform of an importer's computed, never-trained parameter
+
 
 @dataclass(frozen=True, eq=False)
 class Tensor:

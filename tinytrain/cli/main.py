@@ -709,7 +709,8 @@ def export(
         info = load_program_info(build_dir)
         tflite = info.get("source_format") == "tflite"
         saved = state_file.read(state)
-        params = with_masters(info, saved.params, saved.state, exact=not tflite)
+        int8_file = tflite and not info.get("float_source")
+        params = with_masters(info, saved.params, saved.state, exact=not int8_file)
         (export_tflite if tflite else export_onnx)(build_dir, params, out_path)
         console.print(f"wrote {out_path}")
 
@@ -788,14 +789,26 @@ def report(
 
 @app.command()
 def ops() -> None:
-    """List the supported ops with their forward/backward status."""
+    """List the supported ops: the IR ops with the ONNX and TFLite operators they import from,
+    and their forward/backward status."""
+    from tinytrain.frontend.tflite_float import FLOAT_HANDLERS, FOLD
+    from tinytrain.frontend.tflite_import import OP_NAMES
     from tinytrain.ops import public_ops
 
-    t = Table("IR op", "source ops", "forward", "backward")
+    t = Table("IR op", "from ONNX", "from TFLite (int8 *_q8, float the rest)", "forward",
+              "backward")
+    def tfl(src: str) -> bool:  # TFLite's builtin operators are named in capitals
+        return src.split()[0].isupper()
+
     for op in sorted(public_ops(), key=lambda o: o.name):
-        t.add_row(op.name, ", ".join(s for s in op.source_ops if not s.isupper()), "yes",
+        t.add_row(op.name, ", ".join(s for s in op.source_ops if not tfl(s)) or "-",
+                  ", ".join(s for s in op.source_ops if tfl(s)) or "-", "yes",
                   "yes" if op.has_gradient else "no (inference head; folded into the loss)")
     console.print(t)
+    folded = sorted(OP_NAMES[c] for c in FOLD if c in FLOAT_HANDLERS)
+    console.print(f"Evaluated at import on constants only (a float model's normalisation): "
+                  f"{', '.join(folded)}. TRANSPOSE of the model input relabels its layout.",
+                  markup=False, highlight=False)
 
 
 @app.command()

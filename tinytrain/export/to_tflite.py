@@ -1,5 +1,6 @@
-"""`tinytrain export` for TFLite builds: write the trained integers back into a copy of the
-source .tflite.
+"""`tinytrain export` for TFLite builds: write the trained parameters back into a copy of the
+source .tflite (integers for an int8 model; real values for a float one, dequantised when the
+build was `--quantize int8`).
 
 Training never changes a tensor's quantisation (scales and zero points are fixed; only the
 integers move), so the export only overwrites the bytes of the trained parameters' constant
@@ -25,6 +26,7 @@ import tflite
 from tinytrain.device.runner import load_program_info
 from tinytrain.errors import DataError, ModelError
 from tinytrain.frontend.tflite_import import TYPES
+from tinytrain.quant.params import real_values
 
 SOURCE = "source_model.tflite"  # build.py copies the model it compiled under this name
 # little-endian as the TFLite format stores them, whatever the host's byte order
@@ -184,10 +186,13 @@ def export_tflite(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> N
         dtype = TYPES.get(t.Type())
         shape = tuple(int(s) for s in t.ShapeAsNumpy()) if t.ShapeLength() else ()
         node = source.get("node")
+        v = np.asarray(state[p["name"]])
+        if dtype == "f32" and info.get("float_source"):
+            v, p = real_values(p, v), {**p, "dtype": "f32"}  # a --quantize int8 build's
         if dtype != p.get("dtype", "f32") or t.Name().decode(errors="replace") != node:
             raise ModelError(f"{src}: tensor {index} is not '{node}' ({p.get('dtype')}) as at "
                              "the build; rebuild with `tinytrain build`")
-        data = _source_layout(p, np.asarray(state[p["name"]]), shape)
+        data = _source_layout(p, v, shape)
         writes[int(t.Buffer())].append((p["name"], data.astype(FILE_DTYPES[dtype]).tobytes()))
     uses = _buffer_uses(model)
     for b, ws in writes.items():

@@ -148,6 +148,12 @@ class TFLiteImporter:
         self.tensors = [self._tensor(i) for i in range(self.sg.TensorsLength())]
         self.infer_output: str | None = None
         self.folded_output: int | None = None
+        self.folded: dict[int, np.ndarray] = {}  # float constants computed at import
+        # IR tensor -> (scale, shift) of the frozen per-channel affine that makes it
+        self.affines: dict[str, tuple[str, str]] = {}
+        self.output_activation: str | None = None  # a float model's final SOFTMAX
+        self.output_index = int(_vec(self.sg.OutputsAsNumpy())[0]) \
+            if len(_vec(self.sg.OutputsAsNumpy())) else -1
 
     def readers(self, index: int) -> int:
         """How many operator inputs read tensor `index`."""
@@ -244,22 +250,38 @@ class TFLiteImporter:
                                          f"{', or -1 for none' if low < 0 else ''}); the file is "
                                          "damaged")
 
+    def is_float(self, op: Any) -> bool:
+        """A float operator: it computes float32 (DEQUANTIZE, int8 in, is an int8 one)."""
+        out = int(_vec(op.OutputsAsNumpy())[0])
+        return self.sg.Tensors(out).Type() == tflite.TensorType.FLOAT32 and \
+            opcode(self.model, op) != tflite.BuiltinOperator.DEQUANTIZE
+
+    def handler(self, op: Any) -> Callable | None:
+        from tinytrain.frontend.tflite_float import FLOAT_HANDLERS
+        from tinytrain.frontend.tflite_ops import HANDLERS
+
+        return (FLOAT_HANDLERS if self.is_float(op) else HANDLERS).get(opcode(self.model, op))
+
     def _check_ops(self) -> None:
         """Every operator has a handler; else name the first (and a few more) and the list."""
-        from tinytrain.frontend.tflite_ops import HANDLERS, SUPPORTED
+        from tinytrain.frontend.tflite_float import FLOAT_SUPPORTED
+        from tinytrain.frontend.tflite_ops import SUPPORTED
 
-        unsupported = [k for k in range(self.sg.OperatorsLength())
-                       if opcode(self.model, self.sg.Operators(k)) not in HANDLERS]
+        ops = [self.sg.Operators(k) for k in range(self.sg.OperatorsLength())]
+        unsupported = [k for k, op in enumerate(ops) if self.handler(op) is None]
         if unsupported:
             k = unsupported[0]
-            code = opcode(self.model, self.sg.Operators(k))
+            code = opcode(self.model, ops[k])
             also = ""
             if len(unsupported) > 1:
                 also = " (also: " + ", ".join(
-                    f"{OP_NAMES.get(opcode(self.model, self.sg.Operators(j)), '?')} at "
+                    f"{OP_NAMES.get(opcode(self.model, ops[j]), '?')} at "
                     f"operator {j}" for j in unsupported[1:6]) + ")"
-            raise self.fail(k, f"the operator {OP_NAMES.get(code, code)} is not supported"
-                               f"{also}. Supported TFLite operators: {', '.join(SUPPORTED)}")
+            kind = "float32" if self.is_float(ops[k]) else "int8"
+            raise self.fail(k, f"the operator {OP_NAMES.get(code, code)} is not supported "
+                               f"on {kind} tensors{also}. Supported TFLite operators: int8: "
+                               f"{', '.join(SUPPORTED)}; float32: "
+                               f"{', '.join(FLOAT_SUPPORTED)}")
 
     # ---- errors -------------------------------------------------------------------------
     def fail(self, k: int, msg: str) -> ModelError:
@@ -296,8 +318,6 @@ class TFLiteImporter:
         return t.shape[1:]
 
     def run(self) -> Graph:
-        from tinytrain.frontend.tflite_ops import HANDLERS
-
         ins, outs = self.sg.InputsAsNumpy(), self.sg.OutputsAsNumpy()
         ins, outs = _vec(ins), _vec(outs)
         if len(ins) != 1 or len(outs) != 1:
@@ -318,7 +338,8 @@ class TFLiteImporter:
         n_ops = self.sg.OperatorsLength()
         for k in range(n_ops):
             op = self.sg.Operators(k)
-            handler: Callable = HANDLERS[opcode(self.model, op)]
+            handler = self.handler(op)
+            assert handler is not None  # _check_ops named any operator without one
             try:
                 handler(self, k, op)
             except ModelError:
@@ -347,9 +368,11 @@ class TFLiteImporter:
             "output_name": t_out.name,
             "output_logical_shape": list(self.b.tensors[out].shape),
             "output_perm": list(range(len(self.b.tensors[out].shape))),
-            "output_activation": None,
+            "output_activation": self.output_activation,
             "infer_output": out,
             "input_tflite_dtype": t_in.dtype,
+            # a float model: `export` writes real values (a --quantize int8 build's dequantised)
+            "float_source": all(self.is_float(self.sg.Operators(j)) for j in range(n_ops)),
             "output_tflite_dtype": t_out.dtype,
         }
         outputs = [logits] if logits == out else [logits, out]

@@ -8,7 +8,7 @@ from tinytrain.ops.binary import Binary, reduced
 
 class Add(Binary):
     name = "add"
-    source_ops = ("Add", "ADD")
+    source_ops = ("Add", "ADD", "SUB")  # SUB: a float model's x - constant
 
     def forward(self, node, xs):
         return [xs[0] + xs[1]]

@@ -9,7 +9,7 @@ from tinytrain.ops.unary import Unary, pair
 
 class Clip(Unary):
     name = "clip"
-    source_ops = ("Relu", "Clip", "RELU", "RELU6")
+    source_ops = ("Relu", "Clip", "RELU", "RELU6", "RELU_N1_TO_1")
     params = ("lo", "hi")
 
     def f(self, x, node):

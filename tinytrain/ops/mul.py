@@ -10,7 +10,7 @@ from tinytrain.ops.binary import Binary, reduced
 
 class Mul(Binary):
     name = "mul"
-    source_ops = ("Mul", "MUL")
+    source_ops = ("Mul", "MUL", "DIV")  # DIV: a float model's x / constant
 
     def forward(self, node, xs):
         return [(xs[0] * xs[1]).astype(np.float32)]

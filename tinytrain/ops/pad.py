@@ -12,7 +12,7 @@ from tinytrain.ops.base import OpDef, c_float, pad4
 class Pad(OpDef):
     name = "pad"
     public = True
-    source_ops = ("Pad", "PAD")
+    source_ops = ("Pad", "PAD", "PADV2")
 
     def infer(self, node, shapes):
         b, a = node.attrs["before"], node.attrs["after"]

@@ -8,7 +8,8 @@ from tinytrain.ops.base import OpDef
 class Reshape(OpDef):
     name = "reshape"
     public = True
-    source_ops = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "RESHAPE")
+    source_ops = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "RESHAPE", "SQUEEZE",
+                  "EXPAND_DIMS")
 
     def infer(self, node, shapes):
         return [tuple(node.attrs["shape"])]

@@ -208,9 +208,10 @@ class _Q:
 
         a, b = self.q(n.inputs[0]), self.q(n.inputs[1])
         for t in (a, b):
-            if self.tensors.get(t) is None:
+            if self.tensors.get(t) is None or self.tensors[t].quant is None:
                 raise ModelError(f"node '{n.name}' ({n.op}): --quantize supports {n.op} of two "
-                                 "activations only")
+                                 "activations only (this one has a constant operand that "
+                                 "varies over height or width)")
         y, act, rng, yq = self.activation(n) if n.op == "add" else \
             (n.outputs[0], "NONE", (-128, 127), self.quant_of(n.outputs[0]))
         prep = (add_q8 if n.op == "add" else mul_q8).prepare

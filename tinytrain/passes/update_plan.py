@@ -66,6 +66,8 @@ def layers(g: Graph) -> list[Layer]:
     for n in g.nodes:
         if n.phase == "forward" and n.op in LAYER_OPS:
             w = g.t(n.inputs[1])
+            if w.source is not None and w.source.fixed:
+                continue  # not the model's layer: an importer's folded normalisation
             src = w.source.node if w.source else n.name
             dw = is_depthwise(g, n)
             out.append(Layer(len(out), n, w.name, n.inputs[2] if len(n.inputs) > 2 else None,
