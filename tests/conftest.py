@@ -51,6 +51,8 @@ SLOW_MODULES = {
     "test_fleet_deploy", "test_fleet_flower", "test_fleet_core", "test_packaging",
     "test_sanitized_training", "test_fuzz", "test_fuzz_frames", "test_autoplan_cli",
     "test_autoplan_remat",
+    # the MLPerf Tiny networks from Keras (the tiny converter-written ones stay fast)
+    "test_keras_models",
 }
 
 

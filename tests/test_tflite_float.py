@@ -224,10 +224,7 @@ def _data(n: int, shape: tuple[int, ...], classes: int) -> tuple[np.ndarray, np.
 def _torch_sgd(net: TFLiteTorch, x: np.ndarray, y: np.ndarray, lr: float,
                trained: set[int]) -> list[float]:
     """Plain SGD, one sample a step, on the tensors `trained` (file tensor indices)."""
-    params = [p for k, p in net.weights.items() if int(k) in trained]
-    for k, p in net.weights.items():
-        p.requires_grad_(int(k) in trained)
-    opt = torch.optim.SGD(params, lr=lr)
+    opt = torch.optim.SGD(net.train_only(trained), lr=lr)
     losses = []
     for k in range(len(x)):
         loss = torch.nn.functional.cross_entropy(net(torch.from_numpy(x[k:k + 1])),
@@ -383,3 +380,23 @@ def test_ops_lists_the_float_tflite_operators() -> None:
     words = set(re.findall(r"[A-Z][A-Z0-9_]+", out))
     assert set(FLOAT_SUPPORTED) - {"TRANSPOSE"} <= words, set(FLOAT_SUPPORTED) - words
     assert "TRANSPOSE of the model input" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("name", ["tiny_keras_cnn", "tiny_keras_conv1d"])
+def test_converter_written_models_train_like_pytorch(name: str, tmp_path: Path, cli) -> None:
+    """TensorFlow's converter's own output (examples/keras/make_models.py): a Normalization's
+    SUB, a Conv1D as EXPAND_DIMS + CONV_2D + RESHAPE, GlobalAveragePooling1D as MEAN."""
+    model = Path(__file__).resolve().parents[1] / "examples" / "keras" / f"{name}.tflite"
+    d = np.load(model.with_suffix(".npz"))
+    x, y = np.concatenate([d["x"]] * 3).astype(np.float32), np.concatenate([d["y"]] * 3)
+    np.savez(tmp_path / "train.npz", x=x, y=y)
+    build = tmp_path / "build"
+    cli("build", model, "--out", build, "--lr", 0.05)
+    cli("run", build, "--data", tmp_path / "train.npz", "--metrics", tmp_path / "m.jsonl")
+    ours = [json.loads(line)["loss"] for line in open(tmp_path / "m.jsonl")]
+    info = json.loads((build / "program.json").read_text())
+    trained = {int(p["source"]["slot"].split(":")[1]) for p in info["trainable"]}
+    net = TFLiteTorch(model)
+    assert trained == set(net.tensor_of.values())  # full: every weight and bias the file holds
+    np.testing.assert_allclose(ours, _torch_sgd(net, x, y, 0.05, trained), rtol=LOSS_RTOL,
+                               atol=0)

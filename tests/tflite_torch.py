@@ -4,6 +4,10 @@ the gradient oracle for float TFLite models. NHWC activations are kept NCHW insi
 
     net = TFLiteTorch(path)                    # parameters: the file's float weight tensors
     logits = net(x_nhwc)                       # the input of the final SOFTMAX, if it has one
+
+Each conv's and dense layer's weight and bias is its own parameter (`weights["<op>_<input>"]`,
+`tensor_of` names the file's tensor), also where the converter stored one constant for several
+layers (Keras's zero biases are deduplicated): as tinytrain does, each layer trains its own.
 """
 
 from __future__ import annotations
@@ -72,11 +76,14 @@ class TFLiteTorch(torch.nn.Module):
         self.sg = self.m.Subgraphs(0)
         self.consts: dict[int, torch.Tensor] = {}
         self.weights = torch.nn.ParameterDict()  # trainable: conv/dense weights and biases
-        trainable = set()
+        self.tensor_of: dict[str, int] = {}
+        trainable: dict[int, list[str]] = {}  # tensor -> the layers' inputs it initialises
         for k in range(self.sg.OperatorsLength()):
             op = self.sg.Operators(k)
             if self._code(op) in (B.CONV_2D, B.DEPTHWISE_CONV_2D, B.FULLY_CONNECTED):
-                trainable |= {int(i) for i in op.InputsAsNumpy()[1:] if int(i) >= 0}
+                for j, i in enumerate(op.InputsAsNumpy()[1:], start=1):
+                    if int(i) >= 0:
+                        trainable.setdefault(int(i), []).append(f"{k}_{j}")
         for i in range(self.sg.TensorsLength()):
             t = self.sg.Tensors(i)
             raw = self.m.Buffers(t.Buffer()).DataAsNumpy()
@@ -84,9 +91,10 @@ class TFLiteTorch(torch.nn.Module):
                 continue
             shape = [int(s) for s in t.ShapeAsNumpy()] if t.ShapeLength() else []
             a = torch.from_numpy(np.frombuffer(raw.tobytes(), NP[t.Type()]).reshape(shape).copy())
-            if i in trainable:
-                self.weights[str(i)] = torch.nn.Parameter(a.double())
-            else:
+            for key in trainable.get(i, []):
+                self.weights[key] = torch.nn.Parameter(a.double().clone())
+                self.tensor_of[key] = i
+            if i not in trainable:
                 self.consts[i] = a.double() if a.is_floating_point() else a
 
     def _code(self, op) -> int:
@@ -99,11 +107,11 @@ class TFLiteTorch(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         env: dict[int, torch.Tensor] = {int(self.sg.Inputs(0)): x.double()}
 
-        def val(i: int) -> torch.Tensor:
+        def val(i: int, k: int = -1, j: int = 0) -> torch.Tensor:
             if i in env:
                 return env[i]
-            if str(i) in self.weights:
-                return self.weights[str(i)]
+            if f"{k}_{j}" in self.weights:
+                return self.weights[f"{k}_{j}"]
             return self.consts[i]
 
         out = int(self.sg.Outputs(0))
@@ -115,10 +123,12 @@ class TFLiteTorch(torch.nn.Module):
             o = _opts(op, OPTIONS[code]) if code in OPTIONS else None
             fused = o.FusedActivationFunction() if o is not None and \
                 hasattr(o, "FusedActivationFunction") else ACT.NONE
+            if code in (B.SHAPE, B.STRIDED_SLICE, B.PACK):
+                continue  # a dynamic batch's Flatten: RESHAPE takes its stored output shape
             a = val(ins[0])
             if code in (B.CONV_2D, B.DEPTHWISE_CONV_2D):
-                w = val(ins[1])
-                b = val(ins[2]) if len(ins) > 2 and ins[2] >= 0 else None
+                w = val(ins[1], k, 1)
+                b = val(ins[2], k, 2) if len(ins) > 2 and ins[2] >= 0 else None
                 dw = code == B.DEPTHWISE_CONV_2D
                 w = w.permute(3, 0, 1, 2) if dw else w.permute(0, 3, 1, 2)  # -> OIHW
                 kh, kw = w.shape[2], w.shape[3]
@@ -131,8 +141,8 @@ class TFLiteTorch(torch.nn.Module):
                 y = F.conv2d(xin, w, b, s, 0, d, groups=xin.shape[1] if dw else 1)
                 y = _act(_nhwc(y), fused)
             elif code == B.FULLY_CONNECTED:
-                w = val(ins[1])
-                b = val(ins[2]) if len(ins) > 2 and ins[2] >= 0 else None
+                w = val(ins[1], k, 1)
+                b = val(ins[2], k, 2) if len(ins) > 2 and ins[2] >= 0 else None
                 y = _act(F.linear(a.reshape(a.shape[0], -1), w, b), fused)
             elif code in (B.ADD, B.MUL, B.SUB, B.DIV):
                 f = {B.ADD: torch.add, B.MUL: torch.mul, B.SUB: torch.sub, B.DIV: torch.div}
@@ -192,5 +202,12 @@ class TFLiteTorch(torch.nn.Module):
         return env[out]
 
     def tensor(self, index: int) -> np.ndarray:
-        """A trainable tensor's current value in the file's layout."""
-        return self.weights[str(index)].detach().numpy()
+        """A trainable tensor's current value in the file's layout (its first layer's)."""
+        key = next(k for k, i in self.tensor_of.items() if i == index)
+        return self.weights[key].detach().numpy()
+
+    def train_only(self, tensors: set[int]) -> list[torch.nn.Parameter]:
+        """Let the layers' parameters made from these file tensors learn, and no others."""
+        for key, p in self.weights.items():
+            p.requires_grad_(self.tensor_of[key] in tensors)
+        return [p for key, p in self.weights.items() if self.tensor_of[key] in tensors]

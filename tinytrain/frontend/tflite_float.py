@@ -335,12 +335,15 @@ def mean(im: TFLiteImporter, k: int, op: Any) -> None:
     av = constant(im, axes)
     ax = sorted(int(a) % len(x.shape) for a in np.asarray(av).reshape(-1)) \
         if av is not None else []
-    if len(x.shape) != 4 or ax != [1, 2]:
+    if ax != list(range(1, len(x.shape) - 1)) or len(x.shape) not in (3, 4):
         raise im.fail(k, f"MEAN over axes {ax} of a rank-{len(x.shape)} tensor; tinytrain "
-                         "supports the mean over height and width of an NHWC tensor")
+                         "supports the mean over height and width of an NHWC tensor, or over "
+                         "the steps of an NWC sequence (GlobalAveragePooling1D/2D)")
     o = options(op, tflite.ReducerOptions)
     keep = int(bool(o.KeepDims())) if o is not None else 0
-    out = im.b.node("global_avg_pool", im.op_label(k), [im.act(k, x.index)], {"keepdims": keep})
+    out = im.b.node("global_avg_pool", im.op_label(k), [im.act(k, x.index)], {"keepdims": 0})
+    if keep:  # the pooled axes stay as 1s: the same values
+        out = im.b.node("reshape", im.op_label(k) + "_keep", [out], {"shape": y.shape[1:]})
     finish(im, k, y, out)
 
 

@@ -259,13 +259,18 @@ class TFLiteImporter:
     def handler(self, op: Any) -> Callable | None:
         from tinytrain.frontend.tflite_float import FLOAT_HANDLERS
         from tinytrain.frontend.tflite_ops import HANDLERS
+        from tinytrain.frontend.tflite_shape import SHAPE_HANDLERS
 
-        return (FLOAT_HANDLERS if self.is_float(op) else HANDLERS).get(opcode(self.model, op))
+        code = opcode(self.model, op)
+        if code in SHAPE_HANDLERS:  # shape arithmetic, whatever the model's type
+            return SHAPE_HANDLERS[code]
+        return (FLOAT_HANDLERS if self.is_float(op) else HANDLERS).get(code)
 
     def _check_ops(self) -> None:
         """Every operator has a handler; else name the first (and a few more) and the list."""
         from tinytrain.frontend.tflite_float import FLOAT_SUPPORTED
         from tinytrain.frontend.tflite_ops import SUPPORTED
+        from tinytrain.frontend.tflite_shape import SHAPE_SUPPORTED
 
         ops = [self.sg.Operators(k) for k in range(self.sg.OperatorsLength())]
         unsupported = [k for k, op in enumerate(ops) if self.handler(op) is None]
@@ -281,7 +286,8 @@ class TFLiteImporter:
             raise self.fail(k, f"the operator {OP_NAMES.get(code, code)} is not supported "
                                f"on {kind} tensors{also}. Supported TFLite operators: int8: "
                                f"{', '.join(SUPPORTED)}; float32: "
-                               f"{', '.join(FLOAT_SUPPORTED)}")
+                               f"{', '.join(FLOAT_SUPPORTED)}; on constant shapes: "
+                               f"{', '.join(SHAPE_SUPPORTED)}")
 
     # ---- errors -------------------------------------------------------------------------
     def fail(self, k: int, msg: str) -> ModelError:
