@@ -96,6 +96,7 @@ SLOW_TESTS = {
     "test_resume": {"test_a_resumed_run_ends_as_one_never_interrupted"},
     "test_weight_headroom": {"test_trained_weights_grow_past_calibration"},
     "test_new_head": {"test_a_fresh_int8_head_learns_as_fp32_does"},
+    "test_conv1d": {"test_conv1d_trains_on_the_m7_twin_and_fits_as_planned"},
 }
 
 

@@ -299,3 +299,21 @@ class MCUNet5FPS(nn.Module):
 
     def forward(self, x):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+class Conv1dNet(nn.Module):
+    """A sensor-window classifier: 3 channels x 32 steps -> Conv1d 5 (+BN, ReLU) -> depthwise
+    Conv1d 3 stride 2 (ReLU) -> MaxPool1d 2 -> pointwise Conv1d -> global mean -> Linear 4."""
+
+    input_shape = (3, 32)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv1d(3, 8, 5, padding=2), nn.BatchNorm1d(8), nn.ReLU(),
+            nn.Conv1d(8, 8, 3, stride=2, padding=1, groups=8), nn.ReLU(), nn.MaxPool1d(2),
+            nn.Conv1d(8, 16, 1), nn.ReLU(), nn.AdaptiveAvgPool1d(1), nn.Flatten(),
+            nn.Linear(16, 4))
+
+    def forward(self, x):
+        return self.net(x)

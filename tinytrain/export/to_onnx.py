@@ -60,10 +60,11 @@ def _write(w: _Writer, p: dict[str, Any], v: np.ndarray) -> None:
     src = p["source"]
     node, t, slot = w.nodes[src["node"]], src["transform"], src["slot"]
     new = f"tt_trained_{p['name']}"
-    if t.startswith("oihw"):
-        if slot == "weight":
-            w.set_input(node, 1, new, v.transpose(0, 3, 1, 2))
-            if t.startswith("oihw_bn:"):
+    if t.startswith(("oihw", "oik")):
+        if slot == "weight":  # IR (O, kh, kw, I) -> OIHW; a 1-D conv's (O, 1, k, I) -> OIK
+            oihw = v.transpose(0, 3, 1, 2)
+            w.set_input(node, 1, new, oihw[:, :, 0] if t.startswith("oik") else oihw)
+            if "_bn:" in t:
                 _bn_identity(w, t.split(":", 1)[1], v.shape[0])
         else:
             w.set_input(node, 2, new, v)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 HWC = (1, 2, 0)
+SEQ = (1, 0)  # a sequence (C, L) stored (L, C): one step's channels together, as HWC
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from onnx import numpy_helper
 
 from tinytrain.errors import ModelError
 from tinytrain.frontend.builder import GraphBuilder
-from tinytrain.frontend.layout import HWC, Act, identity
+from tinytrain.frontend.layout import HWC, SEQ, Act, identity
 from tinytrain.frontend.onnx_fold import FOLDERS, attrs_of
 from tinytrain.ir import INPUT, Graph, ParamSource, Tensor
 
@@ -148,6 +148,26 @@ class Importer:
                                f"{a.shape}")
         return self.to_perm(a, HWC, self.names[i])
 
+    def spatial(self, i: int, a: Act) -> tuple[Act, bool]:
+        """An image (C, H, W) as HWC, or a sequence (C, L) as an image of height 1 (stored
+        (1, L, C), a free view of the sequence stored (L, C)): 1-D convolutions and pools
+        run as 2-D ones. Returns the image and whether it was a sequence."""
+        if len(a.shape) == 3:
+            return self.hwc(i, a), False
+        if len(a.shape) != 2:
+            raise self.fail(i, "expects an image (N, C, H, W) or a sequence (N, C, L), got "
+                               f"per-sample shape {a.shape}")
+        seq = self.to_perm(a, SEQ, self.names[i])
+        c, n = a.shape
+        y = self.b.node("reshape", self.names[i] + "_as_image", [seq.name], {"shape": (1, n, c)})
+        return Act(y, (c, 1, n), HWC), True
+
+    def sequence(self, i: int, image: str) -> Act:
+        """The IR image (1, L, C) an op made from a sequence, back as the sequence (C, L)."""
+        _, n, c = self.b.tensors[image].shape
+        y = self.b.node("reshape", self.names[i] + "_as_sequence", [image], {"shape": (n, c)})
+        return Act(y, (c, n), SEQ)
+
     def source(self, i: int, slot: str, transform: str) -> ParamSource:
         return ParamSource(self.names[i], slot, transform)
 
@@ -171,7 +191,11 @@ class Importer:
                              f"has {len(data_inputs)} ({', '.join(x.name for x in data_inputs)}).")
         inp = data_inputs[0]
         shape = self.input_shape(inp)
-        perm = HWC if len(shape) == 3 else identity(len(shape))
+        convs = [self.model.graph.node[j].op_type == "Conv"
+                 for j in self.consumers.get(inp.name, [])]
+        # images are stored HWC; a sequence read only by 1-D convs (L, C), as they want it
+        perm = HWC if len(shape) == 3 else SEQ if len(shape) == 2 and convs and all(convs) \
+            else identity(len(shape))
         in_name = self.b.unique("input")
         self.b.add_tensor(Tensor(in_name, tuple(shape[p] for p in perm), INPUT))
         self.env[inp.name] = Act(in_name, shape, perm)

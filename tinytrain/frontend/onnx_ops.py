@@ -63,12 +63,32 @@ def bn_affine(im: Importer, j: int) -> tuple[np.ndarray, np.ndarray]:
     return s, bias - mean * s
 
 
+def _as_2d(a: dict, seq: bool) -> dict:
+    """A 1-D op's attributes as the 2-D op's over an image of height 1."""
+    if not seq:
+        return a
+    out = dict(a)
+    for key, unit in (("kernel_shape", 1), ("strides", 1), ("dilations", 1)):
+        if key in a:
+            out[key] = [unit, *a[key]]
+    if "pads" in a:
+        p = list(a["pads"])
+        if len(p) != 2:
+            return out  # window_pads names the bad length
+        out["pads"] = [0, p[0], 0, p[1]]
+    return out
+
+
 @handles("Conv")
 def conv(im: Importer, i: int, node: onnx.NodeProto, a: dict) -> None:
-    x = im.hwc(i, im.act(i, node.input[0]))
+    """Conv2d, and Conv1d as a Conv2d over an image of height 1 (weights (O, 1, k, I))."""
+    x, seq = im.spatial(i, im.act(i, node.input[0]))
     w = im.const(i, node.input[1]).astype(np.float64)
-    if w.ndim != 4:
-        raise im.fail(i, f"only 2-D convolutions are supported (weight rank {w.ndim})")
+    if w.ndim != (3 if seq else 4):
+        raise im.fail(i, f"weight of rank {w.ndim} for a per-sample input of rank "
+                         f"{2 if seq else 3}: 1-D and 2-D convolutions are supported")
+    if seq:
+        w, a = w[:, :, None, :], _as_2d(a, seq)
     b = im.opt_const(i, node, 2)
     groups = int(a.get("group", 1))
     cin = x.shape[0]
@@ -79,20 +99,22 @@ def conv(im: Importer, i: int, node: onnx.NodeProto, a: dict) -> None:
     d = tuple(int(v) for v in a.get("dilations", [1, 1]))
     pads = window_pads(im, i, a, (x.shape[1], x.shape[2]), k, s, d)
     W = w.transpose(0, 2, 3, 1)
-    out_name, transform = node.output[0], "oihw"
+    out_name, transform = node.output[0], "oik" if seq else "oihw"
     bn = im.sole_consumer(out_name, "BatchNormalization")
     if bn is not None:
         sc, sh = bn_affine(im, bn)
         W = W * sc[:, None, None, None]
         b = (b.astype(np.float64) if b is not None else 0.0) * sc + sh
         im.skip.add(bn)
-        out_name, transform = im.model.graph.node[bn].output[0], "oihw_bn:" + im.names[bn]
+        out_name, transform = im.model.graph.node[bn].output[0], \
+            f"{transform}_bn:{im.names[bn]}"
     name = im.names[i]
     inputs = [x.name, im.b.param(name + "_weight", W, im.source(i, "weight", transform))]
     if b is not None:
         inputs.append(im.b.param(name + "_bias", np.asarray(b), im.source(i, "bias", transform)))
     attrs = {"kernel": k, "stride": s, "pads": pads, "dilation": d, "groups": groups}
-    im.env[out_name] = _hwc_out(im, im.b.node("conv2d", name, inputs, attrs))
+    y = im.b.node("conv2d", name, inputs, attrs)
+    im.env[out_name] = im.sequence(i, y) if seq else _hwc_out(im, y)
 
 
 @handles("BatchNormalization")
@@ -220,7 +242,8 @@ def binary(im: Importer, i: int, node: onnx.NodeProto, a: dict) -> None:
 
 def _pool(op: str) -> Handler:
     def h(im: Importer, i: int, node: onnx.NodeProto, a: dict) -> None:
-        x = im.hwc(i, im.act(i, node.input[0]))
+        x, seq = im.spatial(i, im.act(i, node.input[0]))
+        a = _as_2d(a, seq)
         k = tuple(int(v) for v in a["kernel_shape"])
         s = tuple(int(v) for v in a.get("strides", [1, 1]))
         d = tuple(int(v) for v in a.get("dilations", [1, 1]))
@@ -237,7 +260,8 @@ def _pool(op: str) -> Handler:
                                  "dilation": d}
         if op == "avg_pool2d":
             attrs["count_include_pad"] = cip
-        im.env[node.output[0]] = _hwc_out(im, im.b.node(op, im.names[i], [x.name], attrs))
+        y = im.b.node(op, im.names[i], [x.name], attrs)
+        im.env[node.output[0]] = im.sequence(i, y) if seq else _hwc_out(im, y)
     return h
 
 
@@ -257,17 +281,22 @@ HANDLERS["MaxPool"] = _pool("max_pool2d")
 def global_pool(im: Importer, i: int, node: onnx.NodeProto, a: dict) -> None:
     x = im.act(i, node.input[0])
     keep = 1
+    rank = len(x.shape) + 1
     if node.op_type == "ReduceMean":
         axes = a.get("axes")
         if axes is None and len(node.input) > 1 and node.input[1]:
             axes = list(im.const(i, node.input[1]))
-        if axes is None or sorted(int(v) % 4 for v in axes) != [2, 3] or len(x.shape) != 3:
-            raise im.fail(i, f"only ReduceMean over the spatial axes (2, 3) of an NCHW tensor "
-                             f"is supported (axes={axes})")
+        if axes is None or sorted(int(v) % rank for v in axes) != list(range(2, rank)) or \
+                rank not in (3, 4):
+            raise im.fail(i, f"only ReduceMean over the spatial axes of an NCHW tensor (2, 3) "
+                             f"or the steps of an NCL sequence (2) is supported (axes={axes})")
         keep = int(a.get("keepdims", 1))
-    x = im.hwc(i, x)
+    x, seq = im.spatial(i, x)
     y = im.b.node("global_avg_pool", im.names[i], [x.name], {"keepdims": keep})
-    im.env[node.output[0]] = _hwc_out(im, y) if keep else Act(y, (x.shape[0],), (0,))
+    if keep:
+        im.env[node.output[0]] = im.sequence(i, y) if seq else _hwc_out(im, y)
+    else:
+        im.env[node.output[0]] = Act(y, (x.shape[0],), (0,))
 
 
 def _reshape_to(im: Importer, i: int, x: Act, shape: tuple[int, ...]) -> Act:
