@@ -400,3 +400,45 @@ def test_converter_written_models_train_like_pytorch(name: str, tmp_path: Path, 
     assert trained == set(net.tensor_of.values())  # full: every weight and bias the file holds
     np.testing.assert_allclose(ours, _torch_sgd(net, x, y, 0.05, trained), rtol=LOSS_RTOL,
                                atol=0)
+
+
+def test_a_corrupt_long_permutation_is_quoted_not_dumped(tmp_path: Path, cli) -> None:
+    """A damaged TRANSPOSE whose permutation has 60 entries: the message quotes its start."""
+    mb = ModelBuilder()
+    x = mb.tensor((1, 4, 4, 2), "float32", name="x")
+    perm = mb.tensor((60,), "int32", data=np.arange(60) % 4, name="perm")
+    y = mb.tensor((1, 4, 4, 2), "float32", name="y")
+    mb.op("TRANSPOSE", [x, perm], [y], Options("TransposeOptions"))
+    path = tmp_path / "perm60.tflite"
+    path.write_bytes(mb.build([x], [y]))
+    r = cli("build", path, "--out", tmp_path / "out", check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "permutation [0, 1, 2, 3, 0, 1, 2, 3, ... (60 entries)]" in " ".join(r.stderr.split())
+    assert len(r.stderr) < 600  # fits a screen
+
+
+@pytest.mark.parametrize("scale,pattern", [
+    (1e20, r"tensor '\S+' reaches inf on the calibration data"),
+    (1e30, r"the int8 scale of bias '\S+' \(input scale x weight scale\) overflows float32"),
+])
+def test_quantize_of_overflowing_weights_names_the_tensor(scale: float, pattern: str,
+                                                           tmp_path: Path, cli) -> None:
+    """Weights so large that an int8 scale overflows float32: a clear error, not NaN."""
+    import warnings
+
+    from tests.torch_models import MLP, export
+
+    torch.manual_seed(0)
+    m = MLP()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.mul_(scale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = export(m, tmp_path / "big.onnx")
+    np.savez(tmp_path / "cal.npz", x=np.random.default_rng(0).random((8, 64), np.float32),
+             y=np.zeros(8, np.int64))
+    r = cli("build", path, "--out", tmp_path / "out", "--quantize", "int8", "--calib",
+            tmp_path / "cal.npz", check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert re.search(pattern, " ".join(r.stderr.split())), r.stderr

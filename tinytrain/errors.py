@@ -27,3 +27,14 @@ class FlashOverflow(BuildError):
 
 class OptionError(TinyTrainError):
     """A command-line option has a value tinytrain cannot use."""
+
+
+QUOTED = 8  # entries of a list an error message shows: a corrupt file's list must fit a screen
+
+
+def quote_list(values: object, limit: int = QUOTED) -> str:
+    """A list for an error message: whole when short, else its start and its length."""
+    items = list(values)  # type: ignore[call-overload]
+    if len(items) <= limit:
+        return str(items)
+    return "[" + ", ".join(map(str, items[:limit])) + f", ... ({len(items)} entries)]"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
+from tinytrain.errors import quote_list
 from tinytrain.frontend.layout import HWC, Act, compose_transpose, identity
 from tinytrain.ir import ParamSource
 
@@ -396,8 +397,8 @@ def transpose(im: Importer, i: int, node: onnx.NodeProto, a: dict) -> None:
     r = len(x.shape) + 1
     perm = [int(v) for v in a.get("perm", list(range(r))[::-1])]
     if perm[0] != 0:
-        raise im.fail(i, f"Transpose perm {perm} moves the batch axis; only layout changes "
-                         "that keep axis 0 are supported")
+        raise im.fail(i, f"Transpose perm {quote_list(perm)} moves the batch axis; only layout "
+                         "changes that keep axis 0 are supported")
     onnx_perm = tuple(p - 1 for p in perm[1:])
     im.env[node.output[0]] = Act(x.name, tuple(x.shape[p] for p in onnx_perm),
                                  compose_transpose(x.perm, onnx_perm))

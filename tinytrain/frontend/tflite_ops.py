@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tflite
 
+from tinytrain.errors import quote_list
 from tinytrain.ir import ParamSource, QuantParams
 from tinytrain.quant.fixedpoint import activation_range
 from tinytrain.quant.params import grad_range, requant
@@ -229,10 +230,11 @@ def transpose(im: TFLiteImporter, k: int, op: Any) -> None:
         raise im.fail(k, "TRANSPOSE needs a constant permutation")
     perm = [int(v) for v in p.data.reshape(-1)]
     if sorted(perm) != list(range(len(x.shape))) or len(y.shape) != len(x.shape):
-        raise im.fail(k, f"permutation {perm} does not fit input shape {list(x.shape)}")
+        raise im.fail(k, f"permutation {quote_list(perm)} does not fit input shape "
+                         f"{quote_list(x.shape)}")
     if [x.shape[i] for i in perm] != list(y.shape):
-        raise im.fail(k, f"output shape {list(y.shape)} is not the input {list(x.shape)} "
-                         f"permuted by {perm}")
+        raise im.fail(k, f"output shape {quote_list(y.shape)} is not the input "
+                         f"{quote_list(x.shape)} permuted by {quote_list(perm)}")
     src = im.b.tensors[im.act(k, x.index)]
     readers = im.readers(x.index)
     if (x.index == im.input_index and im.input_perm is None and readers == 1 and perm[0] == 0

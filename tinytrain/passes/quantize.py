@@ -35,6 +35,9 @@ SUPPORTED = ("conv2d", "dense", "clip (fused after conv/dense/add)", "add", "mul
              "hard_swish", "sigmoid", "hard_sigmoid")
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def calibrate(g: Graph, samples: Iterable[np.ndarray]) -> Ranges:
     """min/max of every forward tensor over the samples (numpy reference forward)."""
     ranges: Ranges = {}
@@ -85,7 +88,13 @@ class _Q:
             return QuantParams((float(rec[0]),), (int(rec[1]),))
         if name not in self.ranges:
             raise ModelError(f"no calibration range for tensor {name}")
-        s, zp = affine_from_range(*self.ranges[name])
+        lo, hi = self.ranges[name]
+        s, zp = affine_from_range(lo, hi) if np.isfinite([lo, hi]).all() else (np.inf, 0)
+        if not 0.0 < s < FLOAT32_MAX:
+            raise ModelError(f"tensor '{name}' reaches {max(abs(lo), abs(hi)):.3g} on the "
+                             "calibration data: beyond what an int8 scale can hold in float32 "
+                             "(the model's weights or inputs are too large; check that it was "
+                             "trained and that the data is scaled as in training)")
         return QuantParams((s,), (zp,))
 
     def q(self, name: str) -> str:
@@ -142,7 +151,13 @@ class _Q:
         inputs = [x, w.name]
         if len(n.inputs) > 2:
             b = self.g.t(n.inputs[2])
-            bs = tuple(float(np.float32(xq.scale[0]) * np.float32(s)) for s in ws)
+            with np.errstate(over="ignore"):  # an overflow is reported below
+                bs = tuple(float(np.float32(xq.scale[0]) * np.float32(s)) for s in ws)
+            if not np.isfinite(bs).all():
+                raise ModelError(f"node '{n.name}': the int8 scale of bias '{b.name}' (input "
+                                 "scale x weight scale) overflows float32: weights of up to "
+                                 f"{float(np.abs(w.data).max()):.3g} on inputs of scale "
+                                 f"{xq.scale[0]:.3g} are too large to quantise")
             if self.fixed_param(b.name):
                 bq = self.fixed_bias(n, b.name, bs)
             else:
@@ -299,4 +314,12 @@ class _Q:
 def quantize_graph(g: Graph, ranges: Ranges, fixed: dict | None = None) -> Graph:
     """fp32 graph (straight from import) -> int8 graph, using calibration ranges, or with
     `fixed` (an ONNX QDQ model's meta["qdq"]) the file's quantisation exactly."""
-    return _Q(g, ranges, fixed).run()
+    q = _Q(g, ranges, fixed)
+    try:
+        return q.run()
+    except (ValueError, OverflowError, ZeroDivisionError) as e:  # a constant out of int range
+        node = q.g.nodes[len(q.nodes)] if len(q.nodes) < len(q.g.nodes) else None
+        where = f"node '{node.name}' ({node.op})" if node is not None else "the model"
+        raise ModelError(f"{where} cannot be quantised to int8: its scales do not fit the "
+                         f"integer arithmetic ({e}); the weights or activations are out of "
+                         "the range int8 training can represent") from None
