@@ -145,9 +145,10 @@ def _overrides(op: Any, method: str) -> bool:
 def ops_markdown() -> str:
     """The IR ops from the registry (tinytrain.ops.REGISTRY) and, for each ONNX and TFLite op
     the importers handle (their handler tables), the IR ops it becomes."""
-    from tinytrain.frontend import tflite_ops
+    from tinytrain.frontend import tflite_float, tflite_ops, tflite_shape
     from tinytrain.frontend.onnx_import import handlers as onnx_handlers
     from tinytrain.frontend.onnx_ops import FOLDED
+    from tinytrain.frontend.tflite_import import OP_NAMES
     from tinytrain.ops import REGISTRY, public_ops
 
     tflite_names = set(tflite_ops.SUPPORTED)
@@ -181,10 +182,15 @@ def ops_markdown() -> str:
         rows.append(f"| `{op.name}` | {_md(', '.join(onnx)) or '—'} | "
                     f"{_md(', '.join(tfl)) or '—'} | {fwd} | {bwd} | {q8} |")
 
-    def targets(name: str, handler: Any) -> str:
-        """The IR ops that list `name` as a source; else what its handler's docstring says
-        it does (TFLite's TRANSPOSE: a relabel of the input layout)."""
+    def targets(name: str, handler: Any, int8: bool | None = None) -> str:
+        """The IR ops that list `name` as a source (for a TFLite operator, those of its type:
+        the `*_q8` ops of an int8 model where there are any, the others of a float one);
+        else what its handler's docstring says it does (TFLite's TRANSPOSE: a relabel of the
+        input layout)."""
         hit = sorted({o.name for o in public if name in bases(o)})
+        if int8 is not None:
+            typed = [h for h in hit if h.endswith("_q8") == int8]
+            hit = typed if typed or not int8 else hit
         if hit:
             return ", ".join(f"`{h}`" for h in hit)
         if handler is not None and handler.__doc__:
@@ -199,13 +205,26 @@ def ops_markdown() -> str:
             what = (what + "; " if name in onnx_table else "") + \
                 "evaluated at compile time on constants (shape arithmetic)"
         src_rows.append(f"| {name} | ONNX | {what} |")
-    for code, name in zip(tflite_ops.HANDLERS, tflite_ops.SUPPORTED):
-        # PADV2 has PAD's handler and IR op; the registry names PAD only
-        same = [n for c, n in zip(tflite_ops.HANDLERS, tflite_ops.SUPPORTED)
-                if tflite_ops.HANDLERS[c] is tflite_ops.HANDLERS[code]]
-        what = next((t for t in (targets(n, None) for n in same) if t.startswith("`")),
-                    targets(name, tflite_ops.HANDLERS[code]))
-        src_rows.append(f"| {name} | TFLite | {what} |")
+    # TFLite: an operator's handler depends on its tensors' type (tflite_import.handler): the
+    # int8 table, the float table (Keras's default export), and shape arithmetic for either
+    for fmt, table, int8 in (("TFLite (int8)", tflite_ops.HANDLERS, True),
+                             ("TFLite (float)", tflite_float.FLOAT_HANDLERS, False)):
+        for code, handler in table.items():
+            name = OP_NAMES[code]
+            # PADV2 has PAD's handler and IR op; the registry names PAD only
+            same = [name] + [OP_NAMES[c] for c, h in table.items() if h is handler]
+            hits = [t for t in (targets(n, None, int8) for n in same) if t.startswith("`")]
+            what = hits[0] if hits else targets(name, handler, int8)
+            if hits and handler is tflite_float.binary:
+                what += ("; with a per-channel constant, a frozen 1×1 depthwise `conv2d` (a "
+                         "normalisation's mean and scale, never trained)")
+            if hits and code in tflite_float.FOLD:
+                what += "; evaluated at import when every input is constant"
+            src_rows.append(f"| {name} | {fmt} | {what} |")
+    for code in tflite_shape.SHAPE_HANDLERS:
+        src_rows.append(f"| {OP_NAMES[code]} | TFLite (shapes) | no op of its own: evaluated "
+                        "at import on constant shapes, in a model of either type (a Keras "
+                        "Flatten with a dynamic batch computes its RESHAPE's target this way) |")
 
     internal: dict[str, list[str]] = {}
     for name, op in sorted(REGISTRY.items()):
@@ -220,8 +239,10 @@ def ops_markdown() -> str:
         "autodiff and the memory passes emit.", "",
         "### IR ops", "", *rows, "",
         "### Source ops", "",
-        "Every op the importers accept (`tinytrain/frontend/onnx_ops.py`, `onnx_qdq.py` and "
-        "`tflite_ops.py` register a handler per op) and the IR ops it becomes.", "",
+        "Every op the importers accept (`tinytrain/frontend/onnx_ops.py`, `onnx_qdq.py`, "
+        "`tflite_ops.py` for int8 TFLite operators, `tflite_float.py` for float ones and "
+        "`tflite_shape.py` for shape arithmetic register a handler per op) and the IR ops it "
+        "becomes.", "",
         *src_rows, "",
         "### Internal ops", "",
         "Not imported from a model: made by autodiff (`*_backward*`), the optimizer "
