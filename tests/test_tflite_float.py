@@ -349,6 +349,11 @@ BAD = {
                                                      r"SUB of two activations")),
     "layer_norm": (_model(_squared_difference_of_acts),
                    (r"MEAN over axes \[1\] of a rank-2 tensor",)),
+    "fused_tanh": (_single("FULLY_CONNECTED", (1, 4), (1, 3), np.ones((3, 4), np.float32),
+                           options=Options("FullyConnectedOptions",
+                                           fused_activation_function="TANH")),
+                   (r"operator 0 \('y', FULLY_CONNECTED\)", r"fused activation TANH is not "
+                    r"supported")),
     "unsupported_float_op": (_single("GATHER", (1, 4), (1, 2), np.array([0, 2], np.float32)),
                              (r"operator 0 \('y', GATHER\)",
                               r"the operator GATHER is not supported on float32 tensors",
@@ -442,3 +447,45 @@ def test_quantize_of_overflowing_weights_names_the_tensor(scale: float, pattern:
             tmp_path / "cal.npz", check=False)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert re.search(pattern, " ".join(r.stderr.split())), r.stderr
+
+
+def keras_flatten_cnn(path: Path) -> Path:
+    """A Keras Flatten with a dynamic batch, as the converter writes it: SHAPE ->
+    STRIDED_SLICE -> PACK compute RESHAPE's target (int32 operators in a float model)."""
+    mb = ModelBuilder()
+    x = mb.tensor((1, 4, 4, 2), "float32", name="x")
+    c, _ = _conv(mb, x, (1, 4, 4, 2), 3, 3, act="RELU", name="conv")
+    shape = mb.tensor((4,), "int32", name="shape")
+    mb.op("SHAPE", [c], [shape], Options("ShapeOptions", out_type=2))  # TensorType INT32
+    one = [mb.tensor((1,), "int32", data=np.array([v]), name=f"ss{v}") for v in (0, 1)]
+    batch = mb.tensor((), "int32", name="batch")
+    mb.op("STRIDED_SLICE", [shape, one[0], one[1], one[1]], [batch],
+          Options("StridedSliceOptions", shrink_axis_mask=1))
+    target = mb.tensor((2,), "int32", name="target")
+    mb.op("PACK", [batch, mb.tensor((), "int32", data=np.array(48), name="n")], [target],
+          Options("PackOptions", values_count=2, axis=0))
+    flat = mb.tensor((1, 48), "float32", name="flat")
+    mb.op("RESHAPE", [c, target], [flat])
+    lo = _dense(mb, flat, 48, 3, name="logits")
+    pr = mb.tensor((1, 3), "float32", name="probs")
+    mb.op("SOFTMAX", [lo], [pr], Options("SoftmaxOptions", beta=1.0))
+    path.write_bytes(mb.build([x], [pr]))
+    return path
+
+
+def test_a_quantised_keras_flatten_model_exports(tmp_path: Path, cli) -> None:
+    """The shape operators of a dynamic-batch Flatten fold at import; the file is still a
+    float model, so a --quantize int8 build exports dequantised weights into it."""
+    model = keras_flatten_cnn(tmp_path / "flat.tflite")
+    x, y = _data(16, (4, 4, 2), 3)
+    np.savez(tmp_path / "train.npz", x=x, y=y)
+    ref = run_reference(model.read_bytes(), [x[:1]])[0]
+    with torch.no_grad():
+        logits = TFLiteTorch(model)(torch.from_numpy(x[:1]))
+    np.testing.assert_allclose(torch.softmax(logits, -1).numpy(), ref, atol=FORWARD_ATOL)
+    build = tmp_path / "q8"
+    cli("build", model, "--out", build, "--quantize", "int8", "--calib", tmp_path / "train.npz")
+    assert json.loads((build / "program.json").read_text())["float_source"]
+    cli("run", build, "--data", tmp_path / "train.npz", "--save", tmp_path / "state.npz")
+    cli("export", build, "--state", tmp_path / "state.npz", "--out", tmp_path / "out.tflite")
+    assert run_reference((tmp_path / "out.tflite").read_bytes(), [x[:1]])[0].shape == (1, 3)

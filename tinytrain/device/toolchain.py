@@ -43,7 +43,11 @@ def compile_project(project: Path, board: Board) -> list[Path]:
     proc = run_make(project, [] if board.is_mcu else [f"CC={board.cc}"])
     if proc.returncode != 0:
         text = proc.stdout + proc.stderr
-        over = re.findall(r"region `(\w+)' overflowed by (\d+) bytes", text)
+        # the board's ELF and its twin's link the same regions: name each region once
+        worst: dict[str, int] = {}
+        for region, n in re.findall(r"region `(\w+)' overflowed by (\d+) bytes", text):
+            worst[region] = max(worst.get(region, 0), int(n))
+        over = [(region, str(n)) for region, n in worst.items()]
         # ld 2.40 with --enable-non-contiguous-regions crashes instead of reporting a section
         # that fits none of the regions: that is its verdict too
         crashed = "ld terminated with signal" in text and "non-contiguous" in \

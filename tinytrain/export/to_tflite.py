@@ -211,7 +211,9 @@ def export_tflite(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> N
         if any(w[1] != new for w in ws[1:]):
             raise ModelError(f"parameters {', '.join(repr(w[0]) for w in ws)} share one TFLite "
                              f"buffer ({b}) but trained to different values; a .tflite file "
-                             "cannot hold both; freeze these layers to export this model")
+                             "written in place cannot hold both (the converter stores equal "
+                             "constants once). Use an update plan that freezes this tensor in "
+                             "every layer reading it (a plan file with bias = false for them)")
         if uses.get(b, 0) > len(ws):
             raise ModelError(f"parameter '{ws[0][0]}' shares TFLite buffer {b} with a frozen "
                              "use of it; writing the trained values would change that layer "

@@ -84,8 +84,9 @@ def fused_act(im: TFLiteImporter, k: int, o: Any, y_name: str) -> str:
     if fused == ACT.NONE:
         return y_name
     if fused not in FUSED:
-        raise im.fail(k, f"fused activation {fused} is not supported (NONE, RELU, RELU6, "
-                         "RELU_N1_TO_1 are)")
+        name = next((n for n, v in vars(ACT).items() if v == fused), str(fused))
+        raise im.fail(k, f"fused activation {name} is not supported (NONE, RELU, RELU6, "
+                         "RELU_N1_TO_1 are; LiteRT's float CONV_2D ignores a fused TANH)")
     op, attrs = FUSED[fused]
     return im.b.node(op, im.op_label(k) + "_act", [y_name], attrs)
 

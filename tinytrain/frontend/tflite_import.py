@@ -324,6 +324,8 @@ class TFLiteImporter:
         return t.shape[1:]
 
     def run(self) -> Graph:
+        from tinytrain.frontend.tflite_shape import SHAPE_HANDLERS
+
         ins, outs = self.sg.InputsAsNumpy(), self.sg.OutputsAsNumpy()
         ins, outs = _vec(ins), _vec(outs)
         if len(ins) != 1 or len(outs) != 1:
@@ -378,7 +380,9 @@ class TFLiteImporter:
             "infer_output": out,
             "input_tflite_dtype": t_in.dtype,
             # a float model: `export` writes real values (a --quantize int8 build's dequantised)
-            "float_source": all(self.is_float(self.sg.Operators(j)) for j in range(n_ops)),
+            "float_source": all(self.is_float(self.sg.Operators(j)) or
+                                opcode(self.model, self.sg.Operators(j)) in SHAPE_HANDLERS
+                                for j in range(n_ops)),
             "output_tflite_dtype": t_out.dtype,
         }
         outputs = [logits] if logits == out else [logits, out]
