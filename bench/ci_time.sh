@@ -12,6 +12,7 @@ case "$tier" in full) target=test ;; fast) target=test-fast ;;
     *) echo "usage: $0 [full|fast]" >&2; exit 2 ;; esac
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
+venv_from="${VENV_FROM:+$(cd "$VENV_FROM" && pwd)}"  # absolute before the cd below
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 git clone -q "$repo" "$work/clone"
@@ -19,8 +20,8 @@ cd "$work/clone"
 export TINYTRAIN_CACHE_DIR="$work/objcache"  # CI starts without cached objects
 
 t0=$(date +%s)
-if [ -n "${VENV_FROM:-}" ]; then
-    ln -s "$(cd "$VENV_FROM" && pwd)" .venv
+if [ -n "$venv_from" ]; then
+    ln -s "$venv_from" .venv
     touch .venv/.installed-test  # make's stamp: the venv is ready
 else
     make -s install >/dev/null

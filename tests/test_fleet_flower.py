@@ -109,10 +109,18 @@ def test_three_budgets_chosen_by_update_auto_converge_and_leave_the_rest_alone(f
 
 def test_a_failing_device_is_its_own_failure(fleet) -> None:
     builds = [fleet / "bias", fleet / "last2", fleet / "broken"]
-    run = simulate(builds, fleet / "train.npz", fleet / "run-broken", nodes=3, rounds=2)
+    run = simulate(builds, fleet / "train.npz", fleet / "run-broken", nodes=3, rounds=2,
+                   keep_rounds=True)
     assert [r["round"] for r in run.rounds] == [1, 2]
     for r in run.rounds:  # the broken node fails each round; the others train on
         assert r["devices"] == 2 and len(r["failed"]) == 1
+    # keep_rounds: each round's tensors (what bench/fleet.py --plot evaluates); the last
+    # round's are the final model, and the first round's differ from them
+    assert sorted(run.per_round) == [1, 2]
+    assert run.per_round[2].keys() == run.final.keys()
+    for name, v in run.final.items():
+        assert np.array_equal(run.per_round[2][name], v), name
+    assert any(not np.array_equal(run.per_round[1][n], v) for n, v in run.final.items())
 
 
 def test_bad_fleet_options_are_clean_errors(fleet, cli) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tflite
 
+from tinytrain.frontend.tflite_import import opcode
 from tinytrain.frontend.tflite_ops import (
     ACT,
     B,
@@ -209,8 +210,7 @@ def fold(im: TFLiteImporter, k: int, op: Any, code: int) -> bool:
 
 @handles(B.ADD, B.MUL, B.SUB, B.DIV)
 def binary(im: TFLiteImporter, k: int, op: Any) -> None:
-    code = int(im.model.OperatorCodes(op.OpcodeIndex()).BuiltinCode())
-    code = max(code, int(im.model.OperatorCodes(op.OpcodeIndex()).DeprecatedBuiltinCode()))
+    code = opcode(im.model, op)
     if fold(im, k, op, code):
         return
     a, b, y = in_tensor(im, op, 0), in_tensor(im, op, 1), out_tensor(im, op)
@@ -290,9 +290,7 @@ def affine(im: TFLiteImporter, k: int, src: str, c: np.ndarray, mul: bool,
 def constant_only(im: TFLiteImporter, k: int, op: Any) -> None:
     """Ops tinytrain evaluates at import on constants; on activations (a LayerNormalization
     computed per sample) they have no kernel yet."""
-    code = max(int(im.model.OperatorCodes(op.OpcodeIndex()).BuiltinCode()),
-               int(im.model.OperatorCodes(op.OpcodeIndex()).DeprecatedBuiltinCode()))
-    if not fold(im, k, op, code):
+    if not fold(im, k, op, opcode(im.model, op)):
         raise im.fail(k, "is supported on constants only (folded at import, as a Keras "
                          "Normalization layer leaves it); on an activation (e.g. a "
                          "LayerNormalization) it has no kernel")
