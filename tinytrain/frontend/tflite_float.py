@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tflite
 
-from tinytrain.frontend.tflite_import import opcode
 from tinytrain.frontend.tflite_ops import (
     ACT,
     B,
     in_tensor,
+    opcode,
     options,
     out_tensor,
     param,

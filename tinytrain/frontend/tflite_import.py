@@ -20,6 +20,7 @@ import tflite
 
 from tinytrain.errors import ModelError
 from tinytrain.frontend.builder import GraphBuilder
+from tinytrain.frontend.tflite_ops import opcode
 from tinytrain.ir import INPUT, Graph, QuantParams, Tensor
 
 TYPES = {tflite.TensorType.FLOAT32: "f32", tflite.TensorType.INT8: "s8",
@@ -130,11 +131,6 @@ def _check_table(tab: Any, size: int) -> None:
     vt_len, obj_len = tab.Get(N.VOffsetTFlags, vtable), tab.Get(N.VOffsetTFlags, vtable + 2)
     if vtable + vt_len > size or tab.Pos + obj_len > size:
         raise ValueError("a table extends beyond the end of the file")
-
-
-def opcode(model: Any, op: Any) -> int:
-    oc = model.OperatorCodes(op.OpcodeIndex())
-    return max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
 
 
 class TFLiteImporter:

@@ -25,6 +25,12 @@ SUPPORTED: list[str] = []
 ACC_LIMIT = 2**31 - 1  # int32 accumulators must not overflow (checked per layer)
 
 
+def opcode(model: Any, op: Any) -> int:
+    """An operator's builtin code (files before schema 3a keep it in the deprecated field)."""
+    oc = model.OperatorCodes(op.OpcodeIndex())
+    return max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
+
+
 def handles(*codes: int) -> Callable:
     def deco(fn: Callable) -> Callable:
         for c in codes:
