@@ -82,7 +82,9 @@ SLOW_TESTS = {
     "test_kernel_choice": {"test_mcunet_148_kb_scheme_links_on_the_stm32f746_with_generic_kernels"},
     "test_autoplan_deterministic": {"test_the_same_plan_idle_busy_and_slow"},
     "test_autoplan": {"test_search_respects_the_budget_exactly",  # searches that train
-                      "test_search_finds_the_optimum_of_the_predicted_score"},  # brute force
+                      "test_search_finds_the_optimum_of_the_predicted_score",  # brute force
+                      "test_toml_round_trips_into_update",
+                      "test_candidates_are_scored_on_the_mean_of_several_sample_orders"},
     # one case of a sweep whose others keep the numerics in the fast tier
     "test_dw_partial": {"test_int8_depthwise_partial_matches_numpy_simulation"
                         "[DigitsCNN-plan0-1-stochastic]"},
@@ -100,10 +102,19 @@ SLOW_TESTS = {
 }
 
 
+# what this session collected, for test_tiers.py to check the "name[id]" entries without a
+# collection of its own: the modules, and the (module, case) entries that matched an item
+COLLECTED_MODULES: set[str] = set()
+SLOW_CASES_SEEN: set[tuple[str, str]] = set()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         name = getattr(item, "originalname", item.name)
         slow = SLOW_TESTS.get(item.path.stem, ())
+        COLLECTED_MODULES.add(item.path.stem)
+        if item.name in slow:
+            SLOW_CASES_SEEN.add((item.path.stem, item.name))
         if item.path.stem in SLOW_MODULES or name in slow or item.name in slow:
             item.add_marker(pytest.mark.slow)
 
