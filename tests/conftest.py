@@ -99,11 +99,14 @@ SLOW_TESTS = {
     "test_weight_headroom": {"test_trained_weights_grow_past_calibration"},
     "test_new_head": {"test_a_fresh_int8_head_learns_as_fp32_does"},
     "test_conv1d": {"test_conv1d_trains_on_the_m7_twin_and_fits_as_planned"},
+    "test_kernels_opt_f32": {"test_bench_m7"},
 }
 
 
 # what this session collected, for test_tiers.py to check the "name[id]" entries without a
 # collection of its own: the modules, and the (module, case) entries that matched an item
+# a kernel test's `target` on a QEMU twin (tests/ckernel): slow; its host case stays fast
+TWIN_TARGETS = {"m7", "m4"}
 COLLECTED_MODULES: set[str] = set()
 SLOW_CASES_SEEN: set[tuple[str, str]] = set()
 
@@ -115,7 +118,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         COLLECTED_MODULES.add(item.path.stem)
         if item.name in slow:
             SLOW_CASES_SEEN.add((item.path.stem, item.name))
-        if item.path.stem in SLOW_MODULES or name in slow or item.name in slow:
+        twin = getattr(getattr(item, "callspec", None), "params", {}).get("target")
+        if item.path.stem in SLOW_MODULES or name in slow or item.name in slow or \
+                twin in TWIN_TARGETS:
             item.add_marker(pytest.mark.slow)
 
 
