@@ -35,11 +35,12 @@ __all__ = ["OnlineModel", "StepResult", "connect", "load_state"]
 class StepResult:
     """What one training step (`OnlineModel.learn`) reported.
 
-    loss: the sample's loss, computed before this step's update.
-    pred: the arg-max class of that same forward pass (the prediction before learning from the
-        sample, as `classify` would have returned it); None for an mse build.
-    updated: True when this sample completed a batch and the parameters changed.
-    skipped: True when the loss was not finite: nothing was accumulated or updated.
+    Attributes:
+        loss: The sample's loss, computed before this step's update.
+        pred: The arg-max class of that same forward pass (the prediction before learning from
+            the sample, as `classify` would have returned it); None for an mse build.
+        updated: True when this sample completed a batch and the parameters changed.
+        skipped: True when the loss was not finite: nothing was accumulated or updated.
     """
 
     loss: float

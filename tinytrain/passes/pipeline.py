@@ -38,6 +38,22 @@ KERNELS = ("optimized", "reference")
 
 @dataclass(frozen=True)
 class Options:
+    """How to compile a model: what `tinytrain build`'s options set (same names and defaults).
+
+    Attributes:
+        board: A board name (`tinytrain boards`) or a board file; "host" builds for this machine.
+        loss: "ce" (softmax cross-entropy over class ids) or "mse".
+        sgd: Learning rate, momentum, weight decay and batch of the on-device SGD.
+        update: Which parameters learn: "full", "bias", "last:K", a TTE scheme, a plan file,
+            or "auto" (see `tinytrain.passes.update_plan`).
+        quantize: "int8" quantises an fp32 model (ONNX or float TFLite) from `calib`'s samples.
+        calib: An .npz whose `x` holds the calibration samples for `quantize`.
+        kernels: "optimized" (Cortex-M kernels where a geometry qualifies) or "reference".
+        prefix: The generated C names' prefix (`prefix_init`, `PREFIX_INPUT_SIZE`, ...).
+        remat: Rematerialisation: "auto", "off", or "N%" (at most N % more MACs).
+        max_sram: The SRAM figure in bytes the build must stay within (`--max-sram`).
+    """
+
     board: str = "host"
     loss: str = "ce"
     sgd: SGDConfig = field(default_factory=SGDConfig)
