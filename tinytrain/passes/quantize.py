@@ -77,6 +77,7 @@ class _Q:
         self.consumers = g.consumers()
         self.fused: set[str] = set()  # clip nodes folded into their producer
         self.alias: dict[str, str] = {}  # f32 tensor -> int8 tensor carrying it
+        self.current: Node | None = None  # the node being quantised
 
     def quant_of(self, name: str) -> QuantParams:
         if self.fixed is not None:
@@ -289,6 +290,7 @@ class _Q:
         for n in g.nodes:
             if n.phase != "forward" or n.name in self.fused:
                 continue
+            self.current = n  # named by quantize_graph if its constants fail
             if n.op in ("conv2d", "dense"):
                 self.layer(n)
             elif n.op in ("add", "mul"):
@@ -318,7 +320,7 @@ def quantize_graph(g: Graph, ranges: Ranges, fixed: dict | None = None) -> Graph
     try:
         return q.run()
     except (ValueError, OverflowError, ZeroDivisionError) as e:  # a constant out of int range
-        node = q.g.nodes[len(q.nodes)] if len(q.nodes) < len(q.g.nodes) else None
+        node = q.current
         where = f"node '{node.name}' ({node.op})" if node is not None else "the model"
         raise ModelError(f"{where} cannot be quantised to int8: its scales do not fit the "
                          f"integer arithmetic ({e}); the weights or activations are out of "
