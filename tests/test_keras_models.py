@@ -11,11 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from tests.conftest import ROOT
 from tests.tflite_build import run_reference
-from tests.tflite_torch import TFLiteTorch
+from tests.tflite_torch import TFLiteTorch, sgd
 from tinytrain.device.runner import HostProgram
 
 KERAS = ROOT / "examples" / "keras"
@@ -44,23 +43,6 @@ def _samples(name: str) -> tuple[np.ndarray, np.ndarray]:
     return d["x"].astype(np.float32), d["y"]
 
 
-def _torch_sgd(net: TFLiteTorch, x: np.ndarray, y: np.ndarray, loss: str,
-               trained: set[int]) -> list[float]:
-    opt = torch.optim.SGD(net.train_only(trained), lr=LR)
-    out = []
-    for k in range(len(x)):
-        pred = net(torch.from_numpy(x[k:k + 1]))
-        if loss == "ce":
-            value = torch.nn.functional.cross_entropy(pred, torch.from_numpy(y[k:k + 1]))
-        else:  # mean over the outputs, as --loss mse
-            value = ((pred - torch.from_numpy(y[k:k + 1]).double()) ** 2).mean()
-        opt.zero_grad()
-        value.backward()
-        opt.step()
-        out.append(float(value))
-    return out
-
-
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_forward_matches_litert(name: str, tmp_path: Path, cli) -> None:
     model = KERAS / f"{name}.tflite"
@@ -87,7 +69,7 @@ def test_training_matches_pytorch(name: str, update: str, tmp_path: Path, cli) -
     ours = [json.loads(line)["loss"] for line in open(tmp_path / "m.jsonl")]
     info = json.loads((build / "program.json").read_text())
     trained = {int(p["source"]["slot"].split(":")[1]) for p in info["trainable"]}
-    ref = _torch_sgd(TFLiteTorch(model), x, y, loss, trained)
+    ref = sgd(TFLiteTorch(model), x, y, LR, trained, loss)
     assert len(ours) == len(ref) == 8 * EPOCHS
     np.testing.assert_allclose(ours, ref, rtol=LOSS_RTOL, atol=0)
     assert abs(ref[-1] - ref[0]) > 100 * LOSS_RTOL * abs(ref[0])  # the weights moved

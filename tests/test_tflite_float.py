@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from tests.tflite_build import ModelBuilder, Options, run_reference
-from tests.tflite_torch import TFLiteTorch
+from tests.tflite_torch import TFLiteTorch, sgd
 from tinytrain.frontend.tflite_import import load_tflite
 from tinytrain.ops.interp import run as run_ir
 
@@ -229,21 +229,6 @@ def _data(n: int, shape: tuple[int, ...], classes: int) -> tuple[np.ndarray, np.
     return rng.random((n, *shape), dtype=np.float32), rng.integers(0, classes, n)
 
 
-def _torch_sgd(net: TFLiteTorch, x: np.ndarray, y: np.ndarray, lr: float,
-               trained: set[int]) -> list[float]:
-    """Plain SGD, one sample a step, on the tensors `trained` (file tensor indices)."""
-    opt = torch.optim.SGD(net.train_only(trained), lr=lr)
-    losses = []
-    for k in range(len(x)):
-        loss = torch.nn.functional.cross_entropy(net(torch.from_numpy(x[k:k + 1])),
-                                                 torch.from_numpy(y[k:k + 1]))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(loss))
-    return losses
-
-
 @pytest.mark.parametrize("update", ["full", "bias", "last:2"])
 def test_training_matches_pytorch_and_exports_in_place(update: str, tmp_path: Path,
                                                        cli) -> None:
@@ -264,7 +249,7 @@ def test_training_matches_pytorch_and_exports_in_place(update: str, tmp_path: Pa
             "bias": {"conv1_b", "dw_b", "logits_b", "logits_w"},  # TinyTL: biases + classifier
             "last:2": {"dw_w", "dw_b", "logits_w", "logits_b"}}[update]
     assert names == want  # the folded normalisation is never a trained layer
-    ref = _torch_sgd(net, x, y, 0.05, trained)
+    ref = sgd(net, x, y, 0.05, trained)
     np.testing.assert_allclose(ours, ref, rtol=LOSS_RTOL, atol=0)
 
     out = tmp_path / "trained.tflite"
@@ -411,7 +396,7 @@ def test_converter_written_models_train_like_pytorch(name: str, tmp_path: Path, 
     trained = {int(p["source"]["slot"].split(":")[1]) for p in info["trainable"]}
     net = TFLiteTorch(model)
     assert trained == set(net.tensor_of.values())  # full: every weight and bias the file holds
-    np.testing.assert_allclose(ours, _torch_sgd(net, x, y, 0.05, trained), rtol=LOSS_RTOL,
+    np.testing.assert_allclose(ours, sgd(net, x, y, 0.05, trained), rtol=LOSS_RTOL,
                                atol=0)
 
 

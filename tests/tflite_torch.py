@@ -211,3 +211,23 @@ class TFLiteTorch(torch.nn.Module):
         for key, p in self.weights.items():
             p.requires_grad_(self.tensor_of[key] in tensors)
         return [p for key, p in self.weights.items() if self.tensor_of[key] in tensors]
+
+
+def sgd(net: TFLiteTorch, x: np.ndarray, y: np.ndarray, lr: float, trained: set[int],
+        loss: str = "ce") -> list[float]:
+    """Plain SGD, one sample a step, on the layers' parameters made from the file tensors
+    `trained`; returns each step's loss ("ce" over class ids, or "mse": the mean over the
+    outputs, as `--loss mse`)."""
+    opt = torch.optim.SGD(net.train_only(trained), lr=lr)
+    out = []
+    for k in range(len(x)):
+        pred = net(torch.from_numpy(x[k:k + 1]))
+        if loss == "ce":
+            value = F.cross_entropy(pred, torch.from_numpy(y[k:k + 1]))
+        else:
+            value = ((pred - torch.from_numpy(y[k:k + 1]).double()) ** 2).mean()
+        opt.zero_grad()
+        value.backward()
+        opt.step()
+        out.append(float(value))
+    return out

@@ -10,7 +10,6 @@ activation, SUB and DIV by a constant become ADD and MUL of the negated and inve
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -20,14 +19,17 @@ import tflite
 from tinytrain.frontend.tflite_ops import (
     ACT,
     B,
+    bind,
+    conv_filter,
     in_tensor,
     opcode,
     options,
     out_tensor,
     param,
+    registrar,
     reshape,
-    same_pads,
     transpose,
+    window,
 )
 from tinytrain.ir import FIXED, ParamSource
 
@@ -44,15 +46,7 @@ FUSED = {ACT.RELU: ("clip", {"lo": 0.0, "hi": float("inf")}),
 # (a fused TANH, which LiteRT's CONV_2D ignores, is refused: the converter writes a TANH op)
 
 
-def handles(*codes: int) -> Callable:
-    def deco(fn: Callable) -> Callable:
-        for c in codes:
-            FLOAT_HANDLERS[c] = fn
-            FLOAT_SUPPORTED.append(next(k for k, v in vars(B).items() if v == c))
-        return fn
-    return deco
-
-
+handles = registrar(FLOAT_HANDLERS, FLOAT_SUPPORTED)
 handles(B.RESHAPE, B.SQUEEZE, B.EXPAND_DIMS)(reshape)  # layout-free: shared with int8
 handles(B.TRANSPOSE)(transpose)
 
@@ -92,15 +86,6 @@ def fused_act(im: TFLiteImporter, k: int, o: Any, y_name: str) -> str:
     return im.b.node(op, im.op_label(k) + "_act", [y_name], attrs)
 
 
-def finish(im: TFLiteImporter, k: int, y: TfTensor, out: str) -> None:
-    """Bind the operator's output after checking the shape the IR computed."""
-    want = y.shape[1:] if y.shape and y.shape[0] == 1 else y.shape
-    if math.prod(im.b.tensors[out].shape) != math.prod(want):
-        raise im.fail(k, f"computed output shape {list(im.b.tensors[out].shape)} differs from "
-                         f"the model's {list(y.shape)}")
-    im.env[y.index] = out
-
-
 def check_float(im: TFLiteImporter, k: int, t: TfTensor, what: str) -> np.ndarray:
     data = constant(im, t)
     if t.dtype == "s8":
@@ -123,31 +108,14 @@ def _conv(im: TFLiteImporter, k: int, op: Any, depthwise: bool) -> None:
         raise im.fail(k, f"expects an NHWC input and a rank-4 filter (got {list(x.shape)} and "
                          f"{list(wdata.shape)})")
     _, h, wd, cin = x.shape
-    if depthwise:
-        _, kh, kw, cout = wdata.shape
-        if cout % cin:
-            raise im.fail(k, f"depthwise output channels {cout} are not a multiple of {cin}")
-        wir, transform, groups = wdata.reshape(kh, kw, cout).transpose(2, 0, 1)[..., None], \
-            "depthwise", cin
-    else:
-        cout, kh, kw, wcin = wdata.shape
-        if cin % wcin:
-            raise im.fail(k, f"input channels {cin} are not a multiple of filter depth {wcin}")
-        wir, transform, groups = wdata, "identity", cin // wcin
-    sh, sw = o.StrideH(), o.StrideW()
-    dh, dw = o.DilationHFactor(), o.DilationWFactor()
-    if o.Padding() == tflite.Padding.SAME:
-        pt, pb = same_pads(h, kh, sh, dh)
-        pl, pr = same_pads(wd, kw, sw, dw)
-    else:
-        pt = pb = pl = pr = 0
+    wir, transform, groups, _ = conv_filter(im, k, cin, wdata, depthwise)
     inputs = [im.act(k, x.index), param(im, k, w, wir, "weight", transform, None)]
     if b is not None:
         inputs.append(param(im, k, b, check_float(im, k, b, "bias"), "bias", "identity", None))
-    attrs = {"kernel": (kh, kw), "stride": (sh, sw), "pads": (pt, pl, pb, pr),
-             "dilation": (dh, dw), "groups": groups}
+    attrs = {**window(o, h, wd, *wir.shape[1:3], o.DilationHFactor(), o.DilationWFactor()),
+             "groups": groups}
     out = im.b.node("conv2d", im.op_label(k), inputs, attrs)
-    finish(im, k, y, fused_act(im, k, o, out))
+    bind(im, k, y, fused_act(im, k, o, out))
 
 
 @handles(B.CONV_2D)
@@ -180,7 +148,7 @@ def fully_connected(im: TFLiteImporter, k: int, op: Any) -> None:
     if b is not None:
         inputs.append(param(im, k, b, check_float(im, k, b, "bias"), "bias", "identity", None))
     out = im.b.node("dense", im.op_label(k), inputs)
-    finish(im, k, y, fused_act(im, k, o, out))
+    bind(im, k, y, fused_act(im, k, o, out))
 
 
 BINARY_OPTIONS = {B.ADD: tflite.AddOptions, B.MUL: tflite.MulOptions, B.SUB: tflite.SubOptions,
@@ -241,11 +209,11 @@ def binary(im: TFLiteImporter, k: int, op: Any) -> None:
         if all(n == 1 for n in c.shape[:-1]):  # per channel: a frozen affine, quantisable
             mul = op_name == "mul"
             sole = im.readers(act_t.index) == 1
-            finish(im, k, y, fused_act(im, k, o, affine(im, k, src, c.reshape(-1), mul, sole)))
+            bind(im, k, y, fused_act(im, k, o, affine(im, k, src, c.reshape(-1), mul, sole)))
             return
         names = [src, im.b.const(im.op_label(k) + "_const", c)]
     out = im.b.node(op_name, im.op_label(k), names)
-    finish(im, k, y, fused_act(im, k, o, out))
+    bind(im, k, y, fused_act(im, k, o, out))
 
 
 def affine(im: TFLiteImporter, k: int, src: str, c: np.ndarray, mul: bool,
@@ -300,19 +268,12 @@ def _pool(im: TFLiteImporter, k: int, op: Any, ir_op: str) -> None:
     x, y = in_tensor(im, op, 0), out_tensor(im, op)
     assert x is not None
     o = options(op, tflite.Pool2DOptions)
-    kh, kw, sh, sw = o.FilterHeight(), o.FilterWidth(), o.StrideH(), o.StrideW()
     _, h, w, _ = x.shape
-    if o.Padding() == tflite.Padding.SAME:
-        pt, pb = same_pads(h, kh, sh, 1)
-        pl, pr = same_pads(w, kw, sw, 1)
-    else:
-        pt = pb = pl = pr = 0
-    attrs: dict[str, Any] = {"kernel": (kh, kw), "stride": (sh, sw), "pads": (pt, pl, pb, pr),
-                             "dilation": (1, 1)}
+    attrs = window(o, h, w, o.FilterHeight(), o.FilterWidth())
     if ir_op == "avg_pool2d":
         attrs["count_include_pad"] = 0  # TFLite averages over the window's valid inputs
     out = im.b.node(ir_op, im.op_label(k), [im.act(k, x.index)], attrs)
-    finish(im, k, y, fused_act(im, k, o, out))
+    bind(im, k, y, fused_act(im, k, o, out))
 
 
 @handles(B.AVERAGE_POOL_2D)
@@ -343,7 +304,7 @@ def mean(im: TFLiteImporter, k: int, op: Any) -> None:
     out = im.b.node("global_avg_pool", im.op_label(k), [im.act(k, x.index)], {"keepdims": 0})
     if keep:  # the pooled axes stay as 1s: the same values
         out = im.b.node("reshape", im.op_label(k) + "_keep", [out], {"shape": y.shape[1:]})
-    finish(im, k, y, out)
+    bind(im, k, y, out)
 
 
 @handles(B.PAD, B.PADV2)
@@ -360,7 +321,7 @@ def pad(im: TFLiteImporter, k: int, op: Any) -> None:
     val = constant(im, in_tensor(im, op, 2))
     attrs = {"before": tuple(int(v) for v in p[1:, 0]), "after": tuple(int(v) for v in p[1:, 1]),
              "value": float(val.reshape(-1)[0]) if val is not None and val.size else 0.0}
-    finish(im, k, y, im.b.node("pad", im.op_label(k), [im.act(k, x.index)], attrs))
+    bind(im, k, y, im.b.node("pad", im.op_label(k), [im.act(k, x.index)], attrs))
 
 
 @handles(B.CONCATENATION)
@@ -374,14 +335,14 @@ def concatenation(im: TFLiteImporter, k: int, op: Any) -> None:
     if o.FusedActivationFunction() != ACT.NONE:  # LiteRT refuses it too
         raise im.fail(k, "a fused activation on CONCATENATION is not supported")
     names = [im.act(k, t.index) for t in ins if t is not None]
-    finish(im, k, y, im.b.node("concat", im.op_label(k), names, {"axis": axis - 1}))
+    bind(im, k, y, im.b.node("concat", im.op_label(k), names, {"axis": axis - 1}))
 
 
 def _unary(ir_op: str, attrs: Callable[[Any], dict]) -> Callable:
     def h(im: TFLiteImporter, k: int, op: Any) -> None:
         x, y = in_tensor(im, op, 0), out_tensor(im, op)
         assert x is not None
-        finish(im, k, y, im.b.node(ir_op, im.op_label(k), [im.act(k, x.index)], attrs(op)))
+        bind(im, k, y, im.b.node(ir_op, im.op_label(k), [im.act(k, x.index)], attrs(op)))
     return h
 
 

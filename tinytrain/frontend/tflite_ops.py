@@ -31,13 +31,20 @@ def opcode(model: Any, op: Any) -> int:
     return max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
 
 
-def handles(*codes: int) -> Callable:
-    def deco(fn: Callable) -> Callable:
-        for c in codes:
-            HANDLERS[c] = fn
-            SUPPORTED.append(next(k for k, v in vars(B).items() if v == c))
-        return fn
-    return deco
+def registrar(table: dict[int, Callable], names: list[str]) -> Callable[..., Callable]:
+    """A `@handles(CODE, ...)` decorator that fills one handler table and its list of names
+    (int8 here; tflite_float.py and tflite_shape.py keep their own)."""
+    def handles(*codes: int) -> Callable:
+        def deco(fn: Callable) -> Callable:
+            for c in codes:
+                table[c] = fn
+                names.append(next(k for k, v in vars(B).items() if v == c))
+            return fn
+        return deco
+    return handles
+
+
+handles = registrar(HANDLERS, SUPPORTED)
 
 
 def options(op: Any, cls: type) -> Any:
@@ -62,6 +69,42 @@ def same_pads(size: int, k: int, stride: int, dil: int) -> tuple[int, int]:
     eff = (k - 1) * dil + 1
     total = max((out - 1) * stride + eff - size, 0)
     return total // 2, total - total // 2
+
+
+def window(o: Any, h: int, w: int, kh: int, kw: int, dh: int = 1, dw: int = 1) -> dict:
+    """A conv's or pool's kernel, stride, pads (TensorFlow's SAME or VALID) and dilation."""
+    sh, sw = o.StrideH(), o.StrideW()
+    if o.Padding() == tflite.Padding.SAME:
+        pt, pb = same_pads(h, kh, sh, dh)
+        pl, pr = same_pads(w, kw, sw, dw)
+    else:
+        pt = pb = pl = pr = 0
+    return {"kernel": (kh, kw), "stride": (sh, sw), "pads": (pt, pl, pb, pr),
+            "dilation": (dh, dw)}
+
+
+def conv_filter(im: TFLiteImporter, k: int, cin: int, w: np.ndarray,
+                depthwise: bool) -> tuple[np.ndarray, str, int, int]:
+    """A CONV_2D filter (O, kh, kw, I) or a DEPTHWISE_CONV_2D one (1, kh, kw, C*m) in the IR's
+    layout (O, kh, kw, I/groups): its data, its export transform, groups, output channels."""
+    if depthwise:
+        _, kh, kw, cout = w.shape
+        if cout % cin:
+            raise im.fail(k, f"depthwise output channels {cout} are not a multiple of {cin}")
+        return w.reshape(kh, kw, cout).transpose(2, 0, 1)[..., None], "depthwise", cin, cout
+    cout, kh, kw, wcin = w.shape
+    if cin % wcin:
+        raise im.fail(k, f"input channels {cin} are not a multiple of filter depth {wcin}")
+    return w, "identity", cin // wcin, cout
+
+
+def bind(im: TFLiteImporter, k: int, y: TfTensor, out: str) -> None:
+    """Bind operator k's output `y` to IR tensor `out` after checking its size."""
+    want = y.shape[1:] if y.shape and y.shape[0] == 1 else y.shape
+    if math.prod(im.b.tensors[out].shape) != math.prod(want):
+        raise im.fail(k, f"computed output shape {list(im.b.tensors[out].shape)} differs from "
+                         f"the model's {list(y.shape)}")
+    im.env[y.index] = out
 
 
 def check_int8(im: TFLiteImporter, k: int, *ts: TfTensor) -> None:
@@ -144,40 +187,19 @@ def _conv(im: TFLiteImporter, k: int, op: Any, depthwise: bool) -> None:
         out_tensor(im, op)
     assert x is not None and w is not None
     o = options(op, tflite.DepthwiseConv2DOptions if depthwise else tflite.Conv2DOptions)
-    if x.dtype == "f32":
-        raise im.fail(k, "float TFLite convolutions are not supported yet; use the ONNX model "
-                         "or an int8 TFLite model")
-    check_int8(im, k, x, y)
+    check_int8(im, k, x, y)  # float convolutions have their own handler (tflite_float.py)
     if w.dtype != "s8" or w.data is None:
         raise im.fail(k, f"weights '{w.name}' must be constant int8 (got {w.type_name})")
     _, h, wd, cin = x.shape
-    if depthwise:
-        _, kh, kw, cout = w.data.shape
-        wdata = w.data.reshape(kh, kw, cout).transpose(2, 0, 1)[..., None]
-        groups, transform = cin, "depthwise"
-        if cout % cin:
-            raise im.fail(k, f"depthwise output channels {cout} are not a multiple of {cin}")
-    else:
-        cout, kh, kw, wcin = w.data.shape
-        wdata, transform = w.data, "identity"
-        if cin % wcin:
-            raise im.fail(k, f"input channels {cin} are not a multiple of filter depth {wcin}")
-        groups = cin // wcin
-    sh, sw = o.StrideH(), o.StrideW()
-    dh, dw = o.DilationHFactor(), o.DilationWFactor()
-    if o.Padding() == tflite.Padding.SAME:
-        pt, pb = same_pads(h, kh, sh, dh)
-        pl, pr = same_pads(wd, kw, sw, dw)
-    else:
-        pt = pb = pl = pr = 0
+    wdata, transform, groups, cout = conv_filter(im, k, cin, w.data, depthwise)
+    kh, kw = wdata.shape[1:3]
     ws = channel_scales(im, k, w, cout)
     wq = QuantParams(ws, (0,) * cout, 0)
     wname = param(im, k, w, wdata, "weight", transform, wq)
     bnames, bdata = bias_param(im, k, b, x, ws)
     check_acc(im, k, kh * kw * (cin // groups), bdata)
-    attrs = {"kernel": (kh, kw), "stride": (sh, sw), "pads": (pt, pl, pb, pr),
-             "dilation": (dh, dw), "groups": groups,
-             **requant_attrs(im, k, x, ws, y, o.FusedActivationFunction())}
+    attrs = {**window(o, h, wd, kh, kw, o.DilationHFactor(), o.DilationWFactor()),
+             "groups": groups, **requant_attrs(im, k, x, ws, y, o.FusedActivationFunction())}
     out = im.b.node("conv2d_q8", im.op_label(k), [im.act(k, x.index), wname, *bnames], attrs,
                     dtype="s8", quant=y.qparams())
     if im.b.tensors[out].shape != y.shape[1:]:
@@ -203,10 +225,7 @@ def fully_connected(im: TFLiteImporter, k: int, op: Any) -> None:
     assert x is not None and w is not None
     o = options(op, tflite.FullyConnectedOptions)
     fused = o.FusedActivationFunction() if o is not None else ACT.NONE
-    if x.dtype == "f32":
-        raise im.fail(k, "float TFLite FULLY_CONNECTED is not supported yet; use the ONNX "
-                         "model or an int8 TFLite model")
-    check_int8(im, k, x, y)
+    check_int8(im, k, x, y)  # float ones have their own handler (tflite_float.py)
     if w.dtype != "s8" or w.data is None:
         raise im.fail(k, f"weights '{w.name}' must be constant int8 (got {w.type_name})")
     out_n, in_n = w.data.shape
@@ -282,13 +301,8 @@ def _prepared(im: TFLiteImporter, k: int, fn: Callable, *args: Any) -> dict:
 
 def _emit(im: TFLiteImporter, k: int, op_name: str, inputs: list[str], attrs: dict,
           y: TfTensor) -> None:
-    out = im.b.node(op_name, im.op_label(k), inputs, attrs, dtype=y.dtype,
-                    quant=y.qparams() if y.quantized else None)
-    want = y.shape[1:] if y.shape and y.shape[0] == 1 else y.shape
-    if math.prod(im.b.tensors[out].shape) != math.prod(want):
-        raise im.fail(k, f"computed output shape {im.b.tensors[out].shape} differs from the "
-                         f"model's {list(y.shape)}")
-    im.env[y.index] = out
+    bind(im, k, y, im.b.node(op_name, im.op_label(k), inputs, attrs, dtype=y.dtype,
+                             quant=y.qparams() if y.quantized else None))
 
 
 def _fused(im: TFLiteImporter, k: int, o: Any, y: TfTensor) -> tuple[int, int]:
@@ -338,15 +352,8 @@ def _pool(im: TFLiteImporter, k: int, op: Any, ir_op: str) -> None:
     assert x is not None
     check_int8(im, k, x, y)
     o = options(op, tflite.Pool2DOptions)
-    kh, kw, sh, sw = o.FilterHeight(), o.FilterWidth(), o.StrideH(), o.StrideW()
     _, h, w, _ = x.shape
-    if o.Padding() == tflite.Padding.SAME:
-        pt, pb = same_pads(h, kh, sh, 1)
-        pl, pr = same_pads(w, kw, sw, 1)
-    else:
-        pt = pb = pl = pr = 0
-    attrs = {"kernel": (kh, kw), "stride": (sh, sw), "pads": (pt, pl, pb, pr),
-             "dilation": (1, 1), "count_include_pad": 0,
+    attrs = {**window(o, h, w, o.FilterHeight(), o.FilterWidth()), "count_include_pad": 0,
              **_prepared(im, k, avg_pool2d_q8.prepare, x.qparams(), y.qparams(),
                          _fused(im, k, o, y)), **_grad(o, _fused(im, k, o, y))}
     _emit(im, k, ir_op, [im.act(k, x.index)], attrs, y)

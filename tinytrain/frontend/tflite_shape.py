@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tflite
 
-from tinytrain.frontend.tflite_ops import B, in_tensor, options, out_tensor
+from tinytrain.frontend.tflite_ops import B, in_tensor, options, out_tensor, registrar
 
 if TYPE_CHECKING:
     from tinytrain.frontend.tflite_import import TFLiteImporter
@@ -21,13 +21,7 @@ SHAPE_HANDLERS: dict[int, Callable[[TFLiteImporter, int, Any], None]] = {}
 SHAPE_SUPPORTED: list[str] = []
 
 
-def handles(*codes: int) -> Callable:
-    def deco(fn: Callable) -> Callable:
-        for c in codes:
-            SHAPE_HANDLERS[c] = fn
-            SHAPE_SUPPORTED.append(next(k for k, v in vars(B).items() if v == c))
-        return fn
-    return deco
+handles = registrar(SHAPE_HANDLERS, SHAPE_SUPPORTED)
 
 
 def _const(im: TFLiteImporter, k: int, op: Any, j: int) -> np.ndarray:
