@@ -77,6 +77,23 @@ class GraphBuilder:
         self.nodes.append(probe)
         return out_name
 
+    def node_outputs(self, op: str, name: str, inputs: Sequence[str], attrs: dict[str, Any],
+                     suffixes: Sequence[str]) -> list[str]:
+        """Append a node with several outputs (a recurrent layer's y and trace), named
+        `name` + each suffix; their shapes come from the op's shape inference."""
+        node_name = self.unique_node(name)
+        outs: list[str] = []
+        for s in suffixes:  # reserve each name before making the next
+            outs.append(self.unique(node_name + s))
+            self.tensors[outs[-1]] = Tensor(outs[-1], (1,), ACTIVATION)
+        probe = Node(node_name, op, tuple(inputs), tuple(outs), attrs)
+        shapes = get_op(op).infer(probe, [self.tensors[i].shape for i in inputs])
+        for o, shape in zip(outs, shapes):
+            check_shape(shape)
+            self.add_tensor(Tensor(o, tuple(int(s) for s in shape), ACTIVATION))
+        self.nodes.append(probe)
+        return outs
+
     def unique_node(self, base: str) -> str:
         names = {n.name for n in self.nodes}
         base = sanitize(base)

@@ -99,4 +99,6 @@ FOLDERS: dict[str, Callable[[onnx.NodeProto, list, Attrs], np.ndarray]] = {
     "Sqrt": lambda n, xs, a: np.sqrt(xs[0]),
     "ConstantOfShape": _constant_of_shape,
     "Range": lambda n, xs, a: np.arange(xs[0], xs[1], xs[2]),
+    # PyTorch's zero initial state of a recurrent layer: zeros expanded to (layers, batch, H)
+    "Expand": lambda n, xs, a: xs[0] * np.ones([int(v) for v in xs[1]], xs[0].dtype),
 }

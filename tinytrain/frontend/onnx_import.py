@@ -16,6 +16,7 @@ from tinytrain.errors import ModelError
 from tinytrain.frontend.builder import GraphBuilder
 from tinytrain.frontend.layout import HWC, SEQ, Act, identity
 from tinytrain.frontend.onnx_fold import FOLDERS, attrs_of
+from tinytrain.frontend.onnx_rnn import as_steps, is_time_major_input, onnx_shape
 from tinytrain.ir import INPUT, Graph, ParamSource, Tensor
 
 Value = Act | np.ndarray
@@ -57,7 +58,7 @@ def load_onnx(path: Path) -> Graph:
 def handlers() -> dict[str, Any]:
     """ONNX op type -> handler (onnx_ops.py, and the QDQ ones from onnx_qdq.py, which register
     into the same table when imported)."""
-    from tinytrain.frontend import onnx_qdq  # noqa: F401  (registers the QDQ handlers)
+    from tinytrain.frontend import onnx_qdq, onnx_rnn  # noqa: F401  (register their handlers)
     from tinytrain.frontend.onnx_ops import HANDLERS
 
     return HANDLERS
@@ -190,7 +191,8 @@ class Importer:
             raise ModelError(f"{self.path}: tinytrain needs exactly one input tensor, the model "
                              f"has {len(data_inputs)} ({', '.join(x.name for x in data_inputs)}).")
         inp = data_inputs[0]
-        shape = self.input_shape(inp)
+        time_major = is_time_major_input(self, inp.name)
+        shape = self.input_shape(inp, time_major)
         convs = [self.model.graph.node[j].op_type == "Conv"
                  for j in self.consumers.get(inp.name, [])]
         # images are stored HWC; a sequence read only by 1-D convs (L, C), as they want it
@@ -199,6 +201,8 @@ class Importer:
         in_name = self.b.unique("input")
         self.b.add_tensor(Tensor(in_name, tuple(shape[p] for p in perm), INPUT))
         self.env[inp.name] = Act(in_name, shape, perm)
+        if time_major:  # (T, batch, features) read by a recurrent layer: x is (N, T, features)
+            self.env[inp.name] = as_steps(self, 0, self.env[inp.name])
 
         for i, node in enumerate(g.node):
             if i in self.skip:
@@ -214,8 +218,9 @@ class Importer:
                 except Exception as e:  # a malformed constant expression
                     raise self.fail(i, f"cannot evaluate constant expression: {e}") from None
                 continue
-            if node.op_type == "Shape" and isinstance(ins[0], Act):
-                self.env[node.output[0]] = np.array((1,) + ins[0].shape, np.int64)
+            if node.op_type == "Shape" and ins[0] is not None and \
+                    not isinstance(ins[0], np.ndarray):
+                self.env[node.output[0]] = np.array(onnx_shape(ins[0]), np.int64)
                 continue
             handler: Callable | None = table.get(node.op_type)
             if handler is None:
@@ -273,13 +278,18 @@ class Importer:
                              "must be finite")
         return a
 
-    def input_shape(self, inp: onnx.ValueInfoProto) -> tuple[int, ...]:
-        dims = inp.type.tensor_type.shape.dim
+    def input_shape(self, inp: onnx.ValueInfoProto, time_major: bool = False) -> tuple[int, ...]:
+        """The per-sample shape: every axis but the batch axis, which is the first, or the
+        second of a time-major (T, batch, features) sequence."""
+        dims = list(inp.type.tensor_type.shape.dim)
         if not dims:
             raise ModelError(f"{self.path}: input '{inp.name}' has no shape; tinytrain needs a "
                              "static input shape such as (1, 1, 8, 8).")
+        batch = 1 if time_major and len(dims) == 3 else 0
         shape = []
-        for k, d in enumerate(dims[1:], start=1):
+        for k, d in enumerate(dims):
+            if k == batch:
+                continue
             if not d.HasField("dim_value") or d.dim_value <= 0:
                 what = d.dim_param or "unknown"
                 raise ModelError(

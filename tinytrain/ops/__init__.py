@@ -26,12 +26,14 @@ from tinytrain.ops import (
     global_avg_pool,
     global_avg_pool_share,
     grad_q8,
+    gru,
     hard_sigmoid,
     hard_sigmoid_q8,
     hard_swish,
     hard_swish_q8,
     leaky_relu,
     logistic_q8,
+    lstm,
     max_pool2d,
     max_pool2d_q8,
     mean_q8,
@@ -45,8 +47,10 @@ from tinytrain.ops import (
     q8_update,
     quantize_q8,
     reshape,
+    rnn_recurrent_grad,
     row_stream,
     row_stream_backward,
+    seq_step,
     sgd,
     sigmoid,
     softmax_ce,
@@ -69,6 +73,7 @@ _MODULES += (channel_stream,)  # a backward region run channel by channel
 _MODULES += (row_stream_backward,)  # a stem's backward run row by row
 _MODULES += (global_avg_pool_share, pooled_grad)  # per-channel pool gradient (passes/pool_grad.py)
 _MODULES += (dw_partial,)  # partial depthwise weight updates (passes/prune.py)
+_MODULES += (lstm, gru, rnn_recurrent_grad, seq_step)  # recurrent layers, trained by BPTT
 
 REGISTRY.update({op.name: op for m in _MODULES for op in m.OPS})
 __all__ = ["REGISTRY", "OpDef", "get_op", "public_ops"]

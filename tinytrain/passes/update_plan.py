@@ -23,7 +23,10 @@ from pathlib import Path
 from tinytrain.errors import OptionError
 from tinytrain.ir import Graph, Node
 
-LAYER_OPS = ("conv2d", "dense", "conv2d_q8", "dense_q8")
+LAYER_OPS = ("conv2d", "dense", "conv2d_q8", "dense_q8", "lstm", "gru")
+# a recurrent layer's recurrence (R, Rb) is a layer of its own, after its input projection (a
+# 1x1 conv with W, Wb): plans can train either, both, or neither
+RECURRENT_OPS = ("lstm", "gru")
 
 
 @dataclass(frozen=True)
@@ -70,13 +73,19 @@ def layers(g: Graph) -> list[Layer]:
                 continue  # not the model's layer: an importer's folded normalisation
             src = w.source.node if w.source else n.name
             dw = is_depthwise(g, n)
-            out.append(Layer(len(out), n, w.name, n.inputs[2] if len(n.inputs) > 2 else None,
-                             w.shape[0] if dw else w.shape[-1], src, dw))
+            if n.op in RECURRENT_OPS:
+                bias = n.inputs[2] if n.attr("bias") else None
+            else:
+                bias = n.inputs[2] if len(n.inputs) > 2 else None
+            out.append(Layer(len(out), n, w.name, bias, w.shape[0] if dw else w.shape[-1], src,
+                             dw))
     return out
 
 
 def _channels_text(g: Graph, ly: Layer) -> str:
     groups = ly.node.attr("groups", 1)
+    if ly.node.op in RECURRENT_OPS:
+        return f"recurrence, hidden size {ly.in_channels}"
     if ly.depthwise:
         return f"{ly.in_channels} channels, depthwise"
     if groups != 1 and groups == g.t(ly.node.inputs[0]).shape[-1]:
@@ -101,6 +110,10 @@ def _fail(g: Graph, msg: str) -> OptionError:
 
 
 def _check_partial(g: Graph, ly: Layer) -> None:
+    if ly.node.op in RECURRENT_OPS:
+        raise _fail(g, f"layer {ly.index} ({ly.source}) is a recurrence (its R and Rb), which "
+                       "trains whole or not at all; its input projection, the layer before "
+                       "it, takes a partial update by input channel")
     groups = ly.node.attr("groups", 1)
     if groups != 1 and not ly.depthwise:
         kind = ("a depthwise conv with a channel multiplier" if groups == g.t(ly.node.inputs[0])

@@ -1,0 +1,185 @@
+/*
+ * Recurrent layers: the LSTM and GRU recurrences over a precomputed input projection, and
+ * their backpropagation through time (tinytrain/ops/lstm.py and gru.py hold the equations and
+ * the numpy references these match).
+ *
+ * The backward kernels need a carried gradient from step t+1 to step t (dh, and the LSTM's
+ * dc) but no scratch buffer: they walk the steps backwards, writing row t of their output, so
+ * row 0 is free until the last step and holds the carries. At step 0 each element's carries
+ * are read before its own gradients overwrite them.
+ */
+#include "tt_reference.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+static float tt_sigmoid1(float x) { return 1.0f / (1.0f + tt_expf(-x)); }
+
+/* out[g] = base[g] + (Rb ? Rb[g] : 0) + sum_j R[g*hidden + j] * h[j] (h NULL: zero state) */
+static void tt_rnn_project(float *out, const float *base, const float *R, const float *Rb,
+                           const float *h, int32_t gates, int32_t hidden)
+{
+    int32_t g, j;
+
+    for (g = 0; g < gates; ++g) {
+        float acc = (base != NULL) ? base[g] : 0.0f;
+        if (Rb != NULL) acc += Rb[g];
+        if (h != NULL) {
+            const float *rg = R + g * hidden;
+            for (j = 0; j < hidden; ++j) acc += rg[j] * h[j];
+        }
+        out[g] = acc;
+    }
+}
+
+/* carry[j] += sum_g R[g*hidden + j] * d[g], with the gradients of gates >= scale_from times
+ * scale[g - scale_from] (the GRU's n gate, scaled by r); scale NULL: none scaled */
+static void tt_rnn_back_project(float *carry, const float *d, const float *R, int32_t gates,
+                                int32_t hidden, const float *scale, int32_t scale_from)
+{
+    int32_t g, j;
+
+    for (g = 0; g < gates; ++g) {
+        const float *rg = R + g * hidden;
+        const float dg = (scale != NULL && g >= scale_from) ? d[g] * scale[g - scale_from] : d[g];
+        for (j = 0; j < hidden; ++j) carry[j] += dg * rg[j];
+    }
+}
+
+void tt_lstm_f32(float *y, float *trace, const float *xproj, const float *R, const float *Rb,
+                 const float *h0, const float *c0, int32_t steps, int32_t hidden)
+{
+    const int32_t H = hidden;
+    int32_t t, j;
+
+    for (t = 0; t < steps; ++t) {
+        float *tr = trace + t * 5 * H;
+        const float *hp = (t > 0) ? y + (t - 1) * H : h0;
+        const float *cp = (t > 0) ? trace + (t - 1) * 5 * H + 4 * H : c0;
+        tt_rnn_project(tr, xproj + t * 4 * H, R, Rb, hp, 4 * H, H);
+        for (j = 0; j < H; ++j) {
+            const float i = tt_sigmoid1(tr[j]);
+            const float o = tt_sigmoid1(tr[H + j]);
+            const float f = tt_sigmoid1(tr[2 * H + j]);
+            const float u = tanhf(tr[3 * H + j]);
+            const float c = f * ((cp != NULL) ? cp[j] : 0.0f) + i * u;
+            tr[j] = i;
+            tr[H + j] = o;
+            tr[2 * H + j] = f;
+            tr[3 * H + j] = u;
+            tr[4 * H + j] = c;
+            y[t * H + j] = o * tanhf(c);
+        }
+    }
+}
+
+void tt_lstm_backward_f32(float *dg, const float *dy, const float *trace, const float *R,
+                          const float *c0, int32_t steps, int32_t hidden)
+{
+    const int32_t H = hidden;
+    float *carry_h = dg;     /* dL/dh_t from the steps after t */
+    float *carry_c = dg + H; /* dL/dc_t from the steps after t */
+    int32_t t, j;
+
+    for (j = 0; j < 2 * H; ++j) dg[j] = 0.0f;
+    for (t = steps - 1; t >= 0; --t) {
+        const float *tr = trace + t * 5 * H;
+        const float *cp = (t > 0) ? trace + (t - 1) * 5 * H + 4 * H : c0;
+        float *row = dg + t * 4 * H;
+        for (j = 0; j < H; ++j) {
+            const float i = tr[j], o = tr[H + j], f = tr[2 * H + j], u = tr[3 * H + j];
+            const float tc = tanhf(tr[4 * H + j]);
+            const float dh = dy[t * H + j] + carry_h[j];
+            const float dc = carry_c[j] + dh * o * (1.0f - tc * tc);
+            row[j] = dc * u * i * (1.0f - i);
+            row[H + j] = dh * tc * o * (1.0f - o);
+            row[2 * H + j] = dc * ((cp != NULL) ? cp[j] : 0.0f) * f * (1.0f - f);
+            row[3 * H + j] = dc * i * (1.0f - u * u);
+            if (t > 0) carry_c[j] = dc * f;
+        }
+        if (t > 0) {
+            for (j = 0; j < H; ++j) carry_h[j] = 0.0f;
+            tt_rnn_back_project(carry_h, row, R, 4 * H, H, NULL, 0);
+        }
+    }
+}
+
+void tt_gru_f32(float *y, float *trace, const float *xproj, const float *R, const float *Rb,
+                const float *h0, int32_t steps, int32_t hidden)
+{
+    const int32_t H = hidden;
+    int32_t t, j;
+
+    for (t = 0; t < steps; ++t) {
+        float *tr = trace + t * 4 * H;
+        const float *xp = xproj + t * 3 * H;
+        const float *hp = (t > 0) ? y + (t - 1) * H : h0;
+        tt_rnn_project(tr, NULL, R, Rb, hp, 3 * H, H);
+        for (j = 0; j < H; ++j) {
+            const float z = tt_sigmoid1(xp[j] + tr[j]);
+            const float r = tt_sigmoid1(xp[H + j] + tr[H + j]);
+            const float pn = tr[2 * H + j];
+            const float n = tanhf(xp[2 * H + j] + r * pn);
+            tr[j] = z;
+            tr[H + j] = r;
+            tr[2 * H + j] = n;
+            tr[3 * H + j] = pn;
+            y[t * H + j] = (1.0f - z) * n + z * ((hp != NULL) ? hp[j] : 0.0f);
+        }
+    }
+}
+
+void tt_gru_backward_f32(float *dx, const float *dy, const float *trace, const float *y,
+                         const float *R, const float *h0, int32_t steps, int32_t hidden)
+{
+    const int32_t H = hidden;
+    float *carry = dx; /* dL/dh_t from the steps after t */
+    int32_t t, j;
+
+    for (j = 0; j < H; ++j) carry[j] = 0.0f;
+    for (t = steps - 1; t >= 0; --t) {
+        const float *tr = trace + t * 4 * H;
+        const float *hp = (t > 0) ? y + (t - 1) * H : h0;
+        float *row = dx + t * 3 * H;
+        for (j = 0; j < H; ++j) {
+            const float z = tr[j], r = tr[H + j], n = tr[2 * H + j], pn = tr[3 * H + j];
+            const float dh = dy[t * H + j] + carry[j];
+            const float dn = dh * (1.0f - z) * (1.0f - n * n);
+            row[j] = dh * (((hp != NULL) ? hp[j] : 0.0f) - n) * z * (1.0f - z);
+            row[H + j] = dn * pn * r * (1.0f - r);
+            row[2 * H + j] = dn;
+            if (t > 0) carry[j] = dh * z;
+        }
+        if (t > 0) tt_rnn_back_project(carry, row, R, 3 * H, H, tr + H, 2 * H);
+    }
+}
+
+void tt_gru_hproj_grad_f32(float *dp, const float *dx, const float *trace, int32_t steps,
+                           int32_t hidden)
+{
+    const int32_t H = hidden;
+    int32_t t, j;
+
+    for (t = 0; t < steps; ++t) {
+        const float *r = trace + t * 4 * H + H;
+        for (j = 0; j < 2 * H; ++j) dp[t * 3 * H + j] = dx[t * 3 * H + j];
+        for (j = 0; j < H; ++j) dp[t * 3 * H + 2 * H + j] = dx[t * 3 * H + 2 * H + j] * r[j];
+    }
+}
+
+void tt_rnn_backward_recurrent_f32(float *dR, const float *dp, const float *y, const float *h0,
+                                   int32_t steps, int32_t gates, int32_t hidden)
+{
+    int32_t t, g, j;
+
+    for (t = 0; t < steps; ++t) {
+        const float *hp = (t > 0) ? y + (t - 1) * hidden : h0;
+        if (hp == NULL) continue; /* a zero initial state adds nothing */
+        for (g = 0; g < gates; ++g) {
+            const float d = dp[t * gates + g];
+            float *rg = dR + g * hidden;
+            for (j = 0; j < hidden; ++j) rg[j] += d * hp[j];
+        }
+    }
+}
