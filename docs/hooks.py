@@ -133,7 +133,7 @@ def cli_markdown() -> str:
 
 def _base(source: str) -> str:
     """'CONV_2D (int8)' -> 'CONV_2D': the op name a source entry of the registry names."""
-    return source.split(" (")[0].strip()
+    return source.removeprefix("onnx:").split(" (")[0].strip()
 
 
 def _overrides(op: Any, method: str) -> bool:
@@ -155,6 +155,8 @@ def ops_markdown() -> str:
     public = sorted(public_ops(), key=lambda o: o.name)
 
     def is_tflite(src: str) -> bool:  # TFLite's builtin operators are named in capitals
+        if src.startswith("onnx:"):  # a name both formats use, here ONNX's (LSTM)
+            return False
         return _base(src) in tflite_names or _base(src).isupper()
 
     def bases(op: Any) -> set[str]:
@@ -163,7 +165,7 @@ def ops_markdown() -> str:
     rows = ["| IR op | from ONNX | from TFLite | forward (numpy reference + C call) | "
             "backward (gradient rule) | int8 |", "|---|---|---|---|---|---|"]
     for op in public:
-        onnx = [s for s in op.source_ops if not is_tflite(s)]
+        onnx = [s.removeprefix("onnx:") for s in op.source_ops if not is_tflite(s)]
         tfl = [s for s in op.source_ops if is_tflite(s)]
         fwd = "yes" if _overrides(op, "forward") and _overrides(op, "c_call") else "no"
         if op.has_gradient and _overrides(op, "gradient"):

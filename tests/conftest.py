@@ -99,6 +99,7 @@ SLOW_TESTS = {
     "test_weight_headroom": {"test_trained_weights_grow_past_calibration"},
     "test_new_head": {"test_a_fresh_int8_head_learns_as_fp32_does"},
     "test_conv1d": {"test_conv1d_trains_on_the_m7_twin_and_fits_as_planned"},
+    "test_rnn": {"test_recurrent_layer_trains_on_the_m7_twin_and_fits_as_planned"},
     "test_kernels_opt_f32": {"test_bench_m7"},
 }
 

@@ -317,3 +317,48 @@ class Conv1dNet(nn.Module):
 
     def forward(self, x):
         return self.net(x)
+
+
+class RecurrentNet(nn.Module):
+    """nn.LSTM or nn.GRU over a window, then Linear on the last step's output (`out[:, -1]`)
+    or on the last layer's final state (`h_n[-1]`). x is in the cell's own layout: (N, T, C),
+    or (T, N, C) when `time_major`. `initial_state` passes a fixed nonzero h0 (and c0),
+    exported as constants."""
+
+    def __init__(self, cell: str = "lstm", inputs: int = 3, hidden: int = 8, layers: int = 1,
+                 steps: int = 32, classes: int = 4, time_major: bool = False,
+                 from_state: bool = False, initial_state: bool = False) -> None:
+        super().__init__()
+        kind = {"lstm": nn.LSTM, "gru": nn.GRU}[cell]
+        self.cell, self.time_major, self.from_state = cell, time_major, from_state
+        self.rnn = kind(inputs, hidden, num_layers=layers, batch_first=not time_major)
+        self.fc = nn.Linear(hidden, classes)
+        self.input_shape = (steps, 1, inputs) if time_major else (steps, inputs)
+        self.stateful = initial_state
+        if initial_state:
+            g = torch.Generator().manual_seed(7)
+            self.register_buffer("h0", 0.5 * torch.randn(layers, 1, hidden, generator=g))
+            self.register_buffer("c0", 0.5 * torch.randn(layers, 1, hidden, generator=g))
+
+    def forward(self, x):
+        state = None
+        if self.stateful:
+            state = (self.h0, self.c0) if self.cell == "lstm" else self.h0
+        y, h = self.rnn(x, state)
+        if self.from_state:
+            h = h[0] if self.cell == "lstm" else h
+            return self.fc(h[-1])
+        return self.fc(y[-1] if self.time_major else y[:, -1])
+
+
+def export_recurrent(model: RecurrentNet, path: Path) -> Path:
+    """The legacy exporter with a batch of one: input (1, T, C), or (T, 1, C) time-major."""
+    import warnings
+
+    model.eval()
+    shape = model.input_shape if model.time_major else (1, *model.input_shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter warns about batch sizes of RNNs
+        torch.onnx.export(model, (torch.zeros(shape),), str(path), dynamo=False,
+                          opset_version=17, input_names=["x"], output_names=["logits"])
+    return path

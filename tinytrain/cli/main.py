@@ -798,11 +798,14 @@ def ops() -> None:
     t = Table("IR op", "from ONNX", "from TFLite (int8 *_q8, float the rest)", "forward",
               "backward")
     def tfl(src: str) -> bool:  # TFLite's builtin operators are named in capitals
-        return src.split()[0].isupper()
+        return not src.startswith("onnx:") and src.split()[0].isupper()
+
+    def bare(srcs: list[str]) -> str:  # "onnx:LSTM" names ONNX's LSTM, not TFLite's
+        return ", ".join(s.removeprefix("onnx:") for s in srcs) or "-"
 
     for op in sorted(public_ops(), key=lambda o: o.name):
-        t.add_row(op.name, ", ".join(s for s in op.source_ops if not tfl(s)) or "-",
-                  ", ".join(s for s in op.source_ops if tfl(s)) or "-", "yes",
+        t.add_row(op.name, bare([s for s in op.source_ops if not tfl(s)]),
+                  bare([s for s in op.source_ops if tfl(s)]), "yes",
                   "yes" if op.has_gradient else "no (inference head; folded into the loss)")
     console.print(t)
     folded = sorted(OP_NAMES[c] for c in FOLD if c in FLOAT_HANDLERS)

@@ -90,6 +90,12 @@ def _write(w: _Writer, p: dict[str, Any], v: np.ndarray) -> None:
         if int(np.prod(old)) != v.size:  # a broadcast scalar bias became one value per unit
             old = (1,) * (len(old) - 1) + (v.size,)
         w.set_input(node, k, new, v.reshape(old))
+    elif t in ("rnn_w", "rnn_r"):  # IR (G, 1, 1, I) or (G, H) -> ONNX (1, G, I) / (1, G, H)
+        w.set_input(node, 1 if t == "rnn_w" else 2, new, v.reshape(1, v.shape[0], -1))
+    elif t in ("rnn_wb", "rnn_rb"):  # Wb and Rb are the two halves of one B (1, 2G)
+        b = w.value(node.input[3]).astype(np.float32).reshape(2, -1)
+        b[0 if t == "rnn_wb" else 1] = v
+        w.set_input(node, 3, f"tt_trained_{src['node']}_B", b.reshape(1, -1))
     else:
         raise ModelError(f"internal: no exporter for parameter transform '{t}'")
 

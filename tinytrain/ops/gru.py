@@ -25,7 +25,7 @@ from tinytrain.ops.lstm import c_opt, check_shapes, optional_inputs, sigmoid
 class Gru(OpDef):
     name = "gru"
     public = True
-    source_ops = ("GRU",)
+    source_ops = ("onnx:GRU",)
 
     def infer(self, node, shapes):
         h = check_shapes(node, shapes, 3)

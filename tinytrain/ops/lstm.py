@@ -62,7 +62,7 @@ def c_opt(cg, name: str | None) -> str:
 class Lstm(OpDef):
     name = "lstm"
     public = True
-    source_ops = ("LSTM",)
+    source_ops = ("onnx:LSTM",)
 
     def infer(self, node, shapes):
         h = check_shapes(node, shapes, 4)

@@ -14,7 +14,7 @@ from tinytrain.ops.base import OpDef
 class SeqStep(OpDef):
     name = "seq_step"
     public = True
-    source_ops = ("Gather", "Slice")
+    source_ops = ("Gather",)
 
     def infer(self, node, shapes):
         x = shapes[0]

@@ -1,0 +1,244 @@
+"""Recurrent layers from PyTorch (nn.LSTM, nn.GRU): a window of 32 steps trains like PyTorch
+autograd (backpropagation through the whole window) over 24 samples, with full, input-only
+(partial channels), recurrent-only and head-only plans; stacked, time-major, final-state and
+initial-state exports; export back to ONNX (onnxruntime's forward of the trained file); the
+planner's price of the gate trace; the STM32F746 twin; and the refusals of what does not
+train."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from tests.torch_models import RecurrentNet, export_recurrent
+from tinytrain.errors import TinyTrainError
+
+LOSS_RTOL = 1e-4  # per-step loss vs PyTorch: fp32 sums in another order, over 24 steps
+OUTPUT_ATOL = 1e-4  # the exported model's logits vs the PyTorch-trained model's, same reason
+SAMPLES = 24
+STEPS = 32  # the window: every sample back-propagates through all 32 steps
+LR = 0.1
+INPUT_RATIO = 0.5  # "input" plan: the first ceil(0.5 * 3) = 2 input channels of W
+needs_twin = pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None or
+                                shutil.which("qemu-system-arm") is None,
+                                reason="needs arm-none-eabi-gcc and qemu-system-arm")
+
+# one layer: 0 its input projection (W, Wb), 1 its recurrence (R, Rb), 2 the classifier
+RECURRENT_ONLY = "[[layer]]\nindex = 1\nweight = true\n"
+SPECS = {"full": "full", "input": f"tte:n_bias=1,idx=0,ratio={INPUT_RATIO}",
+         "recurrent": "recurrent.toml", "head": "last:1"}
+
+
+def _torch_params(m: RecurrentNet, plan: str) -> tuple[list[str], dict[str, list[int]]]:
+    """PyTorch's parameters a plan trains, and the input channels masked out of some."""
+    names = [n for n, _ in m.named_parameters()]
+    if plan == "full":
+        return names, {}
+    if plan == "head":
+        return ["fc.weight", "fc.bias"], {}
+    if plan == "recurrent":
+        return ["rnn.weight_hh_l0", "rnn.bias_hh_l0"], {}
+    return (["rnn.weight_ih_l0", "rnn.bias_ih_l0", "fc.weight", "fc.bias"],
+            {"rnn.weight_ih_l0": [2]})
+
+
+def _data(n: int, channels: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Sine windows (N, T, C): the class sets the frequency, plus noise."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 4, n)
+    t = np.arange(STEPS)
+    x = np.stack([np.sin(2 * np.pi * (k + 1) * t[:, None] / STEPS
+                         + rng.uniform(0, 6.3, (1, channels))) for k in y])
+    return (x + 0.3 * rng.normal(size=x.shape)).astype(np.float32), y.astype(np.int64)
+
+
+def _torch_train(m: RecurrentNet, plan: str, x: np.ndarray, y: np.ndarray) -> list[float]:
+    trained, masks = _torch_params(m, plan)
+    params = dict(m.named_parameters())
+    for name, p in params.items():
+        p.requires_grad_(name in trained)
+    opt = torch.optim.SGD([params[n] for n in trained], lr=LR)
+    out = []
+    for k in range(len(x)):
+        xk = torch.from_numpy(x[k:k + 1])
+        logits = m(xk.transpose(0, 1) if m.time_major else xk)
+        loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(y[k:k + 1]))
+        opt.zero_grad()
+        loss.backward()
+        for name, channels in masks.items():
+            params[name].grad[:, channels] = 0.0
+        opt.step()
+        out.append(float(loss.detach()))
+    return out
+
+
+def _build_and_train(cli, m: RecurrentNet, tmp: Path, spec: str, *board: str) -> list[float]:
+    path = export_recurrent(m, tmp / "rnn.onnx")
+    (tmp / "recurrent.toml").write_text(RECURRENT_ONLY)
+    x, y = _data(SAMPLES)
+    np.savez(tmp / "train.npz", x=x, y=y)
+    spec = str(tmp / spec) if spec.endswith(".toml") else spec
+    cli("build", path, "--out", tmp / "build", "--update", spec, "--lr", LR, *board)
+    cli("run", tmp / "build", "--data", tmp / "train.npz", "--metrics", tmp / "m.jsonl",
+        "--save", tmp / "state.npz", *(("--qemu",) if board else ()))
+    return [json.loads(line)["loss"] for line in open(tmp / "m.jsonl")]
+
+
+@pytest.mark.parametrize("plan", sorted(SPECS))
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_recurrent_layer_trains_like_pytorch(cell: str, plan: str, tmp_path: Path, cli) -> None:
+    torch.manual_seed(0)
+    m = RecurrentNet(cell)
+    ours = _build_and_train(cli, m, tmp_path, SPECS[plan])
+    info = json.loads((tmp_path / "build" / "program.json").read_text())
+    assert len(info["trainable"]) == len(_torch_params(m, plan)[0])
+    x, y = _data(SAMPLES)
+    ref = _torch_train(m, plan, x, y)
+    np.testing.assert_allclose(ours, ref, rtol=LOSS_RTOL, atol=0)
+    assert abs(ref[-1] - ref[0]) > 0.01  # it learned
+
+
+@pytest.mark.parametrize("cell,variant", [
+    ("lstm", dict(layers=2, time_major=True, from_state=True, initial_state=True)),
+    ("gru", dict(layers=2, time_major=True, from_state=True, initial_state=True)),
+    ("lstm", dict(layers=2)),
+    ("gru", dict(from_state=True, initial_state=True)),
+], ids=["lstm-2-time-major-state", "gru-2-time-major-state", "lstm-2", "gru-state"])
+def test_stacked_time_major_and_stateful_exports_train(cell: str, variant: dict,
+                                                       tmp_path: Path, cli) -> None:
+    """Two layers, the time-major export, h_n[-1] as the head's input, a fixed h0 (and c0):
+    PyTorch's other export forms train the same way; export writes every trained W, R and B
+    back, and onnxruntime's forward of that file is the trained PyTorch model's."""
+    import onnxruntime as ort
+
+    torch.manual_seed(1)
+    m = RecurrentNet(cell, **variant)
+    ours = _build_and_train(cli, m, tmp_path, "full")
+    x, y = _data(SAMPLES)
+    np.testing.assert_allclose(ours, _torch_train(m, "full", x, y), rtol=LOSS_RTOL, atol=0)
+
+    out = tmp_path / "trained.onnx"
+    cli("export", tmp_path / "build", "--state", tmp_path / "state.npz", "--out", out)
+    sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    for k in range(3):
+        xk = x[k:k + 1].transpose(1, 0, 2) if m.time_major else x[k:k + 1]
+        with torch.no_grad():
+            want = m(torch.from_numpy(np.ascontiguousarray(xk))).numpy()
+        got = sess.run(None, {"x": np.ascontiguousarray(xk)})[0]
+        np.testing.assert_allclose(got, want, atol=OUTPUT_ATOL, rtol=0)
+
+
+def test_the_planner_prices_the_gate_trace_only_when_bptt_needs_it(tmp_path: Path, cli) -> None:
+    """Training the recurrence keeps every step's gates (5H floats a step for an LSTM) until
+    the backward; a head-only plan frees them after the forward."""
+    torch.manual_seed(0)
+    path = export_recurrent(RecurrentNet("lstm", hidden=16), tmp_path / "rnn.onnx")
+    peak = {}
+    for plan in ("full", "last:1"):
+        cli("build", path, "--out", tmp_path / plan, "--update", plan, "--board", "host")
+        r = json.loads((tmp_path / plan / "report.json").read_text())
+        peak[plan] = {b["name"]: b["bytes"] for b in r["memory"]["peak_buffers"]}
+    trace = STEPS * 5 * 16 * 4
+    assert peak["full"]["_rnn_LSTM_trace"] == trace  # live at the peak, in the backward
+    assert any(name.endswith("lstm_backward_out") for name in peak["full"])
+    # the head-only plan peaks in the forward, before any gradient exists
+    assert not any("backward" in name for name in peak["last:1"])
+    assert sum(peak["full"].values()) > sum(peak["last:1"].values())
+
+
+def test_tinytrain_ops_lists_the_recurrent_ops() -> None:
+    out = subprocess.run([sys.executable, "-m", "tinytrain", "ops"], capture_output=True,
+                         text=True, env={**os.environ, "COLUMNS": "200"}, check=True).stdout
+    rows = {cells[1].strip(): [c.strip() for c in cells[2:]]
+            for cells in (ln.split("│") for ln in out.splitlines()) if len(cells) > 5}
+    assert rows["lstm"][:4] == ["LSTM", "-", "yes", "yes"]
+    assert rows["gru"][:4] == ["GRU", "-", "yes", "yes"]
+    assert rows["seq_step"][:4] == ["Gather", "-", "yes", "yes"]
+
+
+def _hand_made(tmp: Path, op: str, **attrs) -> Path:
+    """A one-layer ONNX LSTM/GRU written by hand (T=8, C=3, H=4), its Y's last step to a
+    Gemm."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    g = {"LSTM": 4, "GRU": 3}[op] * 4
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.normal(size=s).astype(np.float32), n) for n, s in
+             (("W", (1, g, 3)), ("R", (1, g, 4)), ("B", (1, 2 * g)), ("fc", (4, 2)))]
+    inits.append(numpy_helper.from_array(np.array([1], np.int64), "axes"))
+    inits.append(numpy_helper.from_array(np.array(7, np.int64), "last"))
+    nodes = [helper.make_node(op, ["x", "W", "R", "B"], ["Y"], hidden_size=4, **attrs),
+             helper.make_node("Squeeze", ["Y", "axes"], ["Ys"]),
+             helper.make_node("Gather", ["Ys", "last"], ["h"], axis=0),
+             helper.make_node("MatMul", ["h", "fc"], ["logits"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [8, 1, 3])], [helper.make_tensor_value_info(
+            "logits", TensorProto.FLOAT, [1, 2])], inits)
+    path = tmp / f"{op.lower()}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("op,attrs,says", [
+    ("LSTM", dict(direction="bidirectional"), "direction 'bidirectional' is not supported"),
+    ("GRU", dict(linear_before_reset=0), "linear_before_reset=0 is not supported"),
+    ("LSTM", dict(clip=3.0), "attribute 'clip' is not supported"),
+])
+def test_what_does_not_train_is_refused_by_name(op: str, attrs: dict, says: str,
+                                                tmp_path: Path) -> None:
+    from tinytrain.frontend.onnx_import import load_onnx
+
+    if attrs.get("direction") == "bidirectional":  # its weights have two directions
+        path = _hand_made(tmp_path, op)
+        model = onnx.load(str(path))
+        model.graph.node[0].attribute.append(onnx.helper.make_attribute("direction",
+                                                                        "bidirectional"))
+        onnx.save(model, str(path))
+    else:
+        path = _hand_made(tmp_path, op, **attrs)
+    with pytest.raises(TinyTrainError) as e:
+        load_onnx(path)
+    assert says in str(e.value) and f"({op})" in str(e.value)
+
+
+def test_a_hand_made_time_major_model_imports_and_matches_onnxruntime(tmp_path: Path) -> None:
+    """The numpy reference of the imported graph is onnxruntime's forward of the file."""
+    import onnxruntime as ort
+
+    from tinytrain.frontend.onnx_import import load_onnx
+    from tinytrain.ops import interp
+
+    for op in ("LSTM", "GRU"):
+        path = _hand_made(tmp_path, op, **({"linear_before_reset": 1} if op == "GRU" else {}))
+        g = load_onnx(path)
+        x = np.random.default_rng(1).normal(size=(8, 1, 3)).astype(np.float32)
+        env = interp.initial_state(g)
+        interp.run(g, env, {g.inputs[0]: x[:, 0]}, phases=("forward",))
+        want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+            None, {"x": x})[0]
+        np.testing.assert_allclose(env[g.outputs[0]].reshape(want.shape), want, atol=1e-5)
+
+
+@needs_twin
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_recurrent_layer_trains_on_the_m7_twin_and_fits_as_planned(cell: str, tmp_path: Path,
+                                                                    cli) -> None:
+    """The STM32F746 firmware on its QEMU twin trains as PyTorch does, and the linked ELF's
+    static SRAM is the planner's figure plus the firmware's own statics."""
+    torch.manual_seed(0)
+    m = RecurrentNet(cell)
+    twin = _build_and_train(cli, m, tmp_path, "full", "--board", "stm32f746")
+    r = json.loads((tmp_path / "build" / "report.json").read_text())
+    assert r["firmware"]["planned_sram"] == r["sram_bytes"]["total"]
+    assert 0 <= r["firmware"]["sram_used"] - r["firmware"]["planned_sram"] <= 4096
+    x, y = _data(SAMPLES)
+    np.testing.assert_allclose(twin, _torch_train(m, "full", x, y), rtol=LOSS_RTOL, atol=0)
