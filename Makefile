@@ -87,6 +87,11 @@ bench: $(VENV)/.installed-test toolchain
 	$(BIN)/python bench/compile_memory.py
 	$(BIN)/python bench/qemu_instructions.py
 
+# examples/timeseries: a Conv1D net, a GRU and an LSTM adapting to a turned smartwatch on the
+# STM32F746's twin; memory on both boards and instructions per sample (~3 minutes).
+timeseries-bench: $(VENV)/.installed-test toolchain
+	$(BIN)/python bench/timeseries.py
+
 # The README's memory plot, docs/memory.png: the demo's build, drawn with the `plot` extra.
 memory-plot: $(VENV)/.installed-demo toolchain
 	$(BIN)/python -m pip install -q -e '.[plot]'
@@ -121,4 +126,4 @@ clean:
 	rm -rf $(OUT) build
 
 .PHONY: install demo-env toolchain demo demo-host fleet-demo test test-fast lint bench memory-plot \
-	frontier-plot fleet-plot pictures docs clean
+	frontier-plot fleet-plot pictures docs clean timeseries-bench
