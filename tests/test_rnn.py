@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import tflite
 import torch
 
 from tests.torch_models import RecurrentNet, export_recurrent
@@ -160,9 +161,9 @@ def test_tinytrain_ops_lists_the_recurrent_ops() -> None:
                          text=True, env={**os.environ, "COLUMNS": "200"}, check=True).stdout
     rows = {cells[1].strip(): [c.strip() for c in cells[2:]]
             for cells in (ln.split("│") for ln in out.splitlines()) if len(cells) > 5}
-    assert rows["lstm"][:4] == ["LSTM", "-", "yes", "yes"]
+    assert rows["lstm"][:4] == ["LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM", "yes", "yes"]
     assert rows["gru"][:4] == ["GRU", "-", "yes", "yes"]
-    assert rows["seq_step"][:4] == ["Gather", "-", "yes", "yes"]
+    assert rows["seq_step"][:4] == ["Gather", "STRIDED_SLICE", "yes", "yes"]
 
 
 def _hand_made(tmp: Path, op: str, **attrs) -> Path:
@@ -242,3 +243,167 @@ def test_recurrent_layer_trains_on_the_m7_twin_and_fits_as_planned(cell: str, tm
     assert 0 <= r["firmware"]["sram_used"] - r["firmware"]["planned_sram"] <= 4096
     x, y = _data(SAMPLES)
     np.testing.assert_allclose(twin, _torch_train(m, "full", x, y), rtol=LOSS_RTOL, atol=0)
+
+
+# ---- Keras's LSTM as TFLite's UNIDIRECTIONAL_SEQUENCE_LSTM (examples/keras/make_lstm.py) ----
+
+KERAS_LSTM = Path(__file__).resolve().parents[1] / "examples" / "keras" / "tiny_keras_lstm"
+LITERT_ATOL = 1e-5  # our fp32 forward vs LiteRT's fused kernel: the same sums, another order
+# layers: 0 LSTM 1's input projection, 1 its recurrence, 2 and 3 LSTM 2's, 4 the classifier
+KERAS_PLANS = {
+    "full": "full",
+    "head": "last:1",
+    "recurrent": "[[layer]]\nindex = 1\nweight = true\n\n[[layer]]\nindex = 3\nweight = true\n",
+    # the converter stores LSTM 1's i, c and o biases as one zero tensor: they train apart, and
+    # a file written in place cannot hold three values in it, so the exported plan keeps
+    # every LSTM bias frozen
+    "weights": "".join(f"[[layer]]\nindex = {i}\nweight = true\nbias = false\n\n"
+                       for i in range(4)) + "[[layer]]\nindex = 4\nweight = true\n",
+}
+
+
+def _keras_trained_tensors(net, plan: str) -> set[int]:
+    """The file tensors a plan trains, for tests/tflite_torch.sgd."""
+    codes = [net._code(net.sg.Operators(k)) for k in range(net.sg.OperatorsLength())]
+    ops = tflite.BuiltinOperator
+    lstm = [k for k, c in enumerate(codes) if c == ops.UNIDIRECTIONAL_SEQUENCE_LSTM]
+    dense = [k for k, c in enumerate(codes) if c == ops.FULLY_CONNECTED]
+
+    def inputs(k: int, js) -> set[int]:
+        return {int(net.sg.Operators(k).Inputs(j)) for j in js}
+
+    head = inputs(dense[0], (1, 2))
+    recurrent = inputs(lstm[0], (5, 6, 7, 8)) | inputs(lstm[1], (5, 6, 7, 8))
+    weights = set().union(*(inputs(k, (1, 2, 3, 4)) for k in lstm)) | recurrent | head
+    return {"full": set(net.tensor_of.values()), "head": head, "recurrent": recurrent,
+            "weights": weights}[plan]
+
+
+def test_keras_lstm_forward_is_litert_s() -> None:
+    """The imported graph's forward (numpy references) against the LiteRT outputs make_lstm.py
+    stored: two stacked fused LSTMs, their cell clip, the STRIDED_SLICE of the last step."""
+    from tinytrain.frontend.tflite_import import load_tflite
+    from tinytrain.ops import interp
+
+    g = load_tflite(KERAS_LSTM.with_suffix(".tflite"))
+    assert [n.op for n in g.nodes].count("lstm") == 2
+    d = np.load(KERAS_LSTM.with_suffix(".npz"))
+    for x, want in zip(d["x"], d["out"]):
+        env = interp.initial_state(g)
+        interp.run(g, env, {g.inputs[0]: x}, phases=("forward",))
+        z = env[g.outputs[0]].reshape(-1).astype(np.float64)
+        p = np.exp(z - z.max())
+        np.testing.assert_allclose(p / p.sum(), want, atol=LITERT_ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("plan", sorted(KERAS_PLANS))
+def test_keras_lstm_trains_like_pytorch(plan: str, tmp_path: Path, cli) -> None:
+    from tests.tflite_torch import TFLiteTorch, sgd
+
+    x, y = _data(SAMPLES)
+    np.savez(tmp_path / "train.npz", x=x, y=y)
+    spec = KERAS_PLANS[plan]
+    if "[[layer]]" in spec:
+        (tmp_path / "plan.toml").write_text(spec)
+        spec = str(tmp_path / "plan.toml")
+    build = tmp_path / "build"
+    cli("build", KERAS_LSTM.with_suffix(".tflite"), "--out", build, "--update", spec,
+        "--lr", LR)
+    cli("run", build, "--data", tmp_path / "train.npz", "--metrics", tmp_path / "m.jsonl",
+        "--save", tmp_path / "state.npz")
+    ours = [json.loads(line)["loss"] for line in open(tmp_path / "m.jsonl")]
+    net = TFLiteTorch(KERAS_LSTM.with_suffix(".tflite"))
+    ref = sgd(net, x, y, LR, _keras_trained_tensors(net, plan))
+    np.testing.assert_allclose(ours, ref, rtol=LOSS_RTOL, atol=0)
+    if plan != "weights":
+        return
+    # export writes each gate's trained block back to its own tensor; LiteRT runs the file
+    from ai_edge_litert.interpreter import Interpreter
+
+    out = tmp_path / "trained.tflite"
+    cli("export", build, "--state", tmp_path / "state.npz", "--out", out)
+    interp = Interpreter(model_path=str(out))
+    interp.allocate_tensors()
+    i, o = interp.get_input_details()[0], interp.get_output_details()[0]
+    for k in range(3):
+        interp.reset_all_variables()
+        interp.set_tensor(i["index"], x[k:k + 1])
+        interp.invoke()
+        with torch.no_grad():
+            want = torch.softmax(net(torch.from_numpy(x[k:k + 1])), -1).numpy()
+        np.testing.assert_allclose(interp.get_tensor(o["index"]), want, atol=OUTPUT_ATOL)
+
+
+def test_keras_lstm_biases_the_converter_merged_are_not_exported_blindly(tmp_path: Path,
+                                                                        cli) -> None:
+    """Training LSTM 1's biases gives its i, c and o gates three values for the one tensor the
+    converter stored: export refuses, naming the way out, and writes nothing."""
+    x, y = _data(4)
+    np.savez(tmp_path / "train.npz", x=x, y=y)
+    build = tmp_path / "build"
+    cli("build", KERAS_LSTM.with_suffix(".tflite"), "--out", build, "--update", "full")
+    cli("run", build, "--data", tmp_path / "train.npz", "--save", tmp_path / "state.npz")
+    r = cli("export", build, "--state", tmp_path / "state.npz", "--out",
+            tmp_path / "trained.tflite", check=False)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "share one TFLite buffer" in r.stderr + r.stdout
+    assert not (tmp_path / "trained.tflite").exists()
+
+
+def _with_cell_clip(src: Path, dst: Path, clip: float) -> Path:
+    """A copy of the model whose LSTMs clip their cell state at `clip` (the options field
+    rewritten in place)."""
+    import struct
+
+    buf = bytearray(src.read_bytes())
+    sg = tflite.Model.GetRootAsModel(buf, 0).Subgraphs(0)
+    for k in range(sg.OperatorsLength()):
+        table = sg.Operators(k).BuiltinOptions()
+        if sg.Operators(k).BuiltinOptionsType() != \
+                tflite.BuiltinOptions.UnidirectionalSequenceLSTMOptions:
+            continue
+        o = tflite.UnidirectionalSequenceLSTMOptions()
+        o.Init(table.Bytes, table.Pos)
+        field = o._tab.Offset(6)  # cell_clip
+        assert field, "the converter always writes cell_clip"
+        struct.pack_into("<f", buf, o._tab.Pos + field, clip)
+    dst.write_bytes(bytes(buf))
+    return dst
+
+
+def test_a_cell_clip_that_holds_matches_litert_and_pytorch(tmp_path: Path, cli) -> None:
+    """At a clip of 0.3 the cell state saturates on most steps: the forward is still LiteRT's,
+    and training (no gradient through a held clip) is still PyTorch's with hardtanh."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from tests.tflite_torch import TFLiteTorch, sgd
+    from tinytrain.frontend.tflite_import import load_tflite
+    from tinytrain.ops import interp
+
+    path = _with_cell_clip(KERAS_LSTM.with_suffix(".tflite"), tmp_path / "clip.tflite", 0.3)
+    x, y = _data(SAMPLES)
+    g = load_tflite(path)
+    lite = Interpreter(model_path=str(path))
+    lite.allocate_tensors()
+    i, o = lite.get_input_details()[0], lite.get_output_details()[0]
+    held = 0
+    for k in range(3):
+        env = interp.initial_state(g)
+        interp.run(g, env, {g.inputs[0]: x[k]}, phases=("forward",))
+        traces = [v for name, v in env.items() if name.endswith("_trace")]
+        held += sum(int(np.sum(np.abs(t[..., -t.shape[-1] // 5:]) >= 0.3)) for t in traces)
+        z = env[g.outputs[0]].reshape(-1).astype(np.float64)
+        lite.reset_all_variables()
+        lite.set_tensor(i["index"], x[k:k + 1])
+        lite.invoke()
+        np.testing.assert_allclose(np.exp(z) / np.exp(z).sum(), lite.get_tensor(o["index"])[0],
+                                   atol=LITERT_ATOL, rtol=0)
+    assert held > 100  # the clip is what this test is about
+    np.savez(tmp_path / "train.npz", x=x, y=y)
+    cli("build", path, "--out", tmp_path / "build", "--update", "full", "--lr", LR)
+    cli("run", tmp_path / "build", "--data", tmp_path / "train.npz", "--metrics",
+        tmp_path / "m.jsonl")
+    ours = [json.loads(line)["loss"] for line in open(tmp_path / "m.jsonl")]
+    net = TFLiteTorch(path)
+    np.testing.assert_allclose(ours, sgd(net, x, y, LR, set(net.tensor_of.values())),
+                               rtol=LOSS_RTOL, atol=0)

@@ -60,6 +60,43 @@ def _act(y: torch.Tensor, fused: int) -> torch.Tensor:
     return y
 
 
+# an LSTM's trainable inputs: input weights (i, f, c, o), recurrent weights, gate biases
+LSTM_WEIGHTS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15)
+
+
+def _lstm(x: torch.Tensor, w: list[torch.Tensor], o) -> torch.Tensor:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM (batch-major, tanh, no peephole or projection) from a
+    zero state, with its cell clip (hardtanh: no gradient where it holds)."""
+    wx, wh, b = w[0:4], w[4:8], w[8:12]
+    h = x.new_zeros(x.shape[0], wx[0].shape[0])
+    c = torch.zeros_like(h)
+    clip = float(o.CellClip())
+    ys = []
+    for t in range(x.shape[1]):
+        g = [x[:, t] @ wx[q].T + h @ wh[q].T + b[q] for q in range(4)]
+        i, f, u, og = torch.sigmoid(g[0]), torch.sigmoid(g[1]), torch.tanh(g[2]), \
+            torch.sigmoid(g[3])
+        c = f * c + i * u
+        if clip > 0:
+            c = F.hardtanh(c, -clip, clip)
+        h = og * torch.tanh(c)
+        ys.append(h)
+    return torch.stack(ys, 1)
+
+
+def _strided_slice(a: torch.Tensor, op, consts: list[torch.Tensor]) -> torch.Tensor:
+    o = _opts(op, tflite.StridedSliceOptions)
+    begin, end, strides = ([int(v) for v in c.reshape(-1)] for c in consts)
+    index: list = []
+    for axis in range(a.dim()):
+        if o.ShrinkAxisMask() >> axis & 1:
+            index.append(begin[axis])
+        else:
+            index.append(slice(None if o.BeginMask() >> axis & 1 else begin[axis],
+                               None if o.EndMask() >> axis & 1 else end[axis], strides[axis]))
+    return a[tuple(index)]
+
+
 def _nchw(t: torch.Tensor) -> torch.Tensor:
     return t.permute(0, 3, 1, 2)
 
@@ -80,9 +117,11 @@ class TFLiteTorch(torch.nn.Module):
         trainable: dict[int, list[str]] = {}  # tensor -> the layers' inputs it initialises
         for k in range(self.sg.OperatorsLength()):
             op = self.sg.Operators(k)
-            if self._code(op) in (B.CONV_2D, B.DEPTHWISE_CONV_2D, B.FULLY_CONNECTED):
+            if self._code(op) in (B.CONV_2D, B.DEPTHWISE_CONV_2D, B.FULLY_CONNECTED,
+                                  B.UNIDIRECTIONAL_SEQUENCE_LSTM):
                 for j, i in enumerate(op.InputsAsNumpy()[1:], start=1):
-                    if int(i) >= 0:
+                    if int(i) >= 0 and (self._code(op) != B.UNIDIRECTIONAL_SEQUENCE_LSTM
+                                        or j in LSTM_WEIGHTS):
                         trainable.setdefault(int(i), []).append(f"{k}_{j}")
         for i in range(self.sg.TensorsLength()):
             t = self.sg.Tensors(i)
@@ -123,6 +162,9 @@ class TFLiteTorch(torch.nn.Module):
             o = _opts(op, OPTIONS[code]) if code in OPTIONS else None
             fused = o.FusedActivationFunction() if o is not None and \
                 hasattr(o, "FusedActivationFunction") else ACT.NONE
+            if code == B.STRIDED_SLICE and ins[0] in env:  # one step of a sequence
+                env[y_i] = _strided_slice(env[ins[0]], op, [val(i) for i in ins[1:]])
+                continue
             if code in (B.SHAPE, B.STRIDED_SLICE, B.PACK):
                 continue  # a dynamic batch's Flatten: RESHAPE takes its stored output shape
             a = val(ins[0])
@@ -193,6 +235,9 @@ class TFLiteTorch(torch.nn.Module):
                 y = F.hardswish(a)
             elif code == B.LEAKY_RELU:
                 y = F.leaky_relu(a, float(o.Alpha()))
+            elif code == B.UNIDIRECTIONAL_SEQUENCE_LSTM:
+                y = _lstm(a, [val(ins[j], k, j) for j in LSTM_WEIGHTS],
+                          _opts(op, tflite.UnidirectionalSequenceLSTMOptions))
             elif code == B.SOFTMAX:
                 assert y_i == out, "a SOFTMAX before the output"
                 return a  # the logits: the loss applies the softmax
@@ -229,5 +274,5 @@ def sgd(net: TFLiteTorch, x: np.ndarray, y: np.ndarray, lr: float, trained: set[
         opt.zero_grad()
         value.backward()
         opt.step()
-        out.append(float(value))
+        out.append(float(value.detach()))
     return out

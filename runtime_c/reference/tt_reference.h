@@ -71,12 +71,14 @@ void tt_dense_backward_weight_f32(float *dw, const float *dy, const float *x,
 /* ---- recurrent layers (tt_rnn_f32.c): the recurrence over a precomputed input projection
  * xproj (steps x gates*hidden, W x_t + Wb); R is (gates*hidden, hidden) row-major. Optional
  * pointers (Rb, h0, c0) may be NULL (zero). LSTM gates i, o, f, c; GRU z, r, n. ---- */
-/* y: steps x hidden; trace: steps x 5*hidden (i, o, f, u = tanh(g_c), c_t) */
+/* y: steps x hidden; trace: steps x 5*hidden (i, o, f, u = tanh(g_c), c_t); c_t clamped to
+ * [-cell_clip, cell_clip] when cell_clip > 0 */
 void tt_lstm_f32(float *y, float *trace, const float *xproj, const float *R, const float *Rb,
-                 const float *h0, const float *c0, int32_t steps, int32_t hidden);
+                 const float *h0, const float *c0, int32_t steps, int32_t hidden,
+                 float cell_clip);
 /* dg (steps x 4*hidden): the gate pre-activations' gradients, by BPTT over all steps */
 void tt_lstm_backward_f32(float *dg, const float *dy, const float *trace, const float *R,
-                          const float *c0, int32_t steps, int32_t hidden);
+                          const float *c0, int32_t steps, int32_t hidden, float cell_clip);
 /* y: steps x hidden; trace: steps x 4*hidden (z, r, n, p_n = R_n h + Rb_n) */
 void tt_gru_f32(float *y, float *trace, const float *xproj, const float *R, const float *Rb,
                 const float *h0, int32_t steps, int32_t hidden);

@@ -48,7 +48,8 @@ static void tt_rnn_back_project(float *carry, const float *d, const float *R, in
 }
 
 void tt_lstm_f32(float *y, float *trace, const float *xproj, const float *R, const float *Rb,
-                 const float *h0, const float *c0, int32_t steps, int32_t hidden)
+                 const float *h0, const float *c0, int32_t steps, int32_t hidden,
+                 float cell_clip)
 {
     const int32_t H = hidden;
     int32_t t, j;
@@ -63,7 +64,10 @@ void tt_lstm_f32(float *y, float *trace, const float *xproj, const float *R, con
             const float o = tt_sigmoid1(tr[H + j]);
             const float f = tt_sigmoid1(tr[2 * H + j]);
             const float u = tanhf(tr[3 * H + j]);
-            const float c = f * ((cp != NULL) ? cp[j] : 0.0f) + i * u;
+            float c = f * ((cp != NULL) ? cp[j] : 0.0f) + i * u;
+            if (cell_clip > 0.0f) {
+                c = (c < -cell_clip) ? -cell_clip : ((c > cell_clip) ? cell_clip : c);
+            }
             tr[j] = i;
             tr[H + j] = o;
             tr[2 * H + j] = f;
@@ -75,7 +79,7 @@ void tt_lstm_f32(float *y, float *trace, const float *xproj, const float *R, con
 }
 
 void tt_lstm_backward_f32(float *dg, const float *dy, const float *trace, const float *R,
-                          const float *c0, int32_t steps, int32_t hidden)
+                          const float *c0, int32_t steps, int32_t hidden, float cell_clip)
 {
     const int32_t H = hidden;
     float *carry_h = dg;     /* dL/dh_t from the steps after t */
@@ -89,9 +93,12 @@ void tt_lstm_backward_f32(float *dg, const float *dy, const float *trace, const 
         float *row = dg + t * 4 * H;
         for (j = 0; j < H; ++j) {
             const float i = tr[j], o = tr[H + j], f = tr[2 * H + j], u = tr[3 * H + j];
-            const float tc = tanhf(tr[4 * H + j]);
+            const float c = tr[4 * H + j];
+            const float tc = tanhf(c);
             const float dh = dy[t * H + j] + carry_h[j];
-            const float dc = carry_c[j] + dh * o * (1.0f - tc * tc);
+            /* a clipped cell state passes no gradient (strictly inside the clip passes) */
+            const int clipped = cell_clip > 0.0f && !(c > -cell_clip && c < cell_clip);
+            const float dc = clipped ? 0.0f : carry_c[j] + dh * o * (1.0f - tc * tc);
             row[j] = dc * u * i * (1.0f - i);
             row[H + j] = dh * tc * o * (1.0f - o);
             row[2 * H + j] = dc * ((cp != NULL) ? cp[j] : 0.0f) * f * (1.0f - f);

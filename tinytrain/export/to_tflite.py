@@ -94,6 +94,26 @@ def _source_layout(p: dict[str, Any], v: np.ndarray, shape: tuple[int, ...]) -> 
     raise ModelError(f"internal: no TFLite exporter for parameter transform '{t}'")
 
 
+def _per_tensor(params: list[dict[str, Any]], state: dict[str, np.ndarray]):
+    """(parameter, value) per TFLite tensor: a parameter stacked from several tensors (an
+    LSTM's gates, ParamSource slot `tensors:a,b,..`, node the tensors' names) yields one block
+    of rows per tensor, in order."""
+    for p in params:
+        v = np.asarray(state[p["name"]])
+        slot = str((p.get("source") or {}).get("slot", ""))
+        if not slot.startswith("tensors:"):
+            yield p, v
+            continue
+        indices = slot.split(":", 1)[1].split(",")
+        names = p["source"]["node"].split(",")
+        rows = v.shape[0] // len(indices)
+        for k, (index, name) in enumerate(zip(indices, names)):
+            block = v[k * rows:(k + 1) * rows]
+            yield ({**p, "shape": list(block.shape), "source": {
+                **p["source"], "node": name, "slot": f"tensor:{index}", "transform": "identity"}},
+                block)
+
+
 def _tensor_index(p: dict[str, Any]) -> int:
     """The TFLite tensor a trained parameter came from (its source slot "tensor:N"), or -1."""
     slot = str((p.get("source") or {}).get("slot", ""))
@@ -176,7 +196,7 @@ def export_tflite(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> N
     model = tflite.Model.GetRootAsModel(buf, 0)
     sg = model.Subgraphs(0)
     writes: dict[int, list[tuple[str, bytes]]] = defaultdict(list)  # buffer -> (param, bytes)
-    for p in info["trainable"]:
+    for p, v in _per_tensor(info["trainable"], state):
         source = p["source"] or {}
         index = _tensor_index(p)
         if not 0 <= index < sg.TensorsLength():
@@ -186,7 +206,6 @@ def export_tflite(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> N
         dtype = TYPES.get(t.Type())
         shape = tuple(int(s) for s in t.ShapeAsNumpy()) if t.ShapeLength() else ()
         node = source.get("node")
-        v = np.asarray(state[p["name"]])
         if dtype == "f32" and info.get("float_source"):
             v, p = real_values(p, v), {**p, "dtype": "f32"}  # a --quantize int8 build's
         if dtype != p.get("dtype", "f32") or t.Name().decode(errors="replace") != node:

@@ -375,3 +375,7 @@ def softmax(im: TFLiteImporter, k: int, op: Any) -> None:
         raise im.fail(k, f"SOFTMAX with beta {o.Beta()} is not supported (beta 1 is)")
     im.output_activation = "softmax"
     im.env[y.index] = src
+
+
+# the recurrent operators register into FLOAT_HANDLERS too (they use the helpers above)
+from tinytrain.frontend import tflite_rnn  # noqa: E402, F401

@@ -48,12 +48,17 @@ def shape(im: TFLiteImporter, k: int, op: Any) -> None:
 
 @handles(B.STRIDED_SLICE)
 def strided_slice(im: TFLiteImporter, k: int, op: Any) -> None:
+    from tinytrain.frontend.tflite_rnn import step_of_sequence
+
+    if step_of_sequence(im, k, op):  # one step of a sequence (after an LSTM), not a shape
+        return
     v = _const(im, k, op, 0)
     begin, end, strides = (_const(im, k, op, j).reshape(-1).astype(int) for j in (1, 2, 3))
     o = options(op, tflite.StridedSliceOptions)
     if v.ndim != 1 or len(begin) != 1 or (o is not None and (o.EllipsisMask() or
                                                              o.NewAxisMask())):
-        raise im.fail(k, "STRIDED_SLICE is supported on 1-D constants (a shape) only")
+        raise im.fail(k, "STRIDED_SLICE is supported on 1-D constants (a shape) and as one "
+                         "whole step of a (1, steps, features) sequence only")
     b = None if o is not None and o.BeginMask() & 1 else int(begin[0])
     e = None if o is not None and o.EndMask() & 1 else int(end[0])
     out = v[slice(b, e, int(strides[0]))]

@@ -11,7 +11,8 @@ Shapes: xproj (1, T, 4H), R (4H, H), Rb (4H,), optional frozen h0 and c0 (H,). O
 (1, T, H), every step's h, and the trace (1, T, 5H) the backward reads: the activated gates
 i, o, f, u and c_t of each step. The trace is what BPTT costs in memory; the planner prices it
 as any activation that lives until the backward. Inputs after R are named by attrs `bias`,
-`h0`, `c0` (true when present), in that order.
+`h0`, `c0` (true when present), in that order. Attr `cell_clip` (TFLite's; 0 or absent: none)
+clamps c_t to [-clip, clip], and no gradient passes where it held.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef
+from tinytrain.ops.base import OpDef, c_float
 
 
 def optional_inputs(node, names: Sequence[str]) -> dict[str, str | None]:
@@ -38,6 +39,17 @@ def optional_inputs(node, names: Sequence[str]) -> dict[str, str | None]:
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
+
+
+def clip_cell(c: np.ndarray, node) -> np.ndarray:
+    clip = float(node.attrs.get("cell_clip", 0.0))
+    return np.clip(c, -clip, clip) if clip > 0 else c
+
+
+def passes_clip(c: np.ndarray, node) -> np.ndarray:
+    """1 where the cell state's gradient passes the clip (strictly inside it), else 0."""
+    clip = float(node.attrs.get("cell_clip", 0.0))
+    return (np.abs(c) < clip).astype(np.float64) if clip > 0 else np.ones_like(c)
 
 
 def check_shapes(node, shapes, gates: int) -> int:
@@ -62,7 +74,7 @@ def c_opt(cg, name: str | None) -> str:
 class Lstm(OpDef):
     name = "lstm"
     public = True
-    source_ops = ("onnx:LSTM",)
+    source_ops = ("onnx:LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM")
 
     def infer(self, node, shapes):
         h = check_shapes(node, shapes, 4)
@@ -84,7 +96,7 @@ class Lstm(OpDef):
             g = xp[t] + r @ h + rb
             i, o, f = (sigmoid(g[k * h_n:(k + 1) * h_n]) for k in range(3))
             u = np.tanh(g[3 * h_n:])
-            c = f * c + i * u
+            c = clip_cell(f * c + i * u, node)
             h = o * np.tanh(c)
             y[t], trace[t] = h, np.concatenate([i, o, f, u, c])
         return [y[None].astype(np.float32), trace[None].astype(np.float32)]
@@ -101,7 +113,8 @@ class Lstm(OpDef):
             return
         extra = [ins["c0"]] if ins["c0"] else []
         dg = gb.emit("lstm_backward", [dy, node.outputs[1], r, *extra],
-                     {"hidden": node.attrs["hidden"], "c0": bool(extra)},
+                     {"hidden": node.attrs["hidden"], "c0": bool(extra),
+                      "cell_clip": node.attrs.get("cell_clip", 0.0)},
                      out_shape=gb.shape(xproj))
         if wanted[0]:
             gb.contribute(xproj, dg)
@@ -117,7 +130,8 @@ class Lstm(OpDef):
         _, steps, hidden = cg.shape(node.outputs[0])
         return (f"tt_lstm_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.outputs[1])}, "
                 f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {c_opt(cg, ins['bias'])}, "
-                f"{c_opt(cg, ins['h0'])}, {c_opt(cg, ins['c0'])}, {steps}, {hidden});")
+                f"{c_opt(cg, ins['h0'])}, {c_opt(cg, ins['c0'])}, {steps}, {hidden}, "
+                f"{c_float(node.attrs.get('cell_clip', 0.0))});")
 
     def macs(self, node, shapes, out_shapes):
         return shapes[0][1] * shapes[1][0] * shapes[1][1]
@@ -145,7 +159,7 @@ class LstmBackward(OpDef):
             c_prev = trace[t - 1, 4 * h_n:] if t else c0
             tc = np.tanh(c)
             dh = dy[t] + dh_next
-            dc = dc_next + dh * o * (1.0 - tc * tc)
+            dc = (dc_next + dh * o * (1.0 - tc * tc)) * passes_clip(c, node)
             dg[t] = np.concatenate([dc * u * i * (1 - i), dh * tc * o * (1 - o),
                                     dc * c_prev * f * (1 - f), dc * i * (1 - u * u)])
             dc_next = dc * f
@@ -157,7 +171,7 @@ class LstmBackward(OpDef):
         c0 = cg.ptr(node.inputs[3]) if node.attrs.get("c0") else "NULL"
         return (f"tt_lstm_backward_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
                 f"{cg.ptr(node.inputs[1])}, {cg.ptr(node.inputs[2])}, {c0}, {steps}, "
-                f"{hidden});")
+                f"{hidden}, {c_float(node.attrs.get('cell_clip', 0.0))});")
 
     def macs(self, node, shapes, out_shapes):
         return shapes[0][1] * shapes[2][0] * shapes[2][1]

@@ -14,7 +14,7 @@ from tinytrain.ops.base import OpDef
 class SeqStep(OpDef):
     name = "seq_step"
     public = True
-    source_ops = ("Gather",)
+    source_ops = ("Gather", "STRIDED_SLICE")
 
     def infer(self, node, shapes):
         x = shapes[0]
