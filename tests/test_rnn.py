@@ -245,6 +245,70 @@ def test_recurrent_layer_trains_on_the_m7_twin_and_fits_as_planned(cell: str, tm
     np.testing.assert_allclose(twin, _torch_train(m, "full", x, y), rtol=LOSS_RTOL, atol=0)
 
 
+def test_recomputing_the_first_layers_trace_saves_its_bytes_and_changes_no_result(
+        tmp_path: Path, cli) -> None:
+    """`--remat 100%` recomputes a stacked LSTM's first trace in the backward (rebuilt from
+    the window, which is kept anyway): a smaller arena, the same losses bit for bit."""
+    torch.manual_seed(0)
+    path = export_recurrent(RecurrentNet("lstm", hidden=16, layers=2), tmp_path / "rnn.onnx")
+    x, y = _data(8)
+    np.savez(tmp_path / "train.npz", x=x, y=y)
+    arena, losses = {}, {}
+    for remat in ("off", "100%"):
+        out = tmp_path / remat.strip("%")
+        cli("build", path, "--out", out, "--remat", remat, "--board", "host")
+        r = json.loads((out / "report.json").read_text())
+        arena[remat] = r["sram_bytes"]["arena"]
+        cli("run", out, "--data", tmp_path / "train.npz", "--metrics", out / "m.jsonl")
+        losses[remat] = [json.loads(line)["loss"] for line in open(out / "m.jsonl")]
+    assert losses["100%"] == losses["off"]
+    assert arena["off"] - arena["100%"] >= STEPS * 5 * 16 * 4  # at least one trace
+
+
+INT8_SIM_RTOL, INT8_SIM_ATOL = 1e-4, 2e-7  # C vs numpy of the same int8 + fp32 arithmetic
+INT8_VS_FP32_ATOL = 0.05  # per-step loss of the int8 head + fp32 recurrence vs all-fp32
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_quantize_int8_keeps_the_recurrence_fp32_and_trains(cell: str, tmp_path: Path,
+                                                            cli) -> None:
+    """--quantize int8 of a recurrent model: the window and the classifier go int8, the input
+    projection and the recurrence stay fp32 between a DEQUANTIZE and a QUANTIZE. The C
+    program trains as the numpy simulation of the same graph does, and within a few hundredths
+    of the all-fp32 PyTorch run."""
+    from tinytrain.device.runner import HostProgram
+    from tinytrain.ops import interp
+    from tinytrain.passes.optimizer import SGDConfig
+    from tinytrain.passes.pipeline import Options, compile_model
+
+    torch.manual_seed(0)
+    m = RecurrentNet(cell)
+    path = export_recurrent(m, tmp_path / "rnn.onnx")
+    x, y = _data(SAMPLES)
+    np.savez(tmp_path / "train.npz", x=x, y=y)
+    build = tmp_path / "q8"
+    cli("build", path, "--out", build, "--quantize", "int8", "--calib", tmp_path / "train.npz",
+        "--lr", LR)
+    info = json.loads((build / "program.json").read_text())
+    dtypes = {p["name"]: p["dtype"] for p in info["trainable"]}
+    assert {dtypes[n] for n in dtypes if "_R" in n or "_W" in n} == {"f32"}
+    assert {"s8", "s32"} <= set(dtypes.values())
+    g, _ = compile_model(path, Options(quantize="int8", calib=tmp_path / "train.npz",
+                                       sgd=SGDConfig(lr=LR)))
+    ops = [n.op for n in g.nodes if n.phase == "forward"]
+    assert cell in ops and "dense_q8" in ops and "quantize_q8" in ops
+    env, pending, ours = interp.initial_state(g), 0, []
+    with HostProgram(build) as p:
+        for v, label in zip(x, y):
+            loss_c, _, _ = p.train(v.reshape(-1), np.array([label], np.int32))
+            loss_np, pending = interp.train(g, env, v, np.array([label]), pending)
+            assert loss_c == pytest.approx(loss_np, rel=INT8_SIM_RTOL, abs=INT8_SIM_ATOL)
+            env.update({k: val.copy() for k, val in p.get_params().items()})
+            ours.append(loss_c)
+    np.testing.assert_allclose(ours, _torch_train(m, "full", x, y), atol=INT8_VS_FP32_ATOL,
+                               rtol=0)
+
+
 # ---- Keras's LSTM as TFLite's UNIDIRECTIONAL_SEQUENCE_LSTM (examples/keras/make_lstm.py) ----
 
 KERAS_LSTM = Path(__file__).resolve().parents[1] / "examples" / "keras" / "tiny_keras_lstm"

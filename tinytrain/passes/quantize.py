@@ -5,6 +5,13 @@ per tensor from the calibration range (min/max over the calibration samples). A 
 clip that directly follows a conv, dense or add is fused into it, as TFLite converters do, so
 its output range is the clip's. The result uses exactly the ops and constants the TFLite
 importer produces, so it runs on the same bit-exact kernels.
+
+Recurrent layers stay fp32 (mixed precision): an LSTM's or GRU's recurrence, the 1x1 conv
+that projects its input, and the reshapes and step slices of its outputs keep their float
+kernels, with a DEQUANTIZE where an int8 tensor enters them and a QUANTIZE (at the calibrated
+range) where an int8 op reads their result. Quantising the gate pre-activations and the cell
+state to 8 bits would cost the recurrence its accuracy (TFLite's own integer LSTM needs 16-bit
+cell states for it), and the recurrence's memory is its float trace either way.
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ QDQ_GRID_TOL = 1e-3
 QDQ_BIAS_SCALE_RTOL = 1e-6
 SUPPORTED = ("conv2d", "dense", "clip (fused after conv/dense/add)", "add", "mul",
              "global_avg_pool", "avg_pool2d", "max_pool2d", "pad", "reshape", "concat",
-             "hard_swish", "sigmoid", "hard_sigmoid")
+             "hard_swish", "sigmoid", "hard_sigmoid", "lstm and gru (kept fp32)")
+RECURRENT = ("lstm", "gru")
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -99,7 +107,65 @@ class _Q:
         return QuantParams((s,), (zp,))
 
     def q(self, name: str) -> str:
-        return self.alias.get(name, name)
+        """The int8 tensor carrying `name`; a float one (a recurrent layer's) is quantised at
+        its calibrated range first, once."""
+        name = self.alias.get(name, name)
+        t = self.tensors.get(name)
+        if t is None or t.dtype != "f32":
+            return name
+        from tinytrain.ops import quantize_q8
+
+        qname = f"{name}_q8"
+        if qname not in self.tensors:
+            qp = self.quant_of(name)
+            self.tensors[qname] = Tensor(qname, t.shape, ACTIVATION, dtype="s8", quant=qp)
+            self.nodes.append(Node(f"{name}_quantize", "quantize_q8", (name,), (qname,),
+                                   quantize_q8.prepare(None, qp)))
+        self.alias[name] = qname
+        return qname
+
+    def real(self, name: str) -> str:
+        """The float tensor carrying `name`: an int8 one is dequantised first, once."""
+        name = self.alias.get(name, name)
+        t = self.tensors[name]
+        if t.dtype == "f32" or t.quant is None:
+            return name
+        fname = f"{name}_f32"
+        if fname not in self.tensors:
+            self.tensors[fname] = Tensor(fname, t.shape, ACTIVATION)
+            self.nodes.append(Node(f"{name}_dequantize", "dequantize_q8", (name,), (fname,),
+                                   {"scale": t.quant.scale[0], "zp": t.quant.zero_point[0]}))
+        return fname
+
+    def float_nodes(self) -> set[str]:
+        """The nodes that stay fp32: each recurrence, the conv projecting its input, and the
+        reshapes and step slices that only move a float result on."""
+        keep: set[str] = set()
+        producers = self.g.producers()
+        for n in self.g.nodes:
+            if n.op in RECURRENT:
+                keep.add(n.name)
+                p = producers.get(n.inputs[0])
+                if p is not None and p.op == "conv2d":
+                    keep.add(p.name)
+        floats = {o for n in self.g.nodes if n.name in keep for o in n.outputs}
+        for n in self.g.nodes:  # forward order: a chain of moves stays float
+            if n.op in ("reshape", "seq_step") and n.inputs[0] in floats:
+                keep.add(n.name)
+                floats.update(n.outputs)
+        return keep
+
+    def keep_float(self, n: Node) -> None:
+        """A node of the fp32 island: its activation inputs as floats, its outputs fp32."""
+        acts = {t.name for t in self.g.tensors.values() if t.kind in (ACTIVATION, INPUT)}
+        inputs = tuple(self.real(i) if i in acts else i for i in n.inputs)
+        for o in n.outputs:
+            self.tensors[o] = self.g.t(o)
+        alias = n.op == "reshape" and self.tensors[inputs[0]].dtype == "f32"
+        if alias:  # a free view of its input, as before
+            self.tensors[n.outputs[0]] = self.g.t(n.outputs[0]).replace(alias_of=inputs[0])
+        self.nodes.append(n if inputs == n.inputs else
+                          Node(n.name, n.op, inputs, n.outputs, n.attrs, n.phase))
 
     def out(self, name: str, quant: QuantParams, alias_of: str | None = None) -> str:
         t = self.g.t(name)
@@ -287,11 +353,14 @@ class _Q:
         unary = {"sigmoid": "logistic_q8", "global_avg_pool": "mean_q8",
                  "hard_sigmoid": "hard_sigmoid_q8",
                  "hard_swish": "hard_swish_q8"}
+        floats = self.float_nodes()
         for n in g.nodes:
             if n.phase != "forward" or n.name in self.fused:
                 continue
             self.current = n  # named by quantize_graph if its constants fail
-            if n.op in ("conv2d", "dense"):
+            if n.name in floats:
+                self.keep_float(n)
+            elif n.op in ("conv2d", "dense"):
                 self.layer(n)
             elif n.op in ("add", "mul"):
                 self.binary(n)
@@ -304,8 +373,8 @@ class _Q:
             else:
                 raise ModelError(f"node '{n.name}' ({n.op}) cannot be quantised to int8 yet; "
                                  f"--quantize int8 supports: {', '.join(SUPPORTED)}")
-        used = {t for n in self.nodes for t in n.inputs + n.outputs}
         outputs = tuple(self.q(o) for o in g.outputs)
+        used = {t for n in self.nodes for t in n.inputs + n.outputs}
         tensors = {k: t for k, t in self.tensors.items()
                    if k in used or k in outputs or t.kind == PARAM or k in g.inputs}
         how = "ONNX QDQ scales" if self.fixed is not None else "post-training"
