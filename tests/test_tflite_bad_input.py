@@ -148,7 +148,8 @@ def svdf_model(nameless: bool = False, unsigned_state: bool = False) -> bytes:
 
 
 def lstm_model() -> bytes:
-    """A float UNIDIRECTIONAL_SEQUENCE_LSTM (operator 0) over 5 steps of 4 features."""
+    """A float UNIDIRECTIONAL_SEQUENCE_LSTM (operator 0) over 5 steps of 4 features, time-major
+    (which the importer refuses: Keras's converter writes batch-major ones, which train)."""
     rng = np.random.default_rng(2)
     mb = ModelBuilder()
     steps, n_in, n_cell = 5, 4, 8
@@ -168,7 +169,7 @@ def lstm_model() -> bytes:
               -1, -1, -1, -1]
     mb.op("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, [y],
           Options("UnidirectionalSequenceLSTMOptions", fused_activation_function="TANH",
-                  cell_clip=0.0, proj_clip=0.0, time_major=False))
+                  cell_clip=0.0, proj_clip=0.0, time_major=True))
     return mb.build([x], [y])
 
 
@@ -258,7 +259,7 @@ BUILD_CASES: dict[str, tuple[str, tuple[str, ...]]] = {
     "svdf_nameless": ("svdf_nameless", (r"operator 1 \('tensor7', SVDF\)",
                                         r"the operator SVDF is not supported", SUPPORTED)),
     "lstm": ("lstm", (r"operator 0 \('lstm_out', UNIDIRECTIONAL_SEQUENCE_LSTM\)",
-                      r"the operator UNIDIRECTIONAL_SEQUENCE_LSTM is not supported", SUPPORTED)),
+                      r"time_major=true is not supported")),
     "int16_input": ("int16", (r"input 'x'", INT16)),
     "int16_after_quantize": ("int16_quantize", (r"operator 0 \('x_quant', QUANTIZE\)",
                                                 r"tensor 'x_quant'", INT16)),
