@@ -173,6 +173,16 @@ def lstm_model() -> bytes:
     return mb.build([x], [y])
 
 
+def while_model() -> bytes:
+    """A float WHILE (operator 0), as the converter writes a Keras 3 LSTM or GRU. Its subgraphs
+    are not written: the operator is refused before they matter."""
+    mb = ModelBuilder()
+    x = mb.tensor((1, 4), "float32", name="x")
+    y = mb.tensor((1, 4), "float32", name="loop_out")
+    mb.op("WHILE", [x], [y])
+    return mb.build([x], [y])
+
+
 def onnx_model() -> bytes:
     pytest.importorskip("onnx")
     from onnx import TensorProto, helper
@@ -208,6 +218,7 @@ def models(work: Path) -> dict[str, Path]:
         "svdf_nameless": svdf_model(nameless=True),
         "svdf_int16_zero_point": svdf_model(unsigned_state=True),
         "lstm": lstm_model(),
+        "while": while_model(),
         "int16": conv_model(act_dtype="int16"),
         "int16_quantize": conv_model(act_dtype="int16", float_input=True),
         "asym_weights": conv_model(w_zero_point=[0, 3, -2, 0]),
@@ -260,6 +271,9 @@ BUILD_CASES: dict[str, tuple[str, tuple[str, ...]]] = {
                                         r"the operator SVDF is not supported", SUPPORTED)),
     "lstm": ("lstm", (r"operator 0 \('lstm_out', UNIDIRECTIONAL_SEQUENCE_LSTM\)",
                       r"time_major=true is not supported")),
+    "keras3_rnn_while": ("while", (r"operator 0 \('loop_out', WHILE\)",
+                                   r"Keras 3 LSTM or GRU", r"export a PyTorch LSTM or GRU "
+                                   r"through ONNX", SUPPORTED)),
     "int16_input": ("int16", (r"input 'x'", INT16)),
     "int16_after_quantize": ("int16_quantize", (r"operator 0 \('x_quant', QUANTIZE\)",
                                                 r"tensor 'x_quant'", INT16)),

@@ -279,8 +279,16 @@ class TFLiteImporter:
                     f"{OP_NAMES.get(opcode(self.model, ops[j]), '?')} at "
                     f"operator {j}" for j in unsupported[1:6]) + ")"
             kind = "float32" if self.is_float(ops[k]) else "int8"
+            hint = ""
+            if code == tflite.BuiltinOperator.WHILE:
+                hint = (" TensorFlow's converter writes a Keras 3 LSTM or GRU (or any "
+                        "tf.while_loop) as a WHILE loop over subgraphs, which tinytrain does not "
+                        "import: export a PyTorch LSTM or GRU through ONNX, or convert a Keras 2 "
+                        "LSTM (the tf_keras package, TF_USE_LEGACY_KERAS=1) with a fixed batch "
+                        "size of 1, which the converter fuses into "
+                        "UNIDIRECTIONAL_SEQUENCE_LSTM.")
             raise self.fail(k, f"the operator {OP_NAMES.get(code, code)} is not supported "
-                               f"on {kind} tensors{also}. Supported TFLite operators: int8: "
+                               f"on {kind} tensors{also}.{hint} Supported TFLite operators: int8: "
                                f"{', '.join(SUPPORTED)}; float32: "
                                f"{', '.join(FLOAT_SUPPORTED)}; on constant shapes: "
                                f"{', '.join(SHAPE_SUPPORTED)}")
