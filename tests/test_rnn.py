@@ -139,21 +139,26 @@ def test_stacked_time_major_and_stateful_exports_train(cell: str, variant: dict,
 
 
 def test_the_planner_prices_the_gate_trace_only_when_bptt_needs_it(tmp_path: Path, cli) -> None:
-    """Training the recurrence keeps every step's gates (5H floats a step for an LSTM) until
-    the backward; a head-only plan frees them after the forward."""
+    """Training the recurrence keeps every step's gates (4H floats a step for an LSTM, written
+    over the input projection) and cell states (H) until the backward; a head-only plan frees
+    them after the forward; R's gradient is applied as it is summed, never stored."""
     torch.manual_seed(0)
     path = export_recurrent(RecurrentNet("lstm", hidden=16), tmp_path / "rnn.onnx")
-    peak = {}
+    peak, grads = {}, {}
     for plan in ("full", "last:1"):
         cli("build", path, "--out", tmp_path / plan, "--update", plan, "--board", "host")
         r = json.loads((tmp_path / plan / "report.json").read_text())
         peak[plan] = {b["name"]: b["bytes"] for b in r["memory"]["peak_buffers"]}
-    trace = STEPS * 5 * 16 * 4
-    assert peak["full"]["_rnn_LSTM_trace"] == trace  # live at the peak, in the backward
+        grads[plan] = r["sram_bytes"]["param_grads"]
+    gates, cells = STEPS * 4 * 16 * 4, STEPS * 16 * 4
+    # the gates live in the input projection's buffer (in place), through the backward
+    assert peak["full"]["_rnn_LSTM_input"] == gates and peak["full"]["_rnn_LSTM_cells"] == cells
+    assert not any(name.endswith("_gates") for name in peak["full"])
     assert any(name.endswith("lstm_backward_out") for name in peak["full"])
     # the head-only plan peaks in the forward, before any gradient exists
     assert not any("backward" in name for name in peak["last:1"])
     assert sum(peak["full"].values()) > sum(peak["last:1"].values())
+    assert grads == {"full": 0, "last:1": 0}  # batch 1: every gradient fused with its update
 
 
 def test_tinytrain_ops_lists_the_recurrent_ops() -> None:
@@ -262,7 +267,7 @@ def test_recomputing_the_first_layers_trace_saves_its_bytes_and_changes_no_resul
         cli("run", out, "--data", tmp_path / "train.npz", "--metrics", out / "m.jsonl")
         losses[remat] = [json.loads(line)["loss"] for line in open(out / "m.jsonl")]
     assert losses["100%"] == losses["off"]
-    assert arena["off"] - arena["100%"] >= STEPS * 5 * 16 * 4  # at least one trace
+    assert arena["off"] - arena["100%"] >= STEPS * 5 * 16 * 4  # one layer's gates and cells
 
 
 INT8_SIM_RTOL, INT8_SIM_ATOL = 1e-4, 2e-7  # C vs numpy of the same int8 + fp32 arithmetic
@@ -454,8 +459,8 @@ def test_a_cell_clip_that_holds_matches_litert_and_pytorch(tmp_path: Path, cli) 
     for k in range(3):
         env = interp.initial_state(g)
         interp.run(g, env, {g.inputs[0]: x[k]}, phases=("forward",))
-        traces = [v for name, v in env.items() if name.endswith("_trace")]
-        held += sum(int(np.sum(np.abs(t[..., -t.shape[-1] // 5:]) >= 0.3)) for t in traces)
+        cells = [v for name, v in env.items() if name.endswith("_cells")]
+        held += sum(int(np.sum(np.abs(c) >= 0.3)) for c in cells)
         z = env[g.outputs[0]].reshape(-1).astype(np.float64)
         lite.reset_all_variables()
         lite.set_tensor(i["index"], x[k:k + 1])

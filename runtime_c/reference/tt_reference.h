@@ -71,26 +71,33 @@ void tt_dense_backward_weight_f32(float *dw, const float *dy, const float *x,
 /* ---- recurrent layers (tt_rnn_f32.c): the recurrence over a precomputed input projection
  * xproj (steps x gates*hidden, W x_t + Wb); R is (gates*hidden, hidden) row-major. Optional
  * pointers (Rb, h0, c0) may be NULL (zero). LSTM gates i, o, f, c; GRU z, r, n. ---- */
-/* y: steps x hidden; trace: steps x 5*hidden (i, o, f, u = tanh(g_c), c_t); c_t clamped to
- * [-cell_clip, cell_clip] when cell_clip > 0 */
-void tt_lstm_f32(float *y, float *trace, const float *xproj, const float *R, const float *Rb,
-                 const float *h0, const float *c0, int32_t steps, int32_t hidden,
-                 float cell_clip);
+/* gates: steps x 4*hidden (i, o, f, u = tanh(g_c)), may be xproj itself (in place); y and
+ * cells (c_t, clamped to [-cell_clip, cell_clip] when cell_clip > 0): steps x hidden */
+void tt_lstm_f32(float *gates, float *y, float *cells, const float *xproj, const float *R,
+                 const float *Rb, const float *h0, const float *c0, int32_t steps,
+                 int32_t hidden, float cell_clip);
 /* dg (steps x 4*hidden): the gate pre-activations' gradients, by BPTT over all steps */
-void tt_lstm_backward_f32(float *dg, const float *dy, const float *trace, const float *R,
-                          const float *c0, int32_t steps, int32_t hidden, float cell_clip);
-/* y: steps x hidden; trace: steps x 4*hidden (z, r, n, p_n = R_n h + Rb_n) */
-void tt_gru_f32(float *y, float *trace, const float *xproj, const float *R, const float *Rb,
-                const float *h0, int32_t steps, int32_t hidden);
+void tt_lstm_backward_f32(float *dg, const float *dy, const float *gates, const float *cells,
+                          const float *R, const float *c0, int32_t steps, int32_t hidden,
+                          float cell_clip);
+/* gates: steps x 3*hidden (z, r, n), may be xproj itself (in place); y and pn (p_n =
+ * R_n h + Rb_n): steps x hidden */
+void tt_gru_f32(float *gates, float *y, float *pn, const float *xproj, const float *R,
+                const float *Rb, const float *h0, int32_t steps, int32_t hidden);
 /* dx (steps x 3*hidden): the input projection's gradients, by BPTT over all steps */
-void tt_gru_backward_f32(float *dx, const float *dy, const float *trace, const float *y,
-                         const float *R, const float *h0, int32_t steps, int32_t hidden);
+void tt_gru_backward_f32(float *dx, const float *dy, const float *gates, const float *pn,
+                         const float *y, const float *R, const float *h0, int32_t steps,
+                         int32_t hidden);
 /* dp = dx, with the n gate's third times r (the recurrent projection's gradient) */
-void tt_gru_hproj_grad_f32(float *dp, const float *dx, const float *trace, int32_t steps,
+void tt_gru_hproj_grad_f32(float *dp, const float *dx, const float *gates, int32_t steps,
                            int32_t hidden);
 /* dR[g*hidden + j] += sum_t dp[t*gates + g] * h_{t-1}[j], h_{-1} = h0 (or 0) */
 void tt_rnn_backward_recurrent_f32(float *dR, const float *dp, const float *y, const float *h0,
                                    int32_t steps, int32_t gates, int32_t hidden);
+/* the same gradient applied to R by SGD element by element as it is summed (batch 1) */
+void tt_rnn_recurrent_sgd_f32(float *R, float *m, const float *dp, const float *y,
+                              const float *h0, int32_t steps, int32_t gates, int32_t hidden,
+                              float lr, float momentum, float wd);
 
 /* ---- elementwise activations: y = f(x); backward dx = dy * f'(.) ---- */
 void tt_clip_f32(float *y, const float *x, int32_t n, float lo, float hi);

@@ -47,39 +47,40 @@ static void tt_rnn_back_project(float *carry, const float *d, const float *R, in
     }
 }
 
-void tt_lstm_f32(float *y, float *trace, const float *xproj, const float *R, const float *Rb,
-                 const float *h0, const float *c0, int32_t steps, int32_t hidden,
-                 float cell_clip)
+void tt_lstm_f32(float *gates, float *y, float *cells, const float *xproj, const float *R,
+                 const float *Rb, const float *h0, const float *c0, int32_t steps,
+                 int32_t hidden, float cell_clip)
 {
     const int32_t H = hidden;
     int32_t t, j;
 
     for (t = 0; t < steps; ++t) {
-        float *tr = trace + t * 5 * H;
+        float *gt = gates + t * 4 * H; /* may be xproj's row t itself (in place) */
         const float *hp = (t > 0) ? y + (t - 1) * H : h0;
-        const float *cp = (t > 0) ? trace + (t - 1) * 5 * H + 4 * H : c0;
-        tt_rnn_project(tr, xproj + t * 4 * H, R, Rb, hp, 4 * H, H);
+        const float *cp = (t > 0) ? cells + (t - 1) * H : c0;
+        tt_rnn_project(gt, xproj + t * 4 * H, R, Rb, hp, 4 * H, H);
         for (j = 0; j < H; ++j) {
-            const float i = tt_sigmoid1(tr[j]);
-            const float o = tt_sigmoid1(tr[H + j]);
-            const float f = tt_sigmoid1(tr[2 * H + j]);
-            const float u = tanhf(tr[3 * H + j]);
+            const float i = tt_sigmoid1(gt[j]);
+            const float o = tt_sigmoid1(gt[H + j]);
+            const float f = tt_sigmoid1(gt[2 * H + j]);
+            const float u = tanhf(gt[3 * H + j]);
             float c = f * ((cp != NULL) ? cp[j] : 0.0f) + i * u;
             if (cell_clip > 0.0f) {
                 c = (c < -cell_clip) ? -cell_clip : ((c > cell_clip) ? cell_clip : c);
             }
-            tr[j] = i;
-            tr[H + j] = o;
-            tr[2 * H + j] = f;
-            tr[3 * H + j] = u;
-            tr[4 * H + j] = c;
+            gt[j] = i;
+            gt[H + j] = o;
+            gt[2 * H + j] = f;
+            gt[3 * H + j] = u;
+            cells[t * H + j] = c;
             y[t * H + j] = o * tanhf(c);
         }
     }
 }
 
-void tt_lstm_backward_f32(float *dg, const float *dy, const float *trace, const float *R,
-                          const float *c0, int32_t steps, int32_t hidden, float cell_clip)
+void tt_lstm_backward_f32(float *dg, const float *dy, const float *gates, const float *cells,
+                          const float *R, const float *c0, int32_t steps, int32_t hidden,
+                          float cell_clip)
 {
     const int32_t H = hidden;
     float *carry_h = dg;     /* dL/dh_t from the steps after t */
@@ -88,12 +89,12 @@ void tt_lstm_backward_f32(float *dg, const float *dy, const float *trace, const 
 
     for (j = 0; j < 2 * H; ++j) dg[j] = 0.0f;
     for (t = steps - 1; t >= 0; --t) {
-        const float *tr = trace + t * 5 * H;
-        const float *cp = (t > 0) ? trace + (t - 1) * 5 * H + 4 * H : c0;
+        const float *gt = gates + t * 4 * H;
+        const float *cp = (t > 0) ? cells + (t - 1) * H : c0;
         float *row = dg + t * 4 * H;
         for (j = 0; j < H; ++j) {
-            const float i = tr[j], o = tr[H + j], f = tr[2 * H + j], u = tr[3 * H + j];
-            const float c = tr[4 * H + j];
+            const float i = gt[j], o = gt[H + j], f = gt[2 * H + j], u = gt[3 * H + j];
+            const float c = cells[t * H + j];
             const float tc = tanhf(c);
             const float dh = dy[t * H + j] + carry_h[j];
             /* a clipped cell state passes no gradient (strictly inside the clip passes) */
@@ -112,33 +113,44 @@ void tt_lstm_backward_f32(float *dg, const float *dy, const float *trace, const 
     }
 }
 
-void tt_gru_f32(float *y, float *trace, const float *xproj, const float *R, const float *Rb,
-                const float *h0, int32_t steps, int32_t hidden)
+void tt_gru_f32(float *gates, float *y, float *pn, const float *xproj, const float *R,
+                const float *Rb, const float *h0, int32_t steps, int32_t hidden)
 {
     const int32_t H = hidden;
-    int32_t t, j;
+    int32_t t, g, j;
 
     for (t = 0; t < steps; ++t) {
-        float *tr = trace + t * 4 * H;
+        float *gt = gates + t * 3 * H; /* may be xproj's row t itself (in place) */
         const float *xp = xproj + t * 3 * H;
+        float *pt = pn + t * H;
         const float *hp = (t > 0) ? y + (t - 1) * H : h0;
-        tt_rnn_project(tr, NULL, R, Rb, hp, 3 * H, H);
+        for (g = 0; g < 3 * H; ++g) { /* p = R h + Rb: z and r add to xproj, n kept apart */
+            float acc = (Rb != NULL) ? Rb[g] : 0.0f;
+            if (hp != NULL) {
+                const float *rg = R + g * H;
+                for (j = 0; j < H; ++j) acc += rg[j] * hp[j];
+            }
+            if (g < 2 * H) {
+                gt[g] = xp[g] + acc;
+            } else {
+                pt[g - 2 * H] = acc;
+            }
+        }
         for (j = 0; j < H; ++j) {
-            const float z = tt_sigmoid1(xp[j] + tr[j]);
-            const float r = tt_sigmoid1(xp[H + j] + tr[H + j]);
-            const float pn = tr[2 * H + j];
-            const float n = tanhf(xp[2 * H + j] + r * pn);
-            tr[j] = z;
-            tr[H + j] = r;
-            tr[2 * H + j] = n;
-            tr[3 * H + j] = pn;
+            const float z = tt_sigmoid1(gt[j]);
+            const float r = tt_sigmoid1(gt[H + j]);
+            const float n = tanhf(xp[2 * H + j] + r * pt[j]);
+            gt[j] = z;
+            gt[H + j] = r;
+            gt[2 * H + j] = n;
             y[t * H + j] = (1.0f - z) * n + z * ((hp != NULL) ? hp[j] : 0.0f);
         }
     }
 }
 
-void tt_gru_backward_f32(float *dx, const float *dy, const float *trace, const float *y,
-                         const float *R, const float *h0, int32_t steps, int32_t hidden)
+void tt_gru_backward_f32(float *dx, const float *dy, const float *gates, const float *pn,
+                         const float *y, const float *R, const float *h0, int32_t steps,
+                         int32_t hidden)
 {
     const int32_t H = hidden;
     float *carry = dx; /* dL/dh_t from the steps after t */
@@ -146,30 +158,30 @@ void tt_gru_backward_f32(float *dx, const float *dy, const float *trace, const f
 
     for (j = 0; j < H; ++j) carry[j] = 0.0f;
     for (t = steps - 1; t >= 0; --t) {
-        const float *tr = trace + t * 4 * H;
+        const float *gt = gates + t * 3 * H;
         const float *hp = (t > 0) ? y + (t - 1) * H : h0;
         float *row = dx + t * 3 * H;
         for (j = 0; j < H; ++j) {
-            const float z = tr[j], r = tr[H + j], n = tr[2 * H + j], pn = tr[3 * H + j];
+            const float z = gt[j], r = gt[H + j], n = gt[2 * H + j], p = pn[t * H + j];
             const float dh = dy[t * H + j] + carry[j];
             const float dn = dh * (1.0f - z) * (1.0f - n * n);
             row[j] = dh * (((hp != NULL) ? hp[j] : 0.0f) - n) * z * (1.0f - z);
-            row[H + j] = dn * pn * r * (1.0f - r);
+            row[H + j] = dn * p * r * (1.0f - r);
             row[2 * H + j] = dn;
             if (t > 0) carry[j] = dh * z;
         }
-        if (t > 0) tt_rnn_back_project(carry, row, R, 3 * H, H, tr + H, 2 * H);
+        if (t > 0) tt_rnn_back_project(carry, row, R, 3 * H, H, gt + H, 2 * H);
     }
 }
 
-void tt_gru_hproj_grad_f32(float *dp, const float *dx, const float *trace, int32_t steps,
+void tt_gru_hproj_grad_f32(float *dp, const float *dx, const float *gates, int32_t steps,
                            int32_t hidden)
 {
     const int32_t H = hidden;
     int32_t t, j;
 
     for (t = 0; t < steps; ++t) {
-        const float *r = trace + t * 4 * H + H;
+        const float *r = gates + t * 3 * H + H;
         for (j = 0; j < 2 * H; ++j) dp[t * 3 * H + j] = dx[t * 3 * H + j];
         for (j = 0; j < H; ++j) dp[t * 3 * H + 2 * H + j] = dx[t * 3 * H + 2 * H + j] * r[j];
     }
@@ -187,6 +199,26 @@ void tt_rnn_backward_recurrent_f32(float *dR, const float *dp, const float *y, c
             const float d = dp[t * gates + g];
             float *rg = dR + g * hidden;
             for (j = 0; j < hidden; ++j) rg[j] += d * hp[j];
+        }
+    }
+}
+
+void tt_rnn_recurrent_sgd_f32(float *R, float *m, const float *dp, const float *y,
+                              const float *h0, int32_t steps, int32_t gates, int32_t hidden,
+                              float lr, float momentum, float wd)
+{
+    int32_t t, g, j;
+
+    for (g = 0; g < gates; ++g) {
+        for (j = 0; j < hidden; ++j) {
+            float acc = 0.0f; /* summed in tt_rnn_backward_recurrent_f32's order */
+            for (t = 0; t < steps; ++t) {
+                const float *hp = (t > 0) ? y + (t - 1) * hidden : h0;
+                if (hp != NULL) acc += dp[t * gates + g] * hp[j];
+            }
+            R[g * hidden + j] = tt_sgd_elem(R[g * hidden + j], acc,
+                                            m != NULL ? &m[g * hidden + j] : NULL, lr, momentum,
+                                            wd);
         }
     }
 }

@@ -150,7 +150,8 @@ def rnn(im: Importer, i: int, node: onnx.NodeProto, a: dict) -> None:
         attrs[role] = s is not None
         if s is not None:
             ins.append(im.b.const(f"{name}_{role}", s))
-    y, _trace = im.b.node_outputs(op, name, ins, attrs, ("_y", "_trace"))
+    _gates, y, _saved = im.b.node_outputs(op, name, ins, attrs,
+                                          ("_gates", "_y", "_cells" if op == "lstm" else "_pn"))
     outs = list(node.output) + [""] * 3
     if outs[0]:
         im.env[outs[0]] = Steps(y, x.steps, h, directions=True)

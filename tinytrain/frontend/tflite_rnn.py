@@ -88,8 +88,9 @@ def unidirectional_sequence_lstm(im: TFLiteImporter, k: int, op: Any) -> None:
                        "dilation": (1, 1), "groups": 1})
     attrs = {"hidden": hidden, "bias": False, "h0": False, "c0": False,
              "cell_clip": float(o.CellClip())}
-    ys, _trace = im.b.node_outputs("lstm", name, [xproj, im.b.param(name + "_R", R, r_src)],
-                                   attrs, ("_y", "_trace"))
+    _gates, ys, _cells = im.b.node_outputs("lstm", name,
+                                           [xproj, im.b.param(name + "_R", R, r_src)], attrs,
+                                           ("_gates", "_y", "_cells"))
     bind(im, k, y, im.b.node("reshape", name + "_out", [ys], {"shape": (steps, hidden)}))
 
 

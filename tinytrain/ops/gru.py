@@ -7,9 +7,10 @@ convolution over the sequence, and this op runs the recurrence. Gates in ONNX's 
     p_t = R h_{t-1} + Rb                   z, r = sigmoid(xproj_z + p_z, xproj_r + p_r)
     n = tanh(xproj_n + r * p_n)            h_t = (1 - z) * n + z * h_{t-1}
 
-Shapes: xproj (1, T, 3H), R (3H, H), Rb (3H,), optional frozen h0 (H,). Outputs: y (1, T, H)
-and the trace (1, T, 4H) the backward reads: z, r, n and p_n of each step. Inputs after R are
-named by attrs `bias`, `h0`.
+Shapes: xproj (1, T, 3H), R (3H, H), Rb (3H,), optional frozen h0 (H,). Outputs: the activated
+gates z, r, n of every step (1, T, 3H), written over xproj when the planner lets it
+(in_place), y (1, T, H), and p_n (1, T, H). Gates and p_n are the trace the backward reads.
+Inputs after R are named by attrs `bias`, `h0`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ class Gru(OpDef):
     def infer(self, node, shapes):
         h = check_shapes(node, shapes, 3)
         t = shapes[0][1]
-        return [(1, t, h), (1, t, 4 * h)]
+        return [(1, t, 3 * h), (1, t, h), (1, t, h)]
+
+    def in_place(self, node, shapes):
+        return True  # step t's gates are made from step t's projection alone
 
     def forward(self, node, xs):
         h_n = int(node.attrs["hidden"])
@@ -40,19 +44,20 @@ class Gru(OpDef):
         rb = env[ins["bias"]].astype(np.float64) if ins["bias"] else np.zeros(3 * h_n)
         h = env[ins["h0"]].astype(np.float64) if ins["h0"] else np.zeros(h_n)
         steps = xp.shape[0]
-        y = np.zeros((steps, h_n))
-        trace = np.zeros((steps, 4 * h_n))
+        gates, y, pns = np.zeros((steps, 3 * h_n)), np.zeros((steps, h_n)), \
+            np.zeros((steps, h_n))
         for t in range(steps):
             p = r @ h + rb
             z = sigmoid(xp[t, :h_n] + p[:h_n])
             rr = sigmoid(xp[t, h_n:2 * h_n] + p[h_n:2 * h_n])
             n = np.tanh(xp[t, 2 * h_n:] + rr * p[2 * h_n:])
             h = (1.0 - z) * n + z * h
-            y[t], trace[t] = h, np.concatenate([z, rr, n, p[2 * h_n:]])
-        return [y[None].astype(np.float32), trace[None].astype(np.float32)]
+            gates[t], y[t], pns[t] = np.concatenate([z, rr, n]), h, p[2 * h_n:]
+        return [v[None].astype(np.float32) for v in (gates, y, pns)]
 
     def gradient(self, node, gb):
-        dy = gb.grad(node.outputs[0])
+        gates, y, pn = node.outputs
+        dy = gb.grad(y)
         if dy is None:
             return
         ins = optional_inputs(node, ("bias", "h0"))
@@ -63,24 +68,25 @@ class Gru(OpDef):
             return
         h0 = [ins["h0"]] if ins["h0"] else []
         attrs = {"hidden": node.attrs["hidden"], "h0": bool(h0)}
-        dx = gb.emit("gru_backward", [dy, node.outputs[1], node.outputs[0], r, *h0], attrs,
+        dx = gb.emit("gru_backward", [dy, gates, pn, y, r, *h0], attrs,
                      out_shape=gb.shape(xproj))
         if wanted[0]:
             gb.contribute(xproj, dx)
         if wanted[1] or wanted[2]:
-            dp = gb.emit("gru_hproj_grad", [dx, node.outputs[1]], {"hidden": node.attrs["hidden"]})
+            dp = gb.emit("gru_hproj_grad", [dx, gates], {"hidden": node.attrs["hidden"]})
             if wanted[1]:
-                gb.accumulate_param(r, "rnn_backward_recurrent", [dp, node.outputs[0], *h0],
+                gb.accumulate_param(r, "rnn_backward_recurrent", [dp, y, *h0],
                                     {"h0": bool(h0)})
             if wanted[2]:
                 gb.accumulate_param(ins["bias"], "bias_backward", [dp])
 
     def c_call(self, node, cg):
         ins = optional_inputs(node, ("bias", "h0"))
-        _, steps, hidden = cg.shape(node.outputs[0])
-        return (f"tt_gru_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.outputs[1])}, "
-                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {c_opt(cg, ins['bias'])}, "
-                f"{c_opt(cg, ins['h0'])}, {steps}, {hidden});")
+        _, steps, hidden = cg.shape(node.outputs[1])
+        gates, y, pn = (cg.ptr(o) for o in node.outputs)
+        return (f"tt_gru_f32({gates}, {y}, {pn}, {cg.ptr(node.inputs[0])}, "
+                f"{cg.ptr(node.inputs[1])}, {c_opt(cg, ins['bias'])}, {c_opt(cg, ins['h0'])}, "
+                f"{steps}, {hidden});")
 
     def macs(self, node, shapes, out_shapes):
         return shapes[0][1] * shapes[1][0] * shapes[1][1]
@@ -94,7 +100,7 @@ def _step_grads(dh, z, rr, n, pn, h_prev):
 
 class GruBackward(OpDef):
     """dL/d(xproj) of every step, (1, T, 3H), by BPTT from the last step back. Inputs: dy
-    (1, T, H), the trace, y, R, and h0 when the forward had one."""
+    (1, T, H), the gates, p_n, y, R, and h0 when the forward had one."""
 
     name = "gru_backward"
 
@@ -102,15 +108,16 @@ class GruBackward(OpDef):
         return [tuple(node.attrs["out_shape"])]
 
     def forward(self, node, xs):
-        dy, trace, y = (v[0].astype(np.float64) for v in xs[:3])
-        r = xs[3].astype(np.float64)
+        dy, gates, pns, y = (v[0].astype(np.float64) for v in xs[:4])
+        r = xs[4].astype(np.float64)
         h_n = int(node.attrs["hidden"])
-        h0 = xs[4].astype(np.float64) if node.attrs.get("h0") else np.zeros(h_n)
+        h0 = xs[5].astype(np.float64) if node.attrs.get("h0") else np.zeros(h_n)
         steps = dy.shape[0]
         dx = np.zeros((steps, 3 * h_n))
         dh_next = np.zeros(h_n)
         for t in reversed(range(steps)):
-            z, rr, n, pn = (trace[t, k * h_n:(k + 1) * h_n] for k in range(4))
+            z, rr, n = (gates[t, k * h_n:(k + 1) * h_n] for k in range(3))
+            pn = pns[t]
             dh = dy[t] + dh_next
             dx[t] = _step_grads(dh, z, rr, n, pn, y[t - 1] if t else h0)
             dp = dx[t].copy()
@@ -120,13 +127,13 @@ class GruBackward(OpDef):
 
     def c_call(self, node, cg):
         _, steps, hidden = cg.shape(node.inputs[0])
-        h0 = cg.ptr(node.inputs[4]) if node.attrs.get("h0") else "NULL"
-        return (f"tt_gru_backward_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
-                f"{cg.ptr(node.inputs[1])}, {cg.ptr(node.inputs[2])}, "
-                f"{cg.ptr(node.inputs[3])}, {h0}, {steps}, {hidden});")
+        h0 = cg.ptr(node.inputs[5]) if node.attrs.get("h0") else "NULL"
+        ins = ", ".join(cg.ptr(i) for i in node.inputs[:5])
+        return (f"tt_gru_backward_f32({cg.ptr(node.outputs[0])}, {ins}, {h0}, {steps}, "
+                f"{hidden});")
 
     def macs(self, node, shapes, out_shapes):
-        return shapes[0][1] * shapes[3][0] * shapes[3][1]
+        return shapes[0][1] * shapes[4][0] * shapes[4][1]
 
 
 class GruHprojGrad(OpDef):
@@ -139,10 +146,10 @@ class GruHprojGrad(OpDef):
         return [tuple(shapes[0])]
 
     def forward(self, node, xs):
-        dx, trace = xs
+        dx, gates = xs
         h_n = int(node.attrs["hidden"])
         dp = dx.astype(np.float32).copy()
-        dp[..., 2 * h_n:] *= trace[..., h_n:2 * h_n]
+        dp[..., 2 * h_n:] *= gates[..., h_n:2 * h_n]
         return [dp]
 
     def c_call(self, node, cg):

@@ -7,11 +7,12 @@ this op runs the recurrence over its result. Gates are in ONNX's order i, o, f, 
     g_t = xproj_t + R h_{t-1} + Rb        i, o, f = sigmoid(g_i, g_o, g_f), u = tanh(g_c)
     c_t = f * c_{t-1} + i * u             h_t = o * tanh(c_t)
 
-Shapes: xproj (1, T, 4H), R (4H, H), Rb (4H,), optional frozen h0 and c0 (H,). Outputs: y
-(1, T, H), every step's h, and the trace (1, T, 5H) the backward reads: the activated gates
-i, o, f, u and c_t of each step. The trace is what BPTT costs in memory; the planner prices it
-as any activation that lives until the backward. Inputs after R are named by attrs `bias`,
-`h0`, `c0` (true when present), in that order. Attr `cell_clip` (TFLite's; 0 or absent: none)
+Shapes: xproj (1, T, 4H), R (4H, H), Rb (4H,), optional frozen h0 and c0 (H,). Outputs: the
+activated gates i, o, f, u of every step (1, T, 4H), written over xproj when the planner lets
+it (in_place), y (1, T, H), every step's h, and the cell states c_t (1, T, H). The gates and
+cells are the trace the backward reads: what BPTT costs in memory, priced by the planner as
+any activation that lives until the backward. Inputs after R are named by attrs `bias`, `h0`,
+`c0` (true when present), in that order. Attr `cell_clip` (TFLite's; 0 or absent: none)
 clamps c_t to [-clip, clip], and no gradient passes where it held.
 """
 
@@ -79,7 +80,10 @@ class Lstm(OpDef):
     def infer(self, node, shapes):
         h = check_shapes(node, shapes, 4)
         t = shapes[0][1]
-        return [(1, t, h), (1, t, 5 * h)]
+        return [(1, t, 4 * h), (1, t, h), (1, t, h)]
+
+    def in_place(self, node, shapes):
+        return True  # step t's gates are made from step t's projection alone
 
     def forward(self, node, xs):
         h_n = int(node.attrs["hidden"])
@@ -90,19 +94,20 @@ class Lstm(OpDef):
         h = env[ins["h0"]].astype(np.float64) if ins["h0"] else np.zeros(h_n)
         c = env[ins["c0"]].astype(np.float64) if ins["c0"] else np.zeros(h_n)
         steps = xp.shape[0]
-        y = np.zeros((steps, h_n))
-        trace = np.zeros((steps, 5 * h_n))
+        gates, y, cells = np.zeros((steps, 4 * h_n)), np.zeros((steps, h_n)), \
+            np.zeros((steps, h_n))
         for t in range(steps):
             g = xp[t] + r @ h + rb
             i, o, f = (sigmoid(g[k * h_n:(k + 1) * h_n]) for k in range(3))
             u = np.tanh(g[3 * h_n:])
             c = clip_cell(f * c + i * u, node)
             h = o * np.tanh(c)
-            y[t], trace[t] = h, np.concatenate([i, o, f, u, c])
-        return [y[None].astype(np.float32), trace[None].astype(np.float32)]
+            gates[t], y[t], cells[t] = np.concatenate([i, o, f, u]), h, c
+        return [v[None].astype(np.float32) for v in (gates, y, cells)]
 
     def gradient(self, node, gb):
-        dy = gb.grad(node.outputs[0])
+        gates, y, cells = node.outputs
+        dy = gb.grad(y)
         if dy is None:
             return
         ins = optional_inputs(node, ("bias", "h0", "c0"))
@@ -112,7 +117,7 @@ class Lstm(OpDef):
         if not any(wanted):
             return
         extra = [ins["c0"]] if ins["c0"] else []
-        dg = gb.emit("lstm_backward", [dy, node.outputs[1], r, *extra],
+        dg = gb.emit("lstm_backward", [dy, gates, cells, r, *extra],
                      {"hidden": node.attrs["hidden"], "c0": bool(extra),
                       "cell_clip": node.attrs.get("cell_clip", 0.0)},
                      out_shape=gb.shape(xproj))
@@ -120,15 +125,16 @@ class Lstm(OpDef):
             gb.contribute(xproj, dg)
         if wanted[1]:
             h0 = [ins["h0"]] if ins["h0"] else []
-            gb.accumulate_param(r, "rnn_backward_recurrent", [dg, node.outputs[0], *h0],
+            gb.accumulate_param(r, "rnn_backward_recurrent", [dg, y, *h0],
                                 {"h0": bool(h0)})
         if wanted[2]:
             gb.accumulate_param(ins["bias"], "bias_backward", [dg])
 
     def c_call(self, node, cg):
         ins = optional_inputs(node, ("bias", "h0", "c0"))
-        _, steps, hidden = cg.shape(node.outputs[0])
-        return (f"tt_lstm_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.outputs[1])}, "
+        _, steps, hidden = cg.shape(node.outputs[1])
+        gates, y, cells = (cg.ptr(o) for o in node.outputs)
+        return (f"tt_lstm_f32({gates}, {y}, {cells}, "
                 f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {c_opt(cg, ins['bias'])}, "
                 f"{c_opt(cg, ins['h0'])}, {c_opt(cg, ins['c0'])}, {steps}, {hidden}, "
                 f"{c_float(node.attrs.get('cell_clip', 0.0))});")
@@ -139,7 +145,7 @@ class Lstm(OpDef):
 
 class LstmBackward(OpDef):
     """dL/d(gate pre-activations) of every step, (1, T, 4H), by BPTT from the last step back.
-    Inputs: dy (1, T, H), the trace, R, and c0 when the forward had one."""
+    Inputs: dy (1, T, H), the gates and cells, R, and c0 when the forward had one."""
 
     name = "lstm_backward"
 
@@ -147,16 +153,16 @@ class LstmBackward(OpDef):
         return [tuple(node.attrs["out_shape"])]
 
     def forward(self, node, xs):
-        dy, trace, r = xs[0][0].astype(np.float64), xs[1][0].astype(np.float64), xs[2]
+        dy, gates, cells = (v[0].astype(np.float64) for v in xs[:3])
         h_n = int(node.attrs["hidden"])
-        r = r.astype(np.float64)
-        c0 = xs[3].astype(np.float64) if node.attrs.get("c0") else np.zeros(h_n)
+        r = xs[3].astype(np.float64)
+        c0 = xs[4].astype(np.float64) if node.attrs.get("c0") else np.zeros(h_n)
         steps = dy.shape[0]
         dg = np.zeros((steps, 4 * h_n))
         dh_next, dc_next = np.zeros(h_n), np.zeros(h_n)
         for t in reversed(range(steps)):
-            i, o, f, u, c = (trace[t, k * h_n:(k + 1) * h_n] for k in range(5))
-            c_prev = trace[t - 1, 4 * h_n:] if t else c0
+            i, o, f, u = (gates[t, k * h_n:(k + 1) * h_n] for k in range(4))
+            c, c_prev = cells[t], cells[t - 1] if t else c0
             tc = np.tanh(c)
             dh = dy[t] + dh_next
             dc = (dc_next + dh * o * (1.0 - tc * tc)) * passes_clip(c, node)
@@ -168,13 +174,13 @@ class LstmBackward(OpDef):
 
     def c_call(self, node, cg):
         _, steps, hidden = cg.shape(node.inputs[0])
-        c0 = cg.ptr(node.inputs[3]) if node.attrs.get("c0") else "NULL"
-        return (f"tt_lstm_backward_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
-                f"{cg.ptr(node.inputs[1])}, {cg.ptr(node.inputs[2])}, {c0}, {steps}, "
+        c0 = cg.ptr(node.inputs[4]) if node.attrs.get("c0") else "NULL"
+        ins = ", ".join(cg.ptr(i) for i in node.inputs[:4])
+        return (f"tt_lstm_backward_f32({cg.ptr(node.outputs[0])}, {ins}, {c0}, {steps}, "
                 f"{hidden}, {c_float(node.attrs.get('cell_clip', 0.0))});")
 
     def macs(self, node, shapes, out_shapes):
-        return shapes[0][1] * shapes[2][0] * shapes[2][1]
+        return shapes[0][1] * shapes[3][0] * shapes[3][1]
 
 
 OPS: Sequence[OpDef] = (Lstm(), LstmBackward())

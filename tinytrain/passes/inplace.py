@@ -2,7 +2,8 @@
 
 The output becomes a view of the input (alias_of), so the planner gives both one buffer.
 Every kernel listed reads element i before writing element i, which makes this legal; other
-ops say when their kernel can run in place (OpDef.in_place, e.g. a depthwise conv's backward).
+ops say when their kernel can run in place (OpDef.in_place, e.g. a depthwise conv's backward,
+or a recurrent layer, whose first output, the gates, may overwrite its input projection).
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ def run_in_place(g: Graph) -> Graph:
     outputs = set(g.outputs)
     tensors = dict(g.tensors)
     for k, n in enumerate(step_nodes(g)):
-        if len(n.outputs) != 1:
-            continue
+        # a node of several outputs may write its first over its first input if it says so
         if n.op not in INPLACE_OPS and not get_op(n.op).in_place(
                 n, [tensors[i].shape for i in n.inputs]):
+            continue
+        if len(n.outputs) != 1 and n.op in INPLACE_OPS:
             continue
         x, y = n.inputs[0], n.outputs[0]
         tx, ty = tensors[x], tensors[y]
