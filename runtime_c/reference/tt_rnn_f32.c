@@ -211,11 +211,12 @@ void tt_rnn_recurrent_sgd_f32(float *R, float *m, const float *dp, const float *
 
     for (g = 0; g < gates; ++g) {
         for (j = 0; j < hidden; ++j) {
-            float acc = 0.0f; /* summed in tt_rnn_backward_recurrent_f32's order */
-            for (t = 0; t < steps; ++t) {
-                const float *hp = (t > 0) ? y + (t - 1) * hidden : h0;
-                if (hp != NULL) acc += dp[t * gates + g] * hp[j];
-            }
+            /* summed in tt_rnn_backward_recurrent_f32's order: step 0 (h0), then 1, 2, ... */
+            float acc = 0.0f;
+            const float *d = dp + g;
+            const float *h = y + j;
+            if (h0 != NULL) acc += d[0] * h0[j];
+            for (t = 1; t < steps; ++t) acc += d[t * gates] * h[(t - 1) * hidden];
             R[g * hidden + j] = tt_sgd_elem(R[g * hidden + j], acc,
                                             m != NULL ? &m[g * hidden + j] : NULL, lr, momentum,
                                             wd);

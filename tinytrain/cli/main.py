@@ -144,9 +144,11 @@ def build(
                                "the classifier), last:K (last K layers), none, "
                                "tte:n_bias=N,idx=I-J,ratio=R-S (TTE's sparse update), or a "
                                ".toml plan. Layer indices count conv/dense layers from the "
-                               "input; a bad plan lists them. auto: chosen for you within the "
-                               "SRAM budget (the board's, or --max-sram) from --data (see "
-                               "`tinytrain plan`); written to OUT/update_plan.toml."),
+                               "input (a recurrent layer is two: its input projection, then "
+                               "its recurrence); a bad plan lists them. auto: chosen for you "
+                               "within the SRAM budget (the board's, or --max-sram) from "
+                               "--data (see `tinytrain plan`); written to "
+                               "OUT/update_plan.toml."),
     data: Optional[Path] = typer.Option(None, "--data", rich_help_panel=TRAINING,
                                         help="With --update auto: labelled samples of the task "
                                         "(.npz with x and y, as for `run`) on which candidate "

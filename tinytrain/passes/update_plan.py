@@ -5,9 +5,11 @@ parameterised layers), `none`, `tte:n_bias=N,idx=I-J-K,ratio=R-S-T` (TTE's spars
 config), or a TOML file with either TTE's keys or a per-layer list.
 
 Layers are the conv2d/dense nodes in forward order, indexed from the input (0-based, as TTE's
-`manual_weight_idx`). A partial weight update trains the FIRST k input channels: contiguous
-channels need no index map and no gather of scattered channels; explicit channel lists are
-accepted in TOML for users who pick channels themselves (e.g. by magnitude). For a depthwise
+`manual_weight_idx`); a recurrent layer is two, its input projection (a 1x1 conv2d) and then
+its recurrence (lstm/gru: R and Rb). A partial weight update trains the FIRST k input
+channels: contiguous channels need no index map and no gather of scattered channels;
+explicit channel lists are accepted in TOML for users who pick channels themselves (e.g. by
+magnitude). For a depthwise
 conv (groups = input channels = output channels) the channels are its channels: weight
 channel c sees only input channel c and feeds only output channel c. Other grouped convs
 (and depthwise ones with a channel multiplier) train their whole weight or none of it.
