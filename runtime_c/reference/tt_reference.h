@@ -88,16 +88,21 @@ void tt_gru_f32(float *gates, float *y, float *pn, const float *xproj, const flo
 void tt_gru_backward_f32(float *dx, const float *dy, const float *gates, const float *pn,
                          const float *y, const float *R, const float *h0, int32_t steps,
                          int32_t hidden);
-/* dp = dx, with the n gate's third times r (the recurrent projection's gradient) */
-void tt_gru_hproj_grad_f32(float *dp, const float *dx, const float *gates, int32_t steps,
-                           int32_t hidden);
-/* dR[g*hidden + j] += sum_t dp[t*gates + g] * h_{t-1}[j], h_{-1} = h0 (or 0) */
-void tt_rnn_backward_recurrent_f32(float *dR, const float *dp, const float *y, const float *h0,
-                                   int32_t steps, int32_t gates, int32_t hidden);
+/* The recurrent projection's gradients dhp: dx itself for an LSTM; for a GRU (reset = its
+ * gates, steps x 3*hidden) dx with the n rows times r, computed on the fly.
+ * dR[g*hidden + j] += sum_t dhp[t][g] * h_{t-1}[j], h_{-1} = h0 (or 0) */
+void tt_rnn_backward_recurrent_f32(float *dR, const float *dx, const float *y, const float *h0,
+                                   const float *reset, int32_t steps, int32_t gates,
+                                   int32_t hidden);
 /* the same gradient applied to R by SGD element by element as it is summed (batch 1) */
-void tt_rnn_recurrent_sgd_f32(float *R, float *m, const float *dp, const float *y,
-                              const float *h0, int32_t steps, int32_t gates, int32_t hidden,
-                              float lr, float momentum, float wd);
+void tt_rnn_recurrent_sgd_f32(float *R, float *m, const float *dx, const float *y,
+                              const float *h0, const float *reset, int32_t steps, int32_t gates,
+                              int32_t hidden, float lr, float momentum, float wd);
+/* a GRU's Rb: db[g] += sum_t dhp[t][g]; and fused with SGD */
+void tt_gru_bias_backward_f32(float *db, const float *dx, const float *gates, int32_t steps,
+                              int32_t hidden);
+void tt_gru_bias_sgd_f32(float *b, float *m, const float *dx, const float *gates, int32_t steps,
+                         int32_t hidden, float lr, float momentum, float wd);
 
 /* ---- elementwise activations: y = f(x); backward dx = dy * f'(.) ---- */
 void tt_clip_f32(float *y, const float *x, int32_t n, float lo, float hi);

@@ -174,21 +174,19 @@ void tt_gru_backward_f32(float *dx, const float *dy, const float *gates, const f
     }
 }
 
-void tt_gru_hproj_grad_f32(float *dp, const float *dx, const float *gates, int32_t steps,
-                           int32_t hidden)
+/* dhp[t][g]: the recurrent projection's gradient, dx itself or (GRU, reset != NULL) the n rows
+ * times the reset gate r, which multiplies R_n h + Rb_n */
+static float tt_rnn_dhp(const float *dx, const float *reset, int32_t t, int32_t g,
+                        int32_t gates)
 {
-    const int32_t H = hidden;
-    int32_t t, j;
-
-    for (t = 0; t < steps; ++t) {
-        const float *r = gates + t * 3 * H + H;
-        for (j = 0; j < 2 * H; ++j) dp[t * 3 * H + j] = dx[t * 3 * H + j];
-        for (j = 0; j < H; ++j) dp[t * 3 * H + 2 * H + j] = dx[t * 3 * H + 2 * H + j] * r[j];
-    }
+    const int32_t H = gates / 3;
+    const float d = dx[t * gates + g];
+    return (reset != NULL && g >= 2 * H) ? d * reset[t * gates + H + (g - 2 * H)] : d;
 }
 
-void tt_rnn_backward_recurrent_f32(float *dR, const float *dp, const float *y, const float *h0,
-                                   int32_t steps, int32_t gates, int32_t hidden)
+void tt_rnn_backward_recurrent_f32(float *dR, const float *dx, const float *y, const float *h0,
+                                   const float *reset, int32_t steps, int32_t gates,
+                                   int32_t hidden)
 {
     int32_t t, g, j;
 
@@ -196,16 +194,16 @@ void tt_rnn_backward_recurrent_f32(float *dR, const float *dp, const float *y, c
         const float *hp = (t > 0) ? y + (t - 1) * hidden : h0;
         if (hp == NULL) continue; /* a zero initial state adds nothing */
         for (g = 0; g < gates; ++g) {
-            const float d = dp[t * gates + g];
+            const float d = tt_rnn_dhp(dx, reset, t, g, gates);
             float *rg = dR + g * hidden;
             for (j = 0; j < hidden; ++j) rg[j] += d * hp[j];
         }
     }
 }
 
-void tt_rnn_recurrent_sgd_f32(float *R, float *m, const float *dp, const float *y,
-                              const float *h0, int32_t steps, int32_t gates, int32_t hidden,
-                              float lr, float momentum, float wd)
+void tt_rnn_recurrent_sgd_f32(float *R, float *m, const float *dx, const float *y,
+                              const float *h0, const float *reset, int32_t steps, int32_t gates,
+                              int32_t hidden, float lr, float momentum, float wd)
 {
     int32_t t, g, j;
 
@@ -213,13 +211,37 @@ void tt_rnn_recurrent_sgd_f32(float *R, float *m, const float *dp, const float *
         for (j = 0; j < hidden; ++j) {
             /* summed in tt_rnn_backward_recurrent_f32's order: step 0 (h0), then 1, 2, ... */
             float acc = 0.0f;
-            const float *d = dp + g;
-            const float *h = y + j;
-            if (h0 != NULL) acc += d[0] * h0[j];
-            for (t = 1; t < steps; ++t) acc += d[t * gates] * h[(t - 1) * hidden];
+            if (h0 != NULL) acc += tt_rnn_dhp(dx, reset, 0, g, gates) * h0[j];
+            for (t = 1; t < steps; ++t) {
+                acc += tt_rnn_dhp(dx, reset, t, g, gates) * y[(t - 1) * hidden + j];
+            }
             R[g * hidden + j] = tt_sgd_elem(R[g * hidden + j], acc,
                                             m != NULL ? &m[g * hidden + j] : NULL, lr, momentum,
                                             wd);
         }
+    }
+}
+
+void tt_gru_bias_backward_f32(float *db, const float *dx, const float *gates, int32_t steps,
+                              int32_t hidden)
+{
+    int32_t t, g;
+
+    for (g = 0; g < 3 * hidden; ++g) {
+        float acc = 0.0f;
+        for (t = 0; t < steps; ++t) acc += tt_rnn_dhp(dx, gates, t, g, 3 * hidden);
+        db[g] += acc;
+    }
+}
+
+void tt_gru_bias_sgd_f32(float *b, float *m, const float *dx, const float *gates, int32_t steps,
+                         int32_t hidden, float lr, float momentum, float wd)
+{
+    int32_t t, g;
+
+    for (g = 0; g < 3 * hidden; ++g) {
+        float acc = 0.0f; /* as tt_gru_bias_backward_f32 */
+        for (t = 0; t < steps; ++t) acc += tt_rnn_dhp(dx, gates, t, g, 3 * hidden);
+        b[g] = tt_sgd_elem(b[g], acc, m != NULL ? &m[g] : NULL, lr, momentum, wd);
     }
 }

@@ -72,13 +72,12 @@ class Gru(OpDef):
                      out_shape=gb.shape(xproj))
         if wanted[0]:
             gb.contribute(xproj, dx)
-        if wanted[1] or wanted[2]:
-            dp = gb.emit("gru_hproj_grad", [dx, gates], {"hidden": node.attrs["hidden"]})
-            if wanted[1]:
-                gb.accumulate_param(r, "rnn_backward_recurrent", [dp, y, *h0],
-                                    {"h0": bool(h0)})
-            if wanted[2]:
-                gb.accumulate_param(ins["bias"], "bias_backward", [dp])
+        # R's and Rb's gradients read dx and the gates: the n rows times r, on the fly
+        if wanted[1]:
+            gb.accumulate_param(r, "rnn_backward_recurrent", [dx, y, *h0, gates],
+                                {"h0": bool(h0), "reset": True})
+        if wanted[2]:
+            gb.accumulate_param(ins["bias"], "gru_bias_backward", [dx, gates])
 
     def c_call(self, node, cg):
         ins = optional_inputs(node, ("bias", "h0"))
@@ -136,26 +135,4 @@ class GruBackward(OpDef):
         return shapes[0][1] * shapes[4][0] * shapes[4][1]
 
 
-class GruHprojGrad(OpDef):
-    """The recurrent projection's gradient from the input projection's: equal for z and r,
-    times the reset gate for n (which multiplies p_n)."""
-
-    name = "gru_hproj_grad"
-
-    def infer(self, node, shapes):
-        return [tuple(shapes[0])]
-
-    def forward(self, node, xs):
-        dx, gates = xs
-        h_n = int(node.attrs["hidden"])
-        dp = dx.astype(np.float32).copy()
-        dp[..., 2 * h_n:] *= gates[..., h_n:2 * h_n]
-        return [dp]
-
-    def c_call(self, node, cg):
-        _, steps, _ = cg.shape(node.inputs[0])
-        return (f"tt_gru_hproj_grad_f32({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])}, "
-                f"{cg.ptr(node.inputs[1])}, {steps}, {node.attrs['hidden']});")
-
-
-OPS: Sequence[OpDef] = (Gru(), GruBackward(), GruHprojGrad())
+OPS: Sequence[OpDef] = (Gru(), GruBackward())

@@ -19,7 +19,8 @@ FUSED = {("conv2d_backward_weight", "sgd"): "conv2d_weight_sgd",
          ("bias_backward", "sgd_q8"): "bias_sgd_q8",
          ("dw_backward_weight_partial", "sgd"): "dw_weight_sgd_partial",
          ("dw_backward_weight_partial_q8", "sgd_q8"): "dw_weight_sgd_partial_q8",
-         ("rnn_backward_recurrent", "sgd"): "rnn_recurrent_sgd"}
+         ("rnn_backward_recurrent", "sgd"): "rnn_recurrent_sgd",
+         ("gru_bias_backward", "sgd"): "gru_bias_sgd"}
 UPDATE_ATTRS = ("lr", "momentum", "wd", "channels", "step", "mode", "salt", "packed_cin",
                 "channel_axis")
 
