@@ -1,5 +1,7 @@
 """Write `tiny_keras_lstm.tflite`: two stacked Keras LSTMs over a 32-step, 3-channel window and
-a softmax classifier, as TensorFlow's converter fuses them into UNIDIRECTIONAL_SEQUENCE_LSTM.
+a softmax classifier, as TensorFlow's converter fuses them into UNIDIRECTIONAL_SEQUENCE_LSTM;
+and `tiny_keras_lstm_int8.tflite`, the same model with full integer quantisation (int8
+activations and weights, the converter's int16 cell state).
 
 The converter fuses an LSTM only when it comes from Keras 2 (the `tf_keras` package, selected
 with TF_USE_LEGACY_KERAS=1) and the batch size is fixed; from Keras 3, or with a dynamic batch,
@@ -9,9 +11,11 @@ make_models.py, with tf_keras added:
     /work/tfenv/bin/pip install tf_keras~=2.21.0
     /work/tfenv/bin/python examples/keras/make_lstm.py --out examples/keras
 
-Beside the model it writes `tiny_keras_lstm.npz`: 8 standard-normal windows `x` (8, 32, 3),
-class ids `y`, and `out`, LiteRT's output for each window with the LSTM state reset before
-each (the state tensors are TFLite variables that persist across invokes otherwise).
+Beside the float model it writes `tiny_keras_lstm.npz`: 8 standard-normal windows `x` (8, 32,
+3), class ids `y`, and `out`, LiteRT's output for each window with the LSTM state reset before
+each (the state tensors are TFLite variables that persist across invokes otherwise). The int8
+model is calibrated on 64 more standard-normal windows (seed 1); its own outputs are not
+stored, since tests run LiteRT's reference kernels on it.
 """
 
 from __future__ import annotations
@@ -75,6 +79,17 @@ def main() -> None:
     print(f"{NAME}.tflite: {len(content):,} bytes, {model.count_params():,} parameters, "
           f"operators {dict(operators(content))}, max abs diff vs Keras {diff:.2e} "
           f"(tensorflow {tf.__version__})")
+
+    calib = np.random.default_rng(1).normal(0.0, 1.0, (64, 1, 32, 3)).astype(np.float32)
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([c] for c in calib)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = converter.inference_output_type = tf.int8
+    with contextlib.redirect_stdout(io.StringIO()):
+        int8 = converter.convert()
+    (args.out / f"{NAME}_int8.tflite").write_bytes(int8)
+    print(f"{NAME}_int8.tflite: {len(int8):,} bytes, operators {dict(operators(int8))}")
 
 
 if __name__ == "__main__":

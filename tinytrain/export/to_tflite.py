@@ -114,6 +114,21 @@ def _per_tensor(params: list[dict[str, Any]], state: dict[str, np.ndarray]):
                 block)
 
 
+def _onto_grid(t: Any, v: np.ndarray, dtype: str) -> np.ndarray:
+    """Real values rounded to the nearest code of TFLite tensor t's quantisation (per tensor,
+    or per channel on axis 0), saturated to the type's range: sub-step changes are lost."""
+    q = t.Quantization()
+    if q is None or not q.ScaleLength():
+        raise ModelError(f"internal: tensor '{t.Name().decode(errors='replace')}' is {dtype} "
+                         "without a scale")
+    scale = np.asarray(q.ScaleAsNumpy(), np.float64)
+    zp = np.asarray(q.ZeroPointAsNumpy(), np.int64) if q.ZeroPointLength() else np.zeros(1)
+    if scale.size > 1:
+        scale, zp = (a.reshape((-1,) + (1,) * (v.ndim - 1)) for a in (scale, zp))
+    info = np.iinfo(FILE_DTYPES[dtype])
+    return np.clip(np.round(np.asarray(v, np.float64) / scale) + zp, info.min, info.max)
+
+
 def _tensor_index(p: dict[str, Any]) -> int:
     """The TFLite tensor a trained parameter came from (its source slot "tensor:N"), or -1."""
     slot = str((p.get("source") or {}).get("slot", ""))
@@ -208,6 +223,9 @@ def export_tflite(build_dir: Path, state: dict[str, np.ndarray], out: Path) -> N
         node = source.get("node")
         if dtype == "f32" and info.get("float_source"):
             v, p = real_values(p, v), {**p, "dtype": "f32"}  # a --quantize int8 build's
+        elif dtype in ("s8", "s32") and p.get("dtype", "f32") == "f32":
+            # an int8 file's LSTM weights, trained in fp32: onto the tensor's own grid
+            v, p = _onto_grid(t, v, dtype), {**p, "dtype": dtype}
         if dtype != p.get("dtype", "f32") or t.Name().decode(errors="replace") != node:
             raise ModelError(f"{src}: tensor {index} is not '{node}' ({p.get('dtype')}) as at "
                              "the build; rebuild with `tinytrain build`")

@@ -12,6 +12,13 @@ backward passes no gradient where the clip held.
 The operator's state tensors are TFLite "variables" that LiteRT carries from one invoke to the
 next; a training sample is one window, so the state starts at zero for each (as Keras's
 stateless LSTM does, and as the reset between invokes gives).
+
+An int8 LSTM (full integer quantisation) trains in mixed precision, as `--quantize int8` makes
+a recurrent layer: its weights are dequantised into fp32 parameters, the window is dequantised
+on entry and the hidden states quantised to the file's output scale on exit, and the int8
+operators around it stay int8. LiteRT's integer LSTM keeps 16-bit gates and cell states; this
+fp32 recurrence is within a few output steps of it (tests/test_rnn.py measures how close).
+Export rounds the trained weights back onto each tensor's own int8 (int32 for biases) grid.
 """
 
 from __future__ import annotations
@@ -22,7 +29,18 @@ import numpy as np
 import tflite
 
 from tinytrain.frontend.tflite_float import check_float, handles
-from tinytrain.frontend.tflite_ops import ACT, B, bind, in_tensor, options, out_tensor
+from tinytrain.frontend.tflite_ops import (
+    ACT,
+    HANDLERS,
+    SUPPORTED,
+    B,
+    bind,
+    check_int8,
+    in_tensor,
+    options,
+    out_tensor,
+    registrar,
+)
 from tinytrain.ir import ParamSource
 
 if TYPE_CHECKING:
@@ -33,9 +51,28 @@ W_IN, R_IN, B_IN = (1, 4, 2, 3), (5, 8, 6, 7), (12, 15, 13, 14)
 PEEPHOLE, PROJECTION, LAYER_NORM = (9, 10, 11), (16, 17), (20, 21, 22, 23)
 
 
+int8_handles = registrar(HANDLERS, SUPPORTED)
+
+
+def _real(im: TFLiteImporter, k: int, t: TfTensor, what: str) -> np.ndarray:
+    """A constant's real values: float32 as stored, int8/int32 dequantised with its scale."""
+    if t.dtype == "f32":
+        return check_float(im, k, t, what)
+    if t.data is None or t.dtype not in ("s8", "s32") or not t.quantized:
+        raise im.fail(k, f"{what} '{t.name}' must be a constant float32, or int8/int32 with "
+                         f"quantisation parameters (it is {t.type_name})")
+    if any(z != 0 for z in t.zero_point):
+        raise im.fail(k, f"{what} '{t.name}' are quantised asymmetrically (zero point "
+                         f"{t.zero_point[0]}); TFLite's LSTM weights are symmetric")
+    scale = np.asarray(t.scale, np.float64)
+    data = np.asarray(t.data, np.float64)
+    return data * (scale.reshape((-1,) + (1,) * (data.ndim - 1)) if scale.size > 1 else scale)
+
+
 def _stacked(im: TFLiteImporter, k: int, op: Any, inputs: tuple[int, ...], what: str,
              shape: tuple[int, ...]) -> tuple[np.ndarray, ParamSource]:
-    """The four gates' tensors stacked along rows, and where each block came from."""
+    """The four gates' tensors stacked along rows (real values), and where each block came
+    from."""
     ts: list[TfTensor] = []
     for j in inputs:
         t = in_tensor(im, op, j)
@@ -43,7 +80,7 @@ def _stacked(im: TFLiteImporter, k: int, op: Any, inputs: tuple[int, ...], what:
             raise im.fail(k, f"its {what} of every gate are required (input {j} is missing; "
                              "a coupled input-forget gate is not supported)")
         ts.append(t)
-    blocks = [check_float(im, k, t, what) for t in ts]
+    blocks = [_real(im, k, t, what) for t in ts]
     if any(b.shape != shape for b in blocks):
         raise im.fail(k, f"its {what} have shapes {[list(b.shape) for b in blocks]}, expected "
                          f"{list(shape)} each")
@@ -54,8 +91,19 @@ def _stacked(im: TFLiteImporter, k: int, op: Any, inputs: tuple[int, ...], what:
 
 @handles(B.UNIDIRECTIONAL_SEQUENCE_LSTM)
 def unidirectional_sequence_lstm(im: TFLiteImporter, k: int, op: Any) -> None:
+    _lstm(im, k, op, int8=False)
+
+
+@int8_handles(B.UNIDIRECTIONAL_SEQUENCE_LSTM)
+def unidirectional_sequence_lstm_int8(im: TFLiteImporter, k: int, op: Any) -> None:
+    _lstm(im, k, op, int8=True)
+
+
+def _lstm(im: TFLiteImporter, k: int, op: Any, int8: bool) -> None:
     x, y = in_tensor(im, op, 0), out_tensor(im, op)
     assert x is not None
+    if int8:
+        check_int8(im, k, x, y)
     o = options(op, tflite.UnidirectionalSequenceLSTMOptions)
     if o is not None and o.TimeMajor():
         raise im.fail(k, "time_major=true is not supported: the converter writes "
@@ -79,8 +127,11 @@ def unidirectional_sequence_lstm(im: TFLiteImporter, k: int, op: Any) -> None:
     R, r_src = _stacked(im, k, op, R_IN, "recurrent weights", (hidden, hidden))
     Bias, b_src = _stacked(im, k, op, B_IN, "gate biases", (hidden,))
     name = im.op_label(k)
-    seq = im.b.node("reshape", name + "_steps", [im.act(k, x.index)],
-                    {"shape": (1, steps, features)})
+    src = im.act(k, x.index)
+    if int8:  # the fp32 island: the window in real values
+        src = im.b.node("dequantize_q8", name + "_real", [src],
+                        {"scale": x.scale[0], "zp": x.zero_point[0]})
+    seq = im.b.node("reshape", name + "_steps", [src], {"shape": (1, steps, features)})
     conv_in = [seq, im.b.param(name + "_W", W[:, None, None, :], w_src),
                im.b.param(name + "_Wb", Bias, b_src)]
     xproj = im.b.node("conv2d", name + "_input", conv_in,
@@ -91,7 +142,13 @@ def unidirectional_sequence_lstm(im: TFLiteImporter, k: int, op: Any) -> None:
     _gates, ys, _cells = im.b.node_outputs("lstm", name,
                                            [xproj, im.b.param(name + "_R", R, r_src)], attrs,
                                            ("_gates", "_y", "_cells"))
-    bind(im, k, y, im.b.node("reshape", name + "_out", [ys], {"shape": (steps, hidden)}))
+    out = im.b.node("reshape", name + "_out", [ys], {"shape": (steps, hidden)})
+    if int8:  # back to the file's int8 output, at its scale
+        from tinytrain.ops import quantize_q8
+
+        out = im.b.node("quantize_q8", name + "_q8", [out],
+                        quantize_q8.prepare(None, y.qparams()), dtype="s8", quant=y.qparams())
+    bind(im, k, y, out)
 
 
 def step_of_sequence(im: TFLiteImporter, k: int, op: Any) -> bool:
@@ -119,7 +176,9 @@ def step_of_sequence(im: TFLiteImporter, k: int, op: Any) -> bool:
     step = int(picked[0]) // features if picked.size == features else -1
     if not 0 <= step < steps or not np.array_equal(picked, index[0, step]):
         return False
-    seq = im.b.node("reshape", im.op_label(k) + "_steps", [im.act(k, x.index)],
-                    {"shape": (1, steps, features)})
-    bind(im, k, y, im.b.node("seq_step", im.op_label(k), [seq], {"step": step}))
+    src = im.b.tensors[im.act(k, x.index)]
+    seq = im.b.node("reshape", im.op_label(k) + "_steps", [src.name],
+                    {"shape": (1, steps, features)}, dtype=src.dtype, quant=src.quant)
+    bind(im, k, y, im.b.node("seq_step", im.op_label(k), [seq], {"step": step},
+                             dtype=src.dtype, quant=src.quant))
     return True

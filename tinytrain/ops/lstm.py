@@ -75,7 +75,8 @@ def c_opt(cg, name: str | None) -> str:
 class Lstm(OpDef):
     name = "lstm"
     public = True
-    source_ops = ("onnx:LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM")
+    source_ops = ("onnx:LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM",
+                  "UNIDIRECTIONAL_SEQUENCE_LSTM (int8, run in fp32)")
 
     def infer(self, node, shapes):
         h = check_shapes(node, shapes, 4)

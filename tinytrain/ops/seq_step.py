@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tinytrain.ir import DTYPE_BYTES
 from tinytrain.ops.base import OpDef
 
 
@@ -34,8 +35,9 @@ class SeqStep(OpDef):
 
     def c_call(self, node, cg):
         _, _, c = cg.shape(node.inputs[0])
+        size = DTYPE_BYTES[cg.g.t(node.inputs[0]).dtype]  # int8 steps of an int8 LSTM too
         return (f"memcpy({cg.ptr(node.outputs[0])}, {cg.ptr(node.inputs[0])} + "
-                f"{int(node.attrs['step']) * c}, {4 * c});")
+                f"{int(node.attrs['step']) * c}, {size * c});")
 
 
 class SeqStepBackward(OpDef):
