@@ -43,11 +43,16 @@ OUTCOMES = ("error", "built", "traceback", "c_error", "hang")
 
 
 def seed_models(work: Path) -> dict[str, Path]:
-    """Real model files: the digits example, TFLite Micro's two int8 models and PyTorch exports
-    with depthwise, residual, SE and Gemm layers."""
+    """Real model files: the digits example, TFLite Micro's two int8 models, the recurrent
+    examples (PyTorch's GRU and LSTM, Keras's fused LSTM in float and int8) and PyTorch
+    exports with depthwise, residual, SE and Gemm layers."""
     out = {"digits_cnn.onnx": ROOT / "examples" / "digits" / "digits_cnn.onnx"}
     for name in ("hello_world_int8.tflite", "micro_speech_quantized.tflite"):
         out[name] = ROOT / "tests" / "fixtures" / name
+    for name in ("gru.onnx", "lstm.onnx"):
+        out[name] = ROOT / "examples" / "timeseries" / name
+    for name in ("tiny_keras_lstm.tflite", "tiny_keras_lstm_int8.tflite"):
+        out[name] = ROOT / "examples" / "keras" / name
     try:
         import torch
 

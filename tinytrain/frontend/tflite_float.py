@@ -20,6 +20,8 @@ from tinytrain.frontend.tflite_ops import (
     ACT,
     B,
     bind,
+    check_float,
+    constant,
     conv_filter,
     in_tensor,
     opcode,
@@ -31,10 +33,11 @@ from tinytrain.frontend.tflite_ops import (
     transpose,
     window,
 )
+from tinytrain.frontend.tflite_rnn import unidirectional_sequence_lstm
 from tinytrain.ir import FIXED, ParamSource
 
 if TYPE_CHECKING:
-    from tinytrain.frontend.tflite_import import TFLiteImporter, TfTensor
+    from tinytrain.frontend.tflite_import import TFLiteImporter
 
 FLOAT_HANDLERS: dict[int, Callable[[TFLiteImporter, int, Any], None]] = {}
 FLOAT_SUPPORTED: list[str] = []
@@ -49,15 +52,7 @@ FUSED = {ACT.RELU: ("clip", {"lo": 0.0, "hi": float("inf")}),
 handles = registrar(FLOAT_HANDLERS, FLOAT_SUPPORTED)
 handles(B.RESHAPE, B.SQUEEZE, B.EXPAND_DIMS)(reshape)  # layout-free: shared with int8
 handles(B.TRANSPOSE)(transpose)
-
-
-def constant(im: TFLiteImporter, t: TfTensor | None) -> np.ndarray | None:
-    """The tensor's value if it is a constant buffer or was folded here, else None."""
-    if t is None:
-        return None
-    if t.data is not None:
-        return t.data
-    return im.folded.get(t.index)
+handles(B.UNIDIRECTIONAL_SEQUENCE_LSTM)(unidirectional_sequence_lstm)  # frontend/tflite_rnn.py
 
 
 def per_sample_const(im: TFLiteImporter, k: int, c: np.ndarray, rank: int) -> np.ndarray:
@@ -84,18 +79,6 @@ def fused_act(im: TFLiteImporter, k: int, o: Any, y_name: str) -> str:
                          "RELU_N1_TO_1 are; LiteRT's float CONV_2D ignores a fused TANH)")
     op, attrs = FUSED[fused]
     return im.b.node(op, im.op_label(k) + "_act", [y_name], attrs)
-
-
-def check_float(im: TFLiteImporter, k: int, t: TfTensor, what: str) -> np.ndarray:
-    data = constant(im, t)
-    if t.dtype == "s8":
-        raise im.fail(k, f"{what} '{t.name}' are int8 under float activations: a dynamic-range "
-                         "quantised model, which tinytrain does not support; convert with full "
-                         "integer quantisation (int8 activations) or without quantisation")
-    if data is None or t.dtype != "f32":
-        raise im.fail(k, f"{what} '{t.name}' must be a constant float32 tensor (it is "
-                         f"{t.type_name}{'' if data is not None else ', computed'})")
-    return data
 
 
 def _conv(im: TFLiteImporter, k: int, op: Any, depthwise: bool) -> None:
@@ -376,6 +359,3 @@ def softmax(im: TFLiteImporter, k: int, op: Any) -> None:
     im.output_activation = "softmax"
     im.env[y.index] = src
 
-
-# the recurrent operators register into FLOAT_HANDLERS too (they use the helpers above)
-from tinytrain.frontend import tflite_rnn  # noqa: E402, F401

@@ -107,6 +107,27 @@ def bind(im: TFLiteImporter, k: int, y: TfTensor, out: str) -> None:
     im.env[y.index] = out
 
 
+def constant(im: TFLiteImporter, t: TfTensor | None) -> np.ndarray | None:
+    """The tensor's value if it is a constant buffer or was folded here, else None."""
+    if t is None:
+        return None
+    if t.data is not None:
+        return t.data
+    return im.folded.get(t.index)
+
+
+def check_float(im: TFLiteImporter, k: int, t: TfTensor, what: str) -> np.ndarray:
+    data = constant(im, t)
+    if t.dtype == "s8":
+        raise im.fail(k, f"{what} '{t.name}' are int8 under float activations: a dynamic-range "
+                         "quantised model, which tinytrain does not support; convert with full "
+                         "integer quantisation (int8 activations) or without quantisation")
+    if data is None or t.dtype != "f32":
+        raise im.fail(k, f"{what} '{t.name}' must be a constant float32 tensor (it is "
+                         f"{t.type_name}{'' if data is not None else ', computed'})")
+    return data
+
+
 def check_int8(im: TFLiteImporter, k: int, *ts: TfTensor) -> None:
     for t in ts:
         if t.dtype != "s8":

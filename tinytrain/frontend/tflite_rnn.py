@@ -28,18 +28,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tflite
 
-from tinytrain.frontend.tflite_float import check_float, handles
 from tinytrain.frontend.tflite_ops import (
     ACT,
-    HANDLERS,
-    SUPPORTED,
     B,
     bind,
+    check_float,
     check_int8,
+    handles,
     in_tensor,
     options,
     out_tensor,
-    registrar,
 )
 from tinytrain.ir import ParamSource
 
@@ -49,9 +47,6 @@ if TYPE_CHECKING:
 # operator inputs of each gate's tensors, in the IR's (ONNX's) gate order i, o, f, c
 W_IN, R_IN, B_IN = (1, 4, 2, 3), (5, 8, 6, 7), (12, 15, 13, 14)
 PEEPHOLE, PROJECTION, LAYER_NORM = (9, 10, 11), (16, 17), (20, 21, 22, 23)
-
-
-int8_handles = registrar(HANDLERS, SUPPORTED)
 
 
 def _real(im: TFLiteImporter, k: int, t: TfTensor, what: str) -> np.ndarray:
@@ -89,12 +84,12 @@ def _stacked(im: TFLiteImporter, k: int, op: Any, inputs: tuple[int, ...], what:
     return np.concatenate(blocks), src
 
 
-@handles(B.UNIDIRECTIONAL_SEQUENCE_LSTM)
 def unidirectional_sequence_lstm(im: TFLiteImporter, k: int, op: Any) -> None:
+    """The float operator (tflite_float.py registers it)."""
     _lstm(im, k, op, int8=False)
 
 
-@int8_handles(B.UNIDIRECTIONAL_SEQUENCE_LSTM)
+@handles(B.UNIDIRECTIONAL_SEQUENCE_LSTM)  # the int8 table (tflite_ops.HANDLERS)
 def unidirectional_sequence_lstm_int8(im: TFLiteImporter, k: int, op: Any) -> None:
     _lstm(im, k, op, int8=True)
 
