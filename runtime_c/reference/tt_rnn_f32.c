@@ -174,14 +174,13 @@ void tt_gru_backward_f32(float *dx, const float *dy, const float *gates, const f
     }
 }
 
-/* dhp[t][g]: the recurrent projection's gradient, dx itself or (GRU, reset != NULL) the n rows
- * times the reset gate r, which multiplies R_n h + Rb_n */
-static float tt_rnn_dhp(const float *dx, const float *reset, int32_t t, int32_t g,
-                        int32_t gates)
+/* The recurrent projection's gradient dhp[t][g] is dx[t][g], or for a GRU (reset != NULL: its
+ * gates) the n rows times the reset gate r, which multiplies R_n h + Rb_n. The r that scales row
+ * g of step t is *(rs + t * gates), rs from tt_rnn_reset_row (NULL: row g is not scaled). */
+static const float *tt_rnn_reset_row(const float *reset, int32_t g, int32_t gates)
 {
     const int32_t H = gates / 3;
-    const float d = dx[t * gates + g];
-    return (reset != NULL && g >= 2 * H) ? d * reset[t * gates + H + (g - 2 * H)] : d;
+    return (reset != NULL && g >= 2 * H) ? reset + H + (g - 2 * H) : NULL;
 }
 
 void tt_rnn_backward_recurrent_f32(float *dR, const float *dx, const float *y, const float *h0,
@@ -194,7 +193,8 @@ void tt_rnn_backward_recurrent_f32(float *dR, const float *dx, const float *y, c
         const float *hp = (t > 0) ? y + (t - 1) * hidden : h0;
         if (hp == NULL) continue; /* a zero initial state adds nothing */
         for (g = 0; g < gates; ++g) {
-            const float d = tt_rnn_dhp(dx, reset, t, g, gates);
+            const float *rs = tt_rnn_reset_row(reset, g, gates);
+            const float d = (rs != NULL) ? dx[t * gates + g] * rs[t * gates] : dx[t * gates + g];
             float *rg = dR + g * hidden;
             for (j = 0; j < hidden; ++j) rg[j] += d * hp[j];
         }
@@ -208,12 +208,19 @@ void tt_rnn_recurrent_sgd_f32(float *R, float *m, const float *dx, const float *
     int32_t t, g, j;
 
     for (g = 0; g < gates; ++g) {
+        const float *d = dx + g;
+        const float *rs = tt_rnn_reset_row(reset, g, gates);
         for (j = 0; j < hidden; ++j) {
             /* summed in tt_rnn_backward_recurrent_f32's order: step 0 (h0), then 1, 2, ... */
             float acc = 0.0f;
-            if (h0 != NULL) acc += tt_rnn_dhp(dx, reset, 0, g, gates) * h0[j];
-            for (t = 1; t < steps; ++t) {
-                acc += tt_rnn_dhp(dx, reset, t, g, gates) * y[(t - 1) * hidden + j];
+            const float *h = y + j;
+            if (h0 != NULL) acc += ((rs != NULL) ? d[0] * rs[0] : d[0]) * h0[j];
+            if (rs != NULL) {
+                for (t = 1; t < steps; ++t) {
+                    acc += (d[t * gates] * rs[t * gates]) * h[(t - 1) * hidden];
+                }
+            } else {
+                for (t = 1; t < steps; ++t) acc += d[t * gates] * h[(t - 1) * hidden];
             }
             R[g * hidden + j] = tt_sgd_elem(R[g * hidden + j], acc,
                                             m != NULL ? &m[g * hidden + j] : NULL, lr, momentum,
@@ -222,26 +229,36 @@ void tt_rnn_recurrent_sgd_f32(float *R, float *m, const float *dx, const float *
     }
 }
 
+/* sum_t dhp[t][g] of a GRU, in step order */
+static float tt_gru_bias_sum(const float *dx, const float *gates, int32_t steps, int32_t g,
+                             int32_t hidden)
+{
+    const float *rs = tt_rnn_reset_row(gates, g, 3 * hidden);
+    float acc = 0.0f;
+    int32_t t;
+
+    for (t = 0; t < steps; ++t) {
+        const float d = dx[t * 3 * hidden + g];
+        acc += (rs != NULL) ? d * rs[t * 3 * hidden] : d;
+    }
+    return acc;
+}
+
 void tt_gru_bias_backward_f32(float *db, const float *dx, const float *gates, int32_t steps,
                               int32_t hidden)
 {
-    int32_t t, g;
+    int32_t g;
 
-    for (g = 0; g < 3 * hidden; ++g) {
-        float acc = 0.0f;
-        for (t = 0; t < steps; ++t) acc += tt_rnn_dhp(dx, gates, t, g, 3 * hidden);
-        db[g] += acc;
-    }
+    for (g = 0; g < 3 * hidden; ++g) db[g] += tt_gru_bias_sum(dx, gates, steps, g, hidden);
 }
 
 void tt_gru_bias_sgd_f32(float *b, float *m, const float *dx, const float *gates, int32_t steps,
                          int32_t hidden, float lr, float momentum, float wd)
 {
-    int32_t t, g;
+    int32_t g;
 
     for (g = 0; g < 3 * hidden; ++g) {
-        float acc = 0.0f; /* as tt_gru_bias_backward_f32 */
-        for (t = 0; t < steps; ++t) acc += tt_rnn_dhp(dx, gates, t, g, 3 * hidden);
-        b[g] = tt_sgd_elem(b[g], acc, m != NULL ? &m[g] : NULL, lr, momentum, wd);
+        b[g] = tt_sgd_elem(b[g], tt_gru_bias_sum(dx, gates, steps, g, hidden),
+                           m != NULL ? &m[g] : NULL, lr, momentum, wd);
     }
 }
