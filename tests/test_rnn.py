@@ -282,8 +282,6 @@ def test_quantize_int8_keeps_the_recurrence_fp32_and_trains(cell: str, tmp_path:
     projection and the recurrence stay fp32 between a DEQUANTIZE and a QUANTIZE. The C
     program trains as the numpy simulation of the same graph does, and within a few hundredths
     of the all-fp32 PyTorch run."""
-    from tinytrain.device.runner import HostProgram
-    from tinytrain.ops import interp
     from tinytrain.passes.optimizer import SGDConfig
     from tinytrain.passes.pipeline import Options, compile_model
 
@@ -303,16 +301,47 @@ def test_quantize_int8_keeps_the_recurrence_fp32_and_trains(cell: str, tmp_path:
                                        sgd=SGDConfig(lr=LR)))
     ops = [n.op for n in g.nodes if n.phase == "forward"]
     assert cell in ops and "dense_q8" in ops and "quantize_q8" in ops
-    env, pending, ours = interp.initial_state(g), 0, []
+    ours, _ = _trains_as_simulated(build, g, x, y)
+    np.testing.assert_allclose(ours, _torch_train(m, "full", x, y), atol=INT8_VS_FP32_ATOL,
+                               rtol=0)
+
+
+def _litert(path: Path, reference: bool = False):
+    """LiteRT on a .tflite: a function from one window (its own dtype) to the output, the LSTM
+    state reset before each window; and the input's (scale, zero point). `reference`: the
+    BUILTIN_REF kernels, the bit-exact int8 oracle."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    kw = {"experimental_op_resolver_type": OpResolverType.BUILTIN_REF} if reference else {}
+    lite = Interpreter(model_path=str(path), **kw)
+    lite.allocate_tensors()
+    i, o = lite.get_input_details()[0], lite.get_output_details()[0]
+
+    def run(x: np.ndarray) -> np.ndarray:
+        lite.reset_all_variables()
+        lite.set_tensor(i["index"], x[None])
+        lite.invoke()
+        return lite.get_tensor(o["index"])[0]
+
+    return run, i["quantization"]
+
+
+def _trains_as_simulated(build: Path, g, x: np.ndarray, y: np.ndarray) -> tuple[list, dict]:
+    """Train the host program on (x, y) beside interp.train on graph g, step by step: each C
+    loss is the simulation's (which then continues from the C parameters). Returns the C
+    losses and the final simulation state."""
+    from tinytrain.device.runner import HostProgram
+    from tinytrain.ops import interp
+
+    env, pending, losses = interp.initial_state(g), 0, []
     with HostProgram(build) as p:
         for v, label in zip(x, y):
             loss_c, _, _ = p.train(v.reshape(-1), np.array([label], np.int32))
             loss_np, pending = interp.train(g, env, v, np.array([label]), pending)
             assert loss_c == pytest.approx(loss_np, rel=INT8_SIM_RTOL, abs=INT8_SIM_ATOL)
             env.update({k: val.copy() for k, val in p.get_params().items()})
-            ours.append(loss_c)
-    np.testing.assert_allclose(ours, _torch_train(m, "full", x, y), atol=INT8_VS_FP32_ATOL,
-                               rtol=0)
+            losses.append(loss_c)
+    return losses, env
 
 
 # ---- Keras's LSTM as TFLite's UNIDIRECTIONAL_SEQUENCE_LSTM (examples/keras/make_lstm.py) ----
@@ -388,20 +417,13 @@ def test_keras_lstm_trains_like_pytorch(plan: str, tmp_path: Path, cli) -> None:
     if plan != "weights":
         return
     # export writes each gate's trained block back to its own tensor; LiteRT runs the file
-    from ai_edge_litert.interpreter import Interpreter
-
     out = tmp_path / "trained.tflite"
     cli("export", build, "--state", tmp_path / "state.npz", "--out", out)
-    interp = Interpreter(model_path=str(out))
-    interp.allocate_tensors()
-    i, o = interp.get_input_details()[0], interp.get_output_details()[0]
+    lite, _ = _litert(out)
     for k in range(3):
-        interp.reset_all_variables()
-        interp.set_tensor(i["index"], x[k:k + 1])
-        interp.invoke()
         with torch.no_grad():
             want = torch.softmax(net(torch.from_numpy(x[k:k + 1])), -1).numpy()
-        np.testing.assert_allclose(interp.get_tensor(o["index"]), want, atol=OUTPUT_ATOL)
+        np.testing.assert_allclose(lite(x[k])[None], want, atol=OUTPUT_ATOL)
 
 
 def test_keras_lstm_biases_the_converter_merged_are_not_exported_blindly(tmp_path: Path,
@@ -444,8 +466,6 @@ def _with_cell_clip(src: Path, dst: Path, clip: float) -> Path:
 def test_a_cell_clip_that_holds_matches_litert_and_pytorch(tmp_path: Path, cli) -> None:
     """At a clip of 0.3 the cell state saturates on most steps: the forward is still LiteRT's,
     and training (no gradient through a held clip) is still PyTorch's with hardtanh."""
-    from ai_edge_litert.interpreter import Interpreter
-
     from tests.tflite_torch import TFLiteTorch, sgd
     from tinytrain.frontend.tflite_import import load_tflite
     from tinytrain.ops import interp
@@ -453,9 +473,7 @@ def test_a_cell_clip_that_holds_matches_litert_and_pytorch(tmp_path: Path, cli) 
     path = _with_cell_clip(KERAS_LSTM.with_suffix(".tflite"), tmp_path / "clip.tflite", 0.3)
     x, y = _data(SAMPLES)
     g = load_tflite(path)
-    lite = Interpreter(model_path=str(path))
-    lite.allocate_tensors()
-    i, o = lite.get_input_details()[0], lite.get_output_details()[0]
+    lite, _ = _litert(path)
     held = 0
     for k in range(3):
         env = interp.initial_state(g)
@@ -463,10 +481,7 @@ def test_a_cell_clip_that_holds_matches_litert_and_pytorch(tmp_path: Path, cli) 
         cells = [v for name, v in env.items() if name.endswith("_cells")]
         held += sum(int(np.sum(np.abs(c) >= 0.3)) for c in cells)
         z = env[g.outputs[0]].reshape(-1).astype(np.float64)
-        lite.reset_all_variables()
-        lite.set_tensor(i["index"], x[k:k + 1])
-        lite.invoke()
-        np.testing.assert_allclose(np.exp(z) / np.exp(z).sum(), lite.get_tensor(o["index"])[0],
+        np.testing.assert_allclose(np.exp(z) / np.exp(z).sum(), lite(x[k]),
                                    atol=LITERT_ATOL, rtol=0)
     assert held > 100  # the clip is what this test is about
     np.savez(tmp_path / "train.npz", x=x, y=y)
@@ -485,23 +500,6 @@ INT8_LSTM_LSB = 1  # our fp32 recurrence vs LiteRT's integer LSTM (16-bit gates 
 INT8_EXPORT_LSB = 2  # the same after export rounds the trained weights onto the int8 grid
 
 
-def _litert_ref(path: Path):
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    lite = Interpreter(model_path=str(path),
-                       experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-    lite.allocate_tensors()
-    i, o = lite.get_input_details()[0], lite.get_output_details()[0]
-
-    def run(q: np.ndarray) -> np.ndarray:
-        lite.reset_all_variables()
-        lite.set_tensor(i["index"], q[None])
-        lite.invoke()
-        return lite.get_tensor(o["index"])[0].astype(np.int64)
-
-    return run, i["quantization"]
-
-
 def _ours(g, env, q: np.ndarray) -> np.ndarray:
     from tinytrain.ops import interp
 
@@ -514,13 +512,16 @@ def test_int8_keras_lstm_runs_as_litert_trains_and_exports(tmp_path: Path, cli) 
     in mixed precision: its forward is LiteRT's reference kernels' within one output step; the
     C program trains as the numpy simulation of the same graph; export rounds the trained
     weights onto the file's grids, and LiteRT's forward of that file follows ours."""
-    from tinytrain.device.runner import HostProgram
     from tinytrain.frontend.tflite_import import load_tflite
     from tinytrain.ops import interp
     from tinytrain.passes.optimizer import SGDConfig
     from tinytrain.passes.pipeline import Options, compile_model
 
-    litert, (scale, zp) = _litert_ref(KERAS_LSTM_INT8)
+    lite, (scale, zp) = _litert(KERAS_LSTM_INT8, reference=True)
+
+    def litert(v: np.ndarray) -> np.ndarray:
+        return lite(v).astype(np.int64)
+
     x, y = _data(SAMPLES)
     q = np.clip(np.round(x / scale) + zp, -128, 127).astype(np.int8)
     g = load_tflite(KERAS_LSTM_INT8)
@@ -537,21 +538,14 @@ def test_int8_keras_lstm_runs_as_litert_trains_and_exports(tmp_path: Path, cli) 
     info = json.loads((build / "program.json").read_text())
     assert {p["dtype"] for p in info["trainable"]} == {"f32", "s8"}  # the head has no bias
     tg, _ = compile_model(KERAS_LSTM_INT8, Options(update=plan, sgd=SGDConfig(lr=LR)))
-    env, pending = interp.initial_state(tg), 0
-    with HostProgram(build) as p:
-        for v, label in zip(x, y):
-            loss_c, _, _ = p.train(v.reshape(-1), np.array([label], np.int32))
-            loss_np, pending = interp.train(tg, env, v, np.array([label]), pending)
-            assert loss_c == pytest.approx(loss_np, rel=INT8_SIM_RTOL, abs=INT8_SIM_ATOL)
-            env.update({k: val.copy() for k, val in p.get_params().items()})
-        trained = p.get_params()
-        np.savez(tmp_path / "state.npz", **trained)
+    _, env = _trains_as_simulated(build, tg, x, y)
+    np.savez(tmp_path / "state.npz", **{p["name"]: env[p["name"]] for p in info["trainable"]})
     out = tmp_path / "trained.tflite"
     cli("export", build, "--state", tmp_path / "state.npz", "--out", out)
-    after, _ = _litert_ref(out)
+    after_lite, _ = _litert(out, reference=True)
     moved = 0
     for v in q[:8]:
-        ours = _ours(tg, dict(env), v)
-        assert np.abs(ours - after(v)).max() <= INT8_EXPORT_LSB
-        moved += int(np.abs(after(v) - litert(v)).max() > INT8_EXPORT_LSB)
+        after = after_lite(v).astype(np.int64)
+        assert np.abs(_ours(tg, dict(env), v) - after).max() <= INT8_EXPORT_LSB
+        moved += int(np.abs(after - litert(v)).max() > INT8_EXPORT_LSB)
     assert moved  # the exported file is the trained model, not the original

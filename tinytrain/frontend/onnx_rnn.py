@@ -202,16 +202,16 @@ def as_act(im: Importer, i: int, s: Steps) -> Act:
     return Act(y, (s.steps, s.features), identity(2))
 
 
-def _wrap(op_type: str, special: Handler) -> None:
-    """Let `special` take op_type's nodes that read a Steps or States; the generic handler
-    takes the rest."""
-    generic = HANDLERS.get(op_type)
+def _wrap(op_type: str, special: Handler, other: Handler | None = None) -> None:
+    """Let `special` take op_type's nodes that read a Steps or States; `other` (by default the
+    generic handler) takes the rest."""
+    rest = other or HANDLERS.get(op_type)
 
     def h(im: Importer, i: int, node: onnx.NodeProto, a: dict) -> None:
         if any(isinstance(im.env.get(x), (Steps, States)) for x in node.input if x):
             special(im, i, node, a)
-        elif generic is not None:
-            generic(im, i, node, a)
+        elif rest is not None:
+            rest(im, i, node, a)
         else:
             raise im.unsupported(i)
 
@@ -312,17 +312,13 @@ def _register() -> None:
     generic_transpose = HANDLERS["Transpose"]
 
     def transpose(im: Importer, i: int, node: onnx.NodeProto, a: dict) -> None:
-        if isinstance(im.env.get(node.input[0]), Steps):
-            _transpose(im, i, node, a)
-        elif not transpose_to_steps(im, i, node, a):
+        if not transpose_to_steps(im, i, node, a):
             generic_transpose(im, i, node, a)
 
-    HANDLERS["Transpose"] = transpose
+    _wrap("Transpose", _transpose, transpose)
     _wrap("Squeeze", _squeeze)
     _wrap("Concat", _concat)
-    HANDLERS["Gather"] = lambda im, i, node, a: (
-        _gather(im, i, node, a) if isinstance(im.env.get(node.input[0]), (Steps, States))
-        else _gather_step(im, i, node, a))
+    _wrap("Gather", _gather, _gather_step)
 
 
 _register()

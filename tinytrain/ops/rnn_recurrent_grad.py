@@ -33,8 +33,19 @@ def _dhp(node, dx: np.ndarray, gates: np.ndarray | None) -> np.ndarray:
     return d
 
 
-def _reset_ptr(node, cg, k: int) -> str:
-    return cg.ptr(node.inputs[k]) if node.attrs.get("reset") else "NULL"
+def _grad_inputs(node) -> int:
+    """How many inputs the gradient itself reads: dx, y, then h0 and the gates if present."""
+    return 2 + bool(node.attrs.get("h0")) + bool(node.attrs.get("reset"))
+
+
+def _grad_args(node, cg) -> str:
+    """The C arguments both R kernels share: dx, y, h0, reset, steps, gates, hidden."""
+    _, steps, gates = cg.shape(node.inputs[0])
+    hidden = cg.shape(node.inputs[1])[2]
+    h0 = cg.ptr(node.inputs[2]) if node.attrs.get("h0") else "NULL"
+    reset = cg.ptr(node.inputs[_grad_inputs(node) - 1]) if node.attrs.get("reset") else "NULL"
+    return (f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {h0}, {reset}, {steps}, "
+            f"{gates}, {hidden}")
 
 
 class RnnBackwardRecurrent(OpDef):
@@ -46,21 +57,16 @@ class RnnBackwardRecurrent(OpDef):
         return [tuple(node.attrs["out_shape"])]
 
     def forward(self, node, xs):
-        k = 2 + bool(node.attrs.get("h0"))
-        dhp = _dhp(node, xs[0], xs[k] if node.attrs.get("reset") else None).astype(np.float64)
+        gates = xs[_grad_inputs(node) - 1] if node.attrs.get("reset") else None
+        dhp = _dhp(node, xs[0], gates).astype(np.float64)
         y = xs[1][0].astype(np.float64)
         h0 = xs[2].astype(np.float64) if node.attrs.get("h0") else np.zeros(y.shape[1])
         prev = np.concatenate([h0[None], y[:-1]])
         return [(dhp.T @ prev).astype(np.float32)]
 
     def c_call(self, node, cg):
-        _, steps, gates = cg.shape(node.inputs[0])
-        hidden = cg.shape(node.inputs[1])[2]
-        h0 = cg.ptr(node.inputs[2]) if node.attrs.get("h0") else "NULL"
-        reset = _reset_ptr(node, cg, 2 + bool(node.attrs.get("h0")))
         return (f"tt_rnn_backward_recurrent_f32({cg.ptr(node.outputs[0])}, "
-                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {h0}, {reset}, {steps}, "
-                f"{gates}, {hidden});")
+                f"{_grad_args(node, cg)});")
 
     def macs(self, node, shapes, out_shapes):
         return shapes[0][1] * out_shapes[0][0] * out_shapes[0][1]
@@ -72,29 +78,21 @@ class RnnRecurrentSGD(OpDef):
 
     name = "rnn_recurrent_sgd"
 
-    def _r(self, node) -> int:
-        return 2 + bool(node.attrs.get("h0")) + bool(node.attrs.get("reset"))
-
     def infer(self, node, shapes):
-        return [shapes[self._r(node)]]
+        return [shapes[_grad_inputs(node)]]
 
     def forward(self, node, xs):
         from tinytrain.ops.fused_update import sgd_apply
 
-        k = self._r(node)
+        k = _grad_inputs(node)
         grad = RnnBackwardRecurrent().forward(node, xs[:k])[0]
         return [sgd_apply(xs[k], grad, xs[k + 1] if len(xs) > k + 1 else None, node.attrs)]
 
     def c_call(self, node, cg):
-        k = self._r(node)
-        _, steps, gates = cg.shape(node.inputs[0])
-        hidden = cg.shape(node.inputs[1])[2]
-        h0 = cg.ptr(node.inputs[2]) if node.attrs.get("h0") else "NULL"
-        reset = _reset_ptr(node, cg, k - 1)
+        k = _grad_inputs(node)
         m = cg.ptr(node.inputs[k + 1]) if len(node.inputs) > k + 1 else "NULL"
         return (f"tt_rnn_recurrent_sgd_f32({cg.ptr(node.inputs[k])}, {m}, "
-                f"{cg.ptr(node.inputs[0])}, {cg.ptr(node.inputs[1])}, {h0}, {reset}, {steps}, "
-                f"{gates}, {hidden}, {cg.sgd_scalars(node.attrs)});")
+                f"{_grad_args(node, cg)}, {cg.sgd_scalars(node.attrs)});")
 
     def macs(self, node, shapes, out_shapes):
         return shapes[0][1] * out_shapes[0][0] * out_shapes[0][1]

@@ -157,8 +157,8 @@ class _Q:
 
     def keep_float(self, n: Node) -> None:
         """A node of the fp32 island: its activation inputs as floats, its outputs fp32."""
-        acts = {t.name for t in self.g.tensors.values() if t.kind in (ACTIVATION, INPUT)}
-        inputs = tuple(self.real(i) if i in acts else i for i in n.inputs)
+        inputs = tuple(self.real(i) if self.g.t(i).kind in (ACTIVATION, INPUT) else i
+                       for i in n.inputs)
         for o in n.outputs:
             self.tensors[o] = self.g.t(o)
         alias = n.op == "reshape" and self.tensors[inputs[0]].dtype == "f32"
