@@ -48,7 +48,7 @@ from tinytrain.passes.pipeline import Options  # noqa: E402
 
 # The M7 and M4F; the M33 boards (mps2-an505 twin, SysTick at 20 MHz: 50 instructions a
 # tick) and the RP2040's M0+ (ARMv6-M code on the mps2-an385's M3, fp32 in soft-float).
-BOARDS = ("stm32f746", "nrf52840", "rp2350", "stm32u585", "rp2040")
+BOARDS = ("stm32f746", "nrf52840", "rp2350", "stm32u585", "rp2040", "corstone300")
 # TTE's measured cycles per training sample on the STM32F746 (its paper's ms at 216 MHz).
 TTE_CYCLES = {"MobileNetV2-w0.35": 80.6e6, "ProxylessNAS-w0.3": 95.7e6, "MCUNet-5FPS": 117.9e6}
 # AIfES's instructions per training sample (SGD batch 1) for its two examples, as counted on

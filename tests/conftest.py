@@ -73,6 +73,7 @@ SLOW_TESTS = {
                             "test_m7_instructions_per_mac"},
     "test_kernels_opt_conv": {"test_conv_opt_matches_reference",
                               "test_conv_opt_instructions_per_mac_m7",
+                              "test_conv_opt_helium_pointwise_m55",
                               "test_conv_opt_in_bounds_host_sanitizers"},
     "test_kernels_opt_dw": {"test_dw_and_add_opt_match_reference",
                             "test_dw_and_add_opt_are_faster_on_m7",
@@ -107,7 +108,7 @@ SLOW_TESTS = {
 # what this session collected, for test_tiers.py to check the "name[id]" entries without a
 # collection of its own: the modules, and the (module, case) entries that matched an item
 # a kernel test's `target` on a QEMU twin (tests/ckernel): slow; its host case stays fast
-TWIN_TARGETS = {"m7", "m4"}
+TWIN_TARGETS = {"m7", "m4", "m55"}
 COLLECTED_MODULES: set[str] = set()
 SLOW_CASES_SEEN: set[tuple[str, str]] = set()
 

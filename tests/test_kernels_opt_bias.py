@@ -23,6 +23,7 @@ TWIN = "needs arm-none-eabi-gcc and QEMU"
     "host",
     pytest.param("m7", marks=pytest.mark.skipif(not ckernel.available("m7"), reason=TWIN)),
     pytest.param("m4", marks=pytest.mark.skipif(not ckernel.available("m4"), reason=TWIN)),
+    pytest.param("m55", marks=pytest.mark.skipif(not ckernel.available("m55"), reason=TWIN)),
 ])
 def test_bias_opt_matches_reference(target, tmp_path):
     r = ckernel.run(PROGRAM, target, tmp_path, sources=SOURCES)

@@ -19,7 +19,8 @@ from tests import ckernel
 
 PROGRAM = ckernel.HERE / "test_cs_opt.c"
 SOURCES = [ckernel.RUNTIME[f]
-           for f in ("tt_channel_stream.c", "tt_q8_core.c", "tt_q8_master.c", "tt_f32_bwd_opt.c")]
+           for f in ("tt_channel_stream.c", "tt_q8_core.c", "tt_q8_master.c", "tt_f32_bwd_opt.c",
+                     "tt_f32_mve.c")]
 KERNELS = 20
 needs_host = pytest.mark.skipif(not ckernel.available("host"), reason="no host gcc")
 needs_twins = pytest.mark.skipif(not ckernel.available("m7"),
@@ -48,7 +49,7 @@ def test_host_matches_reference(host_hashes):
 
 @needs_host
 @needs_twins
-@pytest.mark.parametrize("target", ["m7", "m4"])
+@pytest.mark.parametrize("target", ckernel.TWINS)
 def test_twin_matches_reference_and_host_bits(target, host_hashes, tmp_path):
     assert _hashes(target, tmp_path) == host_hashes
 

@@ -22,7 +22,7 @@ PROGRAM = ckernel.HERE / "test_f32_opt.c"
 SOURCES = [ckernel.RUNTIME[f] for f in ("tt_f32_opt.c", "tt_conv2d_f32.c", "tt_dense_f32.c",
                                          "tt_sparse_f32.c", "tt_pool_f32.c",
                                          "tt_q8_core.c")]  # the int8 bias update's rounding
-ARM = ("m7", "m4")
+ARM = ("m7", "m4", "m55")
 needs_arm = pytest.mark.skipif(not ckernel.available("m7"),
                                reason="needs arm-none-eabi-gcc and qemu-system-arm")
 

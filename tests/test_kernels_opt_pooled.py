@@ -38,7 +38,7 @@ def test_host_matches_reference(host_sums):
 
 
 @needs_arm
-@pytest.mark.parametrize("target", ("m7", "m4"))
+@pytest.mark.parametrize("target", ckernel.TWINS)
 def test_twin_matches_reference_and_host(target, host_sums, tmp_path):
     sums = _checksums(target, tmp_path)
     diff = [k for k in sums if sums[k] != host_sums.get(k)]

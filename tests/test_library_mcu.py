@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.ckernel import LINKER_SCRIPT, TARGETS
+from tests.ckernel import LINKER_SCRIPT, MEMORY, TARGETS
 from tests.conftest import ROOT, tinytrain
 from tests.library_helpers import (
     CKERNEL,
@@ -89,7 +89,7 @@ def _build_and_run(lib_srcs: list[Path], c_flags: list[str], work: Path, samples
          *model_defines("digits", "digits_model.h"), *inc, f"-I{samples.parent}",
          f"-I{CKERNEL}", "-c", str(LIB_C / "train.cpp"), "-o", str(objs[-1])])
     ld = work / "m4.ld"
-    ld.write_text(LINKER_SCRIPT)
+    ld.write_text(LINKER_SCRIPT % MEMORY["m4"])
     elf = work / "train.elf"
     _cc(["arm-none-eabi-g++", *M4F, "-nostartfiles", "--specs=nano.specs", "--specs=nosys.specs",
          f"-T{ld}", "-Wl,--gc-sections", "-o", str(elf), *map(str, objs), "-lm"])
@@ -156,7 +156,7 @@ def test_cmake_export_cross_compiles_for_the_m4f_in_debug(reference, tmp_path):
     the twin."""
     lib = tmp_path / "digits_cmake"
     tinytrain("export-lib", reference["build"], "--format", "cmake", "--out", lib)
-    (tmp_path / "m4.ld").write_text(LINKER_SCRIPT)
+    (tmp_path / "m4.ld").write_text(LINKER_SCRIPT % MEMORY["m4"])
     app = tmp_path / "app"
     app.mkdir()
     (app / "CMakeLists.txt").write_text(f"""

@@ -64,6 +64,7 @@ def _numpy_hash() -> str:
     "host",
     pytest.param("m7", marks=pytest.mark.skipif(not ckernel.available("m7"), reason=TWIN)),
     pytest.param("m4", marks=pytest.mark.skipif(not ckernel.available("m4"), reason=TWIN)),
+    pytest.param("m55", marks=pytest.mark.skipif(not ckernel.available("m55"), reason=TWIN)),
 ])
 def test_the_c_update_is_the_numpy_one(target, tmp_path) -> None:
     r = ckernel.run(ckernel.HERE / "test_shadow.c", target, tmp_path,

@@ -82,6 +82,9 @@ class Board:
     flash_base: int = 0  # where the chip's flash starts (below flash_origin: a bootloader's)
     flash_write_unit: int = CKPT_WRITE_UNIT  # bytes the flash programs at once
     flash_sectors: tuple[int, ...] = ()  # erase units in bytes from flash_origin (STM32 style)
+    # where each of flash_sectors starts, when the code memories are not one run from
+    # flash_origin ([layout] flash_banks: an FPGA image's ITCM and code SRAM); () = contiguous
+    flash_sector_starts: tuple[int, ...] = ()
     flash_page_bytes: int = 0  # or uniform pages up to flash_end (nRF style)
     flash_end: int = 0
     stack_bytes: int = 0
@@ -132,11 +135,15 @@ class Board:
                 raise OptionError(f"{ckpt_bytes / 1024:.1f} KB of trainable parameters leave "
                                   f"no flash for the program on {self.name}")
             return FlashLayout((s0, s1), size, ((self.flash_origin, s0 - self.flash_origin),))
-        starts = [self.flash_origin + sum(self.flash_sectors[:k])
-                  for k in range(len(self.flash_sectors) + 1)]
-        runs = [(i, j) for i in range(1, len(self.flash_sectors))  # sector 0 holds the vectors
-                for j in range(i + 1, len(self.flash_sectors) + 1)
-                if starts[j] - starts[i] >= ckpt_bytes]
+        n = len(self.flash_sectors)
+        starts = list(self.flash_sector_starts) or [
+            self.flash_origin + sum(self.flash_sectors[:k]) for k in range(n)]
+        ends = [a + z for a, z in zip(starts, self.flash_sectors, strict=True)]
+        starts.append(ends[-1])  # starts[j] - starts[i]: the bytes of a run of sectors i..j-1
+        runs = [(i, j) for i in range(1, n)  # sector 0 holds the vectors
+                for j in range(i + 1, n + 1)
+                if all(ends[k] == starts[k + 1] for k in range(i, j - 1))  # one memory
+                and ends[j - 1] - starts[i] >= ckpt_bytes]
         best = None  # (flash the slots take, -(end of the later slot)) smallest first
         for a in runs:
             for b in runs:
@@ -163,6 +170,20 @@ class Board:
         return FlashLayout((starts[a[0]], starts[b[0]]), size, tuple(regions))
 
 
+def _sectors(lay: dict) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The erase map: flash_sectors_kb (sizes, one run from flash_origin), or flash_banks,
+    [origin, KB, sector KB] per memory, for code memories apart from each other (with where
+    each sector starts)."""
+    if "flash_banks" not in lay:
+        return tuple(k * 1024 for k in lay.get("flash_sectors_kb", ())), ()
+    sizes, starts = [], []
+    for origin, kb, sector_kb in lay["flash_banks"]:
+        for k in range(kb // sector_kb):
+            sizes.append(sector_kb * 1024)
+            starts.append(origin + k * sector_kb * 1024)
+    return tuple(sizes), tuple(starts)
+
+
 def available() -> list[str]:
     return sorted(p.stem for p in BOARDS_DIR.glob("*.toml"))
 
@@ -181,6 +202,7 @@ def load_board(name: str) -> Board:
         d = tomllib.loads(path.read_text())
         mem, lay, tc = d.get("memory", {}), d.get("layout", {}), d.get("toolchain", {})
         q = d.get("qemu")
+        sectors, sector_starts = _sectors(lay)
         twin = None if q is None else QemuTwin(
             q["machine"], q["flash_origin"], q.get("ram_origin"),
             q.get("uart_base", MPS2_UART0), q.get("sysclk_hz", MPS2_SYSCLK_HZ))
@@ -195,7 +217,7 @@ def load_board(name: str) -> Board:
             flash_origin=lay.get("flash_origin", 0),
             flash_base=lay.get("flash_base", lay.get("flash_origin", 0)),
             flash_write_unit=lay.get("flash_write_unit", CKPT_WRITE_UNIT),
-            flash_sectors=tuple(k * 1024 for k in lay.get("flash_sectors_kb", ())),
+            flash_sectors=sectors, flash_sector_starts=sector_starts,
             flash_page_bytes=lay.get("flash_page_kb", 0) * 1024,
             flash_end=lay.get("flash_end", 0),
             stack_bytes=lay.get("stack_kb", 0) * 1024,

@@ -18,6 +18,7 @@
  * weight gradient from int8 x stays near 4 instructions per MAC: each x element is used once
  * per call, so its conversion to float (sxtab + vmov + vcvt) cannot be shared.
  */
+#include "tt_f32_mve.h"
 #include "tt_kernels.h"
 #include "tt_q8_round.h"
 
@@ -398,6 +399,10 @@ void tt_cs_pw_input_s8_opt(float *plane, const float *dy, const int8_t *w, const
     float wc[CS_OB];
     int32_t o0;
 
+#if TT_MVE_F32 /* Helium: four pixels a lane vector, the same sums */
+    tt_cs_pw_input_s8_mve(plane, 0, dy, w, w_scale, n, cout, cin, c, 1);
+    return;
+#endif
     for (o0 = 0; o0 < cout; o0 += CS_OB) {
         const int32_t nb = cout - o0 < CS_OB ? cout - o0 : CS_OB;
         pw_column_s8(wc, &w[o0 * cin + c], &w_scale[o0], cin, nb);
@@ -540,6 +545,14 @@ void tt_cs_pw_input_s8_g_opt(float *planes, int32_t ps, const float *dy, const i
     float wq[4 * CS_OB];
     int32_t o0, p, i;
 
+#if TT_MVE_F32 /* Helium: four pixels a lane vector, the group's four planes at once */
+    tt_cs_pw_input_s8_mve(planes, ps, dy, w, w_scale, n, cout, cin, c0, cnt < 4 ? cnt : 4);
+    if (cnt > 4) {
+        tt_cs_pw_input_s8_g_opt(planes + 4 * ps, ps, dy, w, w_scale, n, cout, cin, c0 + 4,
+                                cnt - 4);
+    }
+    return;
+#endif
     /* a short group, or outputs too few for pixel pairs through the columns (the one-channel
      * kernel streams the pixels past weights held in registers there): channel by channel */
     if (cnt != 4 || c0 + 4 > cin || cout < CS_PIX_OUTER) {
@@ -664,6 +677,12 @@ void tt_cs_pw_input_add_s8_opt(float *dx, const float *dy, const int8_t *w,
                                const float *w_scale, int32_t n, int32_t dx_c,
                                const int32_t *idx, int32_t k, int32_t c)
 {
+#if TT_MVE_F32 /* Helium: four outputs a lane vector */
+    if (idx == NULL) {
+        tt_cs_pw_input_add_s8_mve(dx, dy, 0, w, w_scale, n, dx_c, k, c, 1);
+        return;
+    }
+#endif
     pw_sink(dx, dy, NULL, &w[c * k], w_scale[c], 1, n, dx_c, idx, k);
 }
 
@@ -739,6 +758,15 @@ void tt_cs_pw_input_add_s8_g_opt(float *dx, const float *dy, int32_t ds, const i
     const int8_t *const row = &w[c0 * k];
     int32_t i, j0, j, p;
 
+#if TT_MVE_F32 /* Helium: four outputs a lane vector, each dx block once for four channels */
+    if (idx == NULL) {
+        for (i = 0; i < cnt; i += 4) {
+            tt_cs_pw_input_add_s8_mve(dx, dy + i * ds, ds, w, w_scale, n, dx_c, k, c0 + i,
+                                      cnt - i < 4 ? cnt - i : 4);
+        }
+        return;
+    }
+#endif
     if (cnt != 4 || idx != NULL) { /* scattered or a last, partial group: a channel at a time */
         for (i = 0; i < cnt; ++i) {
             tt_cs_pw_input_add_s8_opt(dx, dy + i * ds, w, w_scale, n, dx_c, idx, k, c0 + i);

@@ -32,6 +32,7 @@
  */
 #include "tt_kernels.h"
 #include "tt_q8_lanes.h"
+#include "tt_q8_mve.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -1330,6 +1331,10 @@ static void pw_pixels(int8_t *y, const int8_t *x, int32_t npx, const int8_t *w,
     cv_ctx cx;
     int32_t chunk, p, i;
 
+#if TT_MVE /* Helium: sixteen MACs an instruction, any parameters */
+    tt_q8_pw_mve(y, x, npx, w, b, g->cin, g->cout, q);
+    return;
+#endif
     if (!ctx_init(&cx, w, b, g->cout, g->cin, q)) {
         const tt_conv_geom g1 = {1, npx, g->cin, 1, npx, g->cout, 1, 1, 1, 1, 0, 0, 1, 1, 1};
         tt_conv2d_s8(y, x, w, b, &g1, q);

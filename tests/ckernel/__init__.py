@@ -33,10 +33,19 @@ TARGETS = {  # QEMU machine and the boards' flags (boards/*.toml)
                           "-mfloat-abi=hard", "-DTT_FPV5"]),
     "m4": ("mps2-an386", ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16",
                           "-mfloat-abi=hard"]),
+    # Corstone-300: Helium (MVE) besides the DSP extension and FPv5
+    "m55": ("mps3-an547", ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-DTT_FPV5",
+                           "-DTH_TICK_CENTI=3125u"]),  # SysTick at 32 MHz: 31.25 a tick
 }
+TWINS = ("m7", "m4", "m55")  # every QEMU twin a kernel test can run on
+# code and data memories: the MPS2 images' 4 MB SSRAMs; the AN547's 512 KB ITCM (where its
+# reset vector is) and 16 MB of its DDR at 0x60000000 (the sweeps' buffers outgrow the DTCM)
+MEMORY = {"m7": ("0x00000000", "4M", "0x20000000", "4M"),
+          "m4": ("0x00000000", "4M", "0x20000000", "4M"),
+          "m55": ("0x00000000", "512K", "0x60000000", "16M")}
 LINKER_SCRIPT = """
-MEMORY { FLASH (rx) : ORIGIN = 0x00000000, LENGTH = 4M
-         RAM (rwx) : ORIGIN = 0x20000000, LENGTH = 4M }
+MEMORY { FLASH (rx) : ORIGIN = %s, LENGTH = %s
+         RAM (rwx) : ORIGIN = %s, LENGTH = %s }
 SECTIONS {
   .text : { KEEP(*(.isr_vector)) *(.text*) *(.rodata*) . = ALIGN(4); } > FLASH
   _sidata = LOADADDR(.data);
@@ -62,13 +71,18 @@ def available(target: str) -> bool:
         shutil.which("qemu-system-arm") is not None
 
 
-def every_target() -> list:
-    """pytest parameters for a kernel test on the host and both twins (the twins skipped where
-    arm-none-eabi-gcc or QEMU is missing)."""
+def twins(names: tuple[str, ...] = TWINS) -> list:
+    """pytest parameters for a kernel test on the QEMU twins (skipped where arm-none-eabi-gcc
+    or QEMU is missing)."""
     import pytest
 
     twin = pytest.mark.skipif(not available("m7"), reason="needs arm-none-eabi-gcc and QEMU")
-    return ["host", pytest.param("m7", marks=twin), pytest.param("m4", marks=twin)]
+    return [pytest.param(t, marks=twin) for t in names]
+
+
+def every_target() -> list:
+    """pytest parameters for a kernel test on the host and every twin."""
+    return ["host", *twins()]
 
 
 def run(program: Path, target: str, work: Path, sources: list[Path] = (),
@@ -88,7 +102,7 @@ def run(program: Path, target: str, work: Path, sources: list[Path] = (),
         return Result(p.returncode, p.stdout)
     machine, flags = TARGETS[target]
     ld = work / "kernel_test.ld"
-    ld.write_text(LINKER_SCRIPT)
+    ld.write_text(LINKER_SCRIPT % MEMORY[target])
     elf = work / f"{program.stem}_{target}.elf"
     subprocess.run(["arm-none-eabi-gcc", *CFLAGS, *flags, *defs, *inc, "-nostartfiles",
                     "--specs=nano.specs", "--specs=nosys.specs", f"-T{ld}",

@@ -366,7 +366,7 @@ static int64_t tot_macs, tot_ref, tot_opt, tot_row;
 /* instructions per MAC as "12.34" (newlib-nano's printf has no %f) */
 static const char *ipm(char *s, int64_t ticks, int64_t macs)
 {
-    const int32_t c = (int32_t)((ticks * 4000 + macs / 2) / macs) % 100000;
+    const int32_t c = (int32_t)((ticks * TH_TICK_CENTI + macs / 2) / macs) % 100000;
     snprintf(s, 16, "%3d.%02d", (int)(c / 100), (int)(c % 100));
     return s;
 }

@@ -14,7 +14,7 @@
  * -DCS_BENCH instead prints instructions per MAC (per element for the masks and biases) of
  * reference and optimised kernels on benchmark blocks, every channel as the generated loop
  * runs them, then the totals of whole networks' streamed regions with every s8 sub-op (the
- * twins' SysTick counts 40 instructions per tick). -DCS_SEED / -DCS_RANDOM: a longer soak.
+ * twins' SysTick counts TH_TICK_CENTI / 100 instructions per tick). -DCS_SEED / -DCS_RANDOM: a longer soak.
  */
 #include <stdio.h>
 #include <string.h>
@@ -744,6 +744,7 @@ static void test_random(void)
 }
 
 #ifdef CS_BENCH
+#define M_INSTR(ticks) ((uint64_t)(ticks) * TH_TICK_CENTI / 100000000u) /* millions */
 /* ---- instructions per MAC on the twin: every channel of a block, as the generated loop ---- */
 static uint32_t g_t0;
 static void tick(void)
@@ -760,8 +761,8 @@ static void report(const char *name, const block *b, uint32_t ref, uint32_t opt,
     char r[16], o[16], x[16];
     snprintf(g_line, sizeof g_line,
              "bench %-20s h%-2d cin%-3d mid%-3d cout%-3d k%d s%d  ref %6s  opt %5s  x%s\n", name,
-             b->h, b->cin, b->mid, b->cout, b->k, b->s, fix2(r, sizeof r, 40.0f * (float)ref / macs),
-             fix2(o, sizeof o, 40.0f * (float)opt / macs),
+             b->h, b->cin, b->mid, b->cout, b->k, b->s, fix2(r, sizeof r, (float)TH_TICK_CENTI / 100.0f * (float)ref / macs),
+             fix2(o, sizeof o, (float)TH_TICK_CENTI / 100.0f * (float)opt / macs),
              fix2(x, sizeof x, (float)ref / (float)(opt ? opt : 1u)));
     th_puts(g_line);
 }
@@ -991,14 +992,14 @@ int main(void)
                 const uint32_t r = bench_net(nets[i][0], nets[i][1], 0, k);
                 const uint32_t o = bench_net(nets[i][0], nets[i][1], 1, k);
                 snprintf(g_line, sizeof g_line, "net %-12s %-14s ref %4lu M instr  opt %4lu M  x%s\n",
-                         names[i], SUB_NAME[k], (unsigned long)(r / 25000u),
-                         (unsigned long)(o / 25000u), fix2(x, sizeof x, (float)r / (float)o));
+                         names[i], SUB_NAME[k], (unsigned long)M_INSTR(r),
+                         (unsigned long)M_INSTR(o), fix2(x, sizeof x, (float)r / (float)o));
                 th_puts(g_line);
                 tr += r;
                 to += o;
             }
             snprintf(g_line, sizeof g_line, "net %-12s %-14s ref %4lu M instr  opt %4lu M  x%s\n",
-                     names[i], "total", (unsigned long)(tr / 25000u), (unsigned long)(to / 25000u),
+                     names[i], "total", (unsigned long)M_INSTR(tr), (unsigned long)M_INSTR(to),
                      fix2(x, sizeof x, (float)tr / (float)to));
             th_puts(g_line);
         }

@@ -468,10 +468,10 @@ static void run_tests(void)
 /* ---- microbenchmark (-DTT_DW_BENCH, twins): instructions (SysTick ticks x 40) per MAC or
  * per element of the reference and the optimised kernel ---- */
 
-/* ticks * 40 / n with two decimals (nano printf has no floating point) */
+/* ticks * TH_TICK_CENTI / 100 / n with two decimals (nano printf has no floating point) */
 static const char *fmt2(char *buf, uint32_t ticks, uint32_t n)
 {
-    const uint64_t v = ((uint64_t)ticks * 4000u + n / 2) / n;
+    const uint64_t v = ((uint64_t)ticks * TH_TICK_CENTI + n / 2) / n;
     snprintf(buf, 16, "%3lu.%02lu", (unsigned long)(v / 100), (unsigned long)(v % 100));
     return buf;
 }

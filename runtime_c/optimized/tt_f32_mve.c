@@ -1,0 +1,264 @@
+/*
+ * Helium (MVE) kernels for the fp32 backward of int8 layers, see tt_f32_mve.h.
+ *
+ * Bit-identical with the kernels of tt_f32_bwd_opt.c they stand in for (which run on the host
+ * and the other cores): every float is the same product, added in the same order, each lane
+ * an output of its own. Helium's float multiply-accumulate (VFMA) rounds once where the
+ * reference rounds the product and the sum, so a MAC here is VMUL then VADD: two instructions
+ * per four MACs, twice the fused floor, and host and twin agree bit for bit.
+ */
+#include "tt_f32_mve.h"
+
+#if TT_MVE_F32
+#include <arm_mve.h>
+
+#define SRC_OB 64 /* outputs per weight chunk of the source (4 x 64 floats on the stack) */
+
+/* ---- the source: planes c0 + j (j < cnt <= 4, ps floats apart) of a 1x1 conv's input
+ * gradient, plane[p] = sum over o ascending of dy[p, o] * (w_scale[o] * w[o, c0 + j]), from
+ * 0 (tt_cs_pw_input_s8_opt's arithmetic). Lanes are four pixels, their dy gathered (cout
+ * floats apart); an output's weights are scalars. Four planes: one gather feeds the four
+ * planes' sums of four pixels; one plane: two gathers (eight pixels) its one weight. */
+
+/* four planes (wq[4 o + j]), pixels p .. p + 3 (lanes px) */
+static void src_four(float *const *pl, int32_t p, const float *d, const float *wq, int32_t nb,
+                     uint32x4_t offs, mve_pred16_t px, int full, int first)
+{
+    float32x4_t a0, a1, a2, a3;
+    int32_t o;
+
+    if (first) {
+        a0 = a1 = a2 = a3 = vdupq_n_f32(0.0f);
+    } else {
+        a0 = vldrwq_z_f32(pl[0] + p, px), a1 = vldrwq_z_f32(pl[1] + p, px);
+        a2 = vldrwq_z_f32(pl[2] + p, px), a3 = vldrwq_z_f32(pl[3] + p, px);
+    }
+    if (full && nb > 0) {
+        /* per output: one gather through the four pixels' addresses (advanced by a float on
+         * the way), the four weights in two LDRDs, four VMUL / VADD pairs: 12 instructions
+         * per 16 MACs (GCC splits the LDRDs and keeps the gather's address apart) */
+        uint32x4_t ad = vaddq_n_u32(vshlq_n_u32(offs, 2), (uint32_t)(uintptr_t)d - 4u);
+        float32x4_t dv, t0, t1;
+        uint32_t w0, w1;
+        __asm__ volatile("dls lr, %[n]\n"
+                         "1:\n\t"
+                         "vldrw.u32 %q[dv], [%q[ad], #4]!\n\t"
+                         "ldrd %[w0], %[w1], [%[wq]], #8\n\t"
+                         "vmul.f32 %q[t0], %q[dv], %[w0]\n\t"
+                         "vmul.f32 %q[t1], %q[dv], %[w1]\n\t"
+                         "vadd.f32 %q[a0], %q[a0], %q[t0]\n\t"
+                         "vadd.f32 %q[a1], %q[a1], %q[t1]\n\t"
+                         "ldrd %[w0], %[w1], [%[wq]], #8\n\t"
+                         "vmul.f32 %q[t0], %q[dv], %[w0]\n\t"
+                         "vmul.f32 %q[t1], %q[dv], %[w1]\n\t"
+                         "vadd.f32 %q[a2], %q[a2], %q[t0]\n\t"
+                         "vadd.f32 %q[a3], %q[a3], %q[t1]\n\t"
+                         "le lr, 1b"
+                         : [a0] "+w"(a0), [a1] "+w"(a1), [a2] "+w"(a2), [a3] "+w"(a3),
+                           [ad] "+w"(ad), [dv] "=&w"(dv), [t0] "=&w"(t0), [t1] "=&w"(t1),
+                           [w0] "=&r"(w0), [w1] "=&r"(w1), [wq] "+r"(wq)
+                         : [n] "r"(nb)
+                         : "lr", "memory");
+    } else {
+        for (o = 0; o < nb; ++o, ++d, wq += 4) {
+            const float32x4_t dv = vldrwq_gather_shifted_offset_z_f32(d, offs, px);
+            a0 = vaddq_f32(a0, vmulq_n_f32(dv, wq[0]));
+            a1 = vaddq_f32(a1, vmulq_n_f32(dv, wq[1]));
+            a2 = vaddq_f32(a2, vmulq_n_f32(dv, wq[2]));
+            a3 = vaddq_f32(a3, vmulq_n_f32(dv, wq[3]));
+        }
+    }
+    vstrwq_p_f32(pl[0] + p, a0, px), vstrwq_p_f32(pl[1] + p, a1, px);
+    vstrwq_p_f32(pl[2] + p, a2, px), vstrwq_p_f32(pl[3] + p, a3, px);
+}
+
+/* plane j (wq[4 o + j]), pixels p .. p + 7, all present: two gathers a weight */
+static void src_one8(float *pl, const float *d, const float *wq, int32_t nb, int32_t cout,
+                     uint32x4_t offs, int first)
+{
+    const float *const d1 = d + 4 * cout;
+    float32x4_t a0 = first ? vdupq_n_f32(0.0f) : vldrwq_f32(pl);
+    float32x4_t a1 = first ? vdupq_n_f32(0.0f) : vldrwq_f32(pl + 4);
+    int32_t o;
+
+    for (o = 0; o < nb; ++o, wq += 4) {
+        const float w = wq[0];
+        a0 = vaddq_f32(a0, vmulq_n_f32(vldrwq_gather_shifted_offset_f32(d + o, offs), w));
+        a1 = vaddq_f32(a1, vmulq_n_f32(vldrwq_gather_shifted_offset_f32(d1 + o, offs), w));
+    }
+    vstrwq_f32(pl, a0), vstrwq_f32(pl + 4, a1);
+}
+
+/* plane j, pixels p .. p + 3 (lanes px) */
+static void src_one4(float *pl, const float *d, const float *wq, int32_t nb, uint32x4_t offs,
+                     mve_pred16_t px, int first)
+{
+    float32x4_t a0 = first ? vdupq_n_f32(0.0f) : vldrwq_z_f32(pl, px);
+    int32_t o;
+
+    for (o = 0; o < nb; ++o, wq += 4) {
+        a0 = vaddq_f32(a0, vmulq_n_f32(vldrwq_gather_shifted_offset_z_f32(d + o, offs, px),
+                                       wq[0]));
+    }
+    vstrwq_p_f32(pl, a0, px);
+}
+
+void tt_cs_pw_input_s8_mve(float *planes, int32_t ps, const float *dy, const int8_t *w,
+                           const float *w_scale, int32_t n, int32_t cout, int32_t cin,
+                           int32_t c0, int32_t cnt)
+{
+    float wq[4 * SRC_OB]; /* wq[4 o + j] = w_scale[o] * (float)w[o, c0 + j] */
+    float *const pl[4] = {planes, planes + ps, planes + 2 * ps, planes + 3 * ps};
+    const uint32x4_t offs = vmulq_n_u32(vidupq_n_u32(0, 1), (uint32_t)cout);
+    const mve_pred16_t chans = vctp32q((uint32_t)cnt);
+    int32_t o0, o, p, j;
+
+    for (o0 = 0; o0 < cout; o0 += SRC_OB) {
+        const int32_t nb = cout - o0 < SRC_OB ? cout - o0 : SRC_OB;
+        for (o = 0; o < nb; ++o) { /* (float)w is exact; the product rounds as the scalar's */
+            const int32x4_t v = vldrbq_z_s32(&w[(o0 + o) * cin + c0], chans);
+            vstrwq_f32(&wq[4 * o], vmulq_n_f32(vcvtq_f32_s32(v), w_scale[o0 + o]));
+        }
+        if (cnt == 4) {
+            for (p = 0; p < n; p += 4) {
+                src_four(pl, p, &dy[p * cout + o0], wq, nb, offs, vctp32q((uint32_t)(n - p)),
+                         n - p >= 4, o0 == 0);
+            }
+            continue;
+        }
+        for (j = 0; j < cnt; ++j) { /* planes on their own: the same sums */
+            for (p = 0; p + 8 <= n; p += 8) {
+                src_one8(pl[j] + p, &dy[p * cout + o0], wq + j, nb, cout, offs, o0 == 0);
+            }
+            for (; p < n; p += 4) {
+                src_one4(pl[j] + p, &dy[p * cout + o0], wq + j, nb, offs,
+                         vctp32q((uint32_t)(n - p)), o0 == 0);
+            }
+        }
+    }
+}
+
+/* ---- the sinks: dx[p, j] += d_i(p) * (float)w[c0 + i, j], i = 0 .. cnt - 1 in order,
+ * d_i(p) = dy[i * ds + p] * w_scale[c0 + i] (tt_cs_pw_input_add_s8(_g)_opt's arithmetic,
+ * contiguous outputs). Lanes are four outputs j; the weight vectors stay in registers while
+ * the pixels stream past. Four channels: each block of four dx loaded and stored once for
+ * the four; one channel: eight columns a pixel. Two or three channels go one at a time,
+ * which adds to every element in the same order. */
+#define SINK_PX 64 /* pixels per pass: their d_i, 4 x 64 floats on the stack */
+
+/* four channels, columns j .. j + 3 (lanes cols), pixels p < np: dd[4 p + i] */
+static void sink_four(float *dx, int32_t dx_c, const float *dd, const int8_t *row, int32_t k,
+                      int32_t np, mve_pred16_t cols, int full)
+{
+    const float32x4_t w0 = vcvtq_f32_s32(vldrbq_z_s32(row, cols));
+    const float32x4_t w1 = vcvtq_f32_s32(vldrbq_z_s32(row + k, cols));
+    const float32x4_t w2 = vcvtq_f32_s32(vldrbq_z_s32(row + 2 * k, cols));
+    const float32x4_t w3 = vcvtq_f32_s32(vldrbq_z_s32(row + 3 * k, cols));
+    int32_t p;
+
+    if (full && np > 0) {
+        /* per pixel: the block of dx, its four d in two LDRDs, four VMUL / VADD pairs in
+         * channel order, the store: 14 instructions per 16 MACs */
+        float32x4_t v, t;
+        uint32_t d0, d1;
+        __asm__ volatile("dls lr, %[n]\n"
+                         "1:\n\t"
+                         "vldrw.u32 %q[v], [%[o]]\n\t"
+                         "ldrd %[d0], %[d1], [%[dd]], #8\n\t"
+                         "vmul.f32 %q[t], %q[w0], %[d0]\n\t"
+                         "vadd.f32 %q[v], %q[v], %q[t]\n\t"
+                         "vmul.f32 %q[t], %q[w1], %[d1]\n\t"
+                         "vadd.f32 %q[v], %q[v], %q[t]\n\t"
+                         "ldrd %[d0], %[d1], [%[dd]], #8\n\t"
+                         "vmul.f32 %q[t], %q[w2], %[d0]\n\t"
+                         "vadd.f32 %q[v], %q[v], %q[t]\n\t"
+                         "vmul.f32 %q[t], %q[w3], %[d1]\n\t"
+                         "vadd.f32 %q[v], %q[v], %q[t]\n\t"
+                         "vstrw.32 %q[v], [%[o]]\n\t"
+                         "add %[o], %[o], %[step]\n\t"
+                         "le lr, 1b"
+                         : [v] "=&w"(v), [t] "=&w"(t), [d0] "=&r"(d0), [d1] "=&r"(d1),
+                           [o] "+r"(dx), [dd] "+r"(dd)
+                         : [w0] "w"(w0), [w1] "w"(w1), [w2] "w"(w2), [w3] "w"(w3),
+                           [step] "r"(4 * dx_c), [n] "r"(np)
+                         : "lr", "memory");
+        return;
+    }
+    for (p = 0; p < np; ++p, dx += dx_c, dd += 4) {
+        float32x4_t v = vldrwq_z_f32(dx, cols);
+        v = vaddq_f32(v, vmulq_n_f32(w0, dd[0]));
+        v = vaddq_f32(v, vmulq_n_f32(w1, dd[1]));
+        v = vaddq_f32(v, vmulq_n_f32(w2, dd[2]));
+        v = vaddq_f32(v, vmulq_n_f32(w3, dd[3]));
+        vstrwq_p_f32(dx, v, cols);
+    }
+}
+
+/* one channel (dd[4 p]), eight whole columns j .. j + 7 */
+static void sink_one8(float *dx, int32_t dx_c, const float *dd, const int8_t *row, int32_t np)
+{
+    const float32x4_t w0 = vcvtq_f32_s32(vldrbq_s32(row));
+    const float32x4_t w1 = vcvtq_f32_s32(vldrbq_s32(row + 4));
+    int32_t p;
+
+    for (p = 0; p < np; ++p, dx += dx_c, dd += 4) {
+        const float d = dd[0];
+        vstrwq_f32(dx, vaddq_f32(vldrwq_f32(dx), vmulq_n_f32(w0, d)));
+        vstrwq_f32(dx + 4, vaddq_f32(vldrwq_f32(dx + 4), vmulq_n_f32(w1, d)));
+    }
+}
+
+/* one channel, columns j .. j + 3 (lanes cols; `full`: all four, unpredicated) */
+static void sink_one4(float *dx, int32_t dx_c, const float *dd, const int8_t *row, int32_t np,
+                      mve_pred16_t cols, int full)
+{
+    const float32x4_t w0 = vcvtq_f32_s32(vldrbq_z_s32(row, cols));
+    int32_t p;
+
+    if (full) {
+        for (p = 0; p < np; ++p, dx += dx_c, dd += 4) {
+            vstrwq_f32(dx, vaddq_f32(vldrwq_f32(dx), vmulq_n_f32(w0, dd[0])));
+        }
+        return;
+    }
+    for (p = 0; p < np; ++p, dx += dx_c, dd += 4) {
+        vstrwq_p_f32(dx, vaddq_f32(vldrwq_z_f32(dx, cols), vmulq_n_f32(w0, dd[0])), cols);
+    }
+}
+
+void tt_cs_pw_input_add_s8_mve(float *dx, const float *dy, int32_t ds, const int8_t *w,
+                               const float *w_scale, int32_t n, int32_t dx_c, int32_t k,
+                               int32_t c0, int32_t cnt)
+{
+    float dd[4 * SINK_PX]; /* dd[4 p + i] = dy[i * ds + p] * w_scale[c0 + i] */
+    int32_t p0, p, i, j;
+
+    for (p0 = 0; p0 < n; p0 += SINK_PX) {
+        const int32_t np = n - p0 < SINK_PX ? n - p0 : SINK_PX;
+        float *const o = dx + p0 * dx_c;
+        for (i = 0; i < cnt; ++i) { /* the products as the scalar code forms them */
+            const float s = w_scale[c0 + i];
+            for (p = 0; p < np; ++p) {
+                dd[4 * p + i] = dy[i * ds + p0 + p] * s;
+            }
+        }
+        if (cnt == 4) {
+            for (j = 0; j < k; j += 4) {
+                sink_four(o + j, dx_c, dd, &w[c0 * k + j], k, np,
+                          vctp32q((uint32_t)(k - j)), k - j >= 4);
+            }
+            continue;
+        }
+        for (i = 0; i < cnt; ++i) {
+            const int8_t *const row = &w[(c0 + i) * k];
+            for (j = 0; j + 8 <= k; j += 8) {
+                sink_one8(o + j, dx_c, dd + i, row + j, np);
+            }
+            for (; j < k; j += 4) {
+                sink_one4(o + j, dx_c, dd + i, row + j, np, vctp32q((uint32_t)(k - j)),
+                          k - j >= 4);
+            }
+        }
+    }
+}
+#endif

@@ -1,0 +1,23 @@
+/* Helium (Arm M-profile Vector Extension, MVE) kernels for the int8 forward: declarations.
+ * Compiled only where the core has MVE's integer lanes (TT_MVE, tt_mve.h); elsewhere the
+ * DSP-extension kernels of tt_q8_conv_opt.c run. Each
+ * kernel is bit-identical with its reference kernel for every input: integer sums are exact
+ * modulo 2^32 in any order, and the requantisation (tt_q8_mve_rq4 in tt_q8_mve.c) is
+ * gemmlowp's double rounding lane for lane. */
+#ifndef TT_Q8_MVE_H
+#define TT_Q8_MVE_H
+
+#include <stdint.h>
+
+#include "tt_mve.h"
+#include "tt_reference.h"
+
+#if TT_MVE
+/* Pointwise conv of npx pixels, y (npx x cout) from x (npx x cin) and w (cout x cin), as
+ * tt_conv2d_s8 with kh == kw == 1, stride 1, no padding; b may be NULL. Four output channels
+ * at a time, sixteen input channels per VMLADAV. */
+void tt_q8_pw_mve(int8_t *y, const int8_t *x, int32_t npx, const int8_t *w, const int32_t *b,
+                  int32_t cin, int32_t cout, const tt_q8_requant *q);
+#endif
+
+#endif /* TT_Q8_MVE_H */
