@@ -854,9 +854,17 @@ def flash(
 ) -> None:
     """Write DIR/firmware.elf to the board's flash over serial (or a debug probe; Raspberry Pi
     Pico boards: as DIR/firmware.uf2 onto their BOOTSEL drive, or with picotool). Trained
-    weights in the checkpoint slots are not erased."""
+    weights in the checkpoint slots are not erased. Boards whose [flash] protocol is "none"
+    (Corstone-300, Alif Ensemble) are programmed with their own tools: the error says how."""
     from tinytrain.boards import load_board
-    from tinytrain.device.flashing import board_chip, flash_image, flash_probe, load_elf
+    from tinytrain.device.flashing import (
+        FlashError,
+        board_chip,
+        flash_image,
+        flash_probe,
+        load_elf,
+        manual_programming,
+    )
     from tinytrain.device.runner import load_program_info
     from tinytrain.errors import BuildError
 
@@ -866,6 +874,8 @@ def flash(
         if not b.is_mcu or not elf.exists():
             raise BuildError(f"{build_dir} is not a firmware build; build it with "
                              "`tinytrain build MODEL --board stm32f746|nrf52840`")
+        if (manual := manual_programming(b, build_dir)) is not None:
+            raise FlashError(manual)
         if probe:
             flash_probe(elf, b.name)
             console.print(f"flashed {elf} over SWD")

@@ -6,6 +6,7 @@ Images are lists of (address, bytes) segments, as `load_elf` / `load_bin` return
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tinytrain.device.flashing.common import FlashError, Progress, Segment, open_serial
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
     from tinytrain.device.flashing.stm32_rom import Stm32Chip
 
 PROTOCOLS = ("stm32-rom", "nrf-dfu-serial", "uf2")
+# [flash] protocol of a board tinytrain does not program (an FPGA board loading its images from
+# an SD card, a chip programmed with its vendor's tool); [flash] how says what does.
+NO_PROTOCOL = "none"
+IMAGES = ("firmware.elf", "firmware.hex", "firmware.bin")  # what a firmware build writes
 
 
 def flash_image(protocol: str, port: str, segments: Sequence[Segment], *, baud: int = 115200,
@@ -52,6 +57,20 @@ def flash_image(protocol: str, port: str, segments: Sequence[Segment], *, baud: 
                          f"{', '.join(PROTOCOLS)}")
 
 
+def manual_programming(board: Board, build_dir: Path) -> str | None:
+    """For a board tinytrain does not program ([flash] protocol "none", or none given): one
+    paragraph saying so, how the board is programmed instead (its [flash] how, else the
+    vendor's tools) and which image files the build holds. None for the boards it flashes."""
+    if str(board.flash.get("protocol", NO_PROTOCOL)) != NO_PROTOCOL:
+        return None
+    said = "is \"none\"" if "protocol" in board.flash else "is not given"
+    how = " ".join(str(board.flash.get("how", "")).split()).rstrip(".") or \
+        "program it with its vendor's tools"
+    images = ", ".join(str(Path(build_dir) / f) for f in IMAGES if (Path(build_dir) / f).exists())
+    return (f"tinytrain does not program {board.name} (the [flash] protocol of its board file "
+            f"{said}): {how}. This build's images: {images or 'none (rebuild it)'}")
+
+
 def board_chip(board: Board) -> Stm32Chip | None:
     """What `flash_image(chip=)` needs for a board flashed over the STM32 ROM bootloader: its
     [flash] product_id and its [layout] erase map. None for boards flashed otherwise."""
@@ -62,6 +81,6 @@ def board_chip(board: Board) -> Stm32Chip | None:
     return Stm32Chip.from_board(board)
 
 
-__all__ = ["FlashError", "PROTOCOLS", "Progress", "Segment", "board_chip", "elf_to_uf2",
-           "flash_image", "flash_probe", "flash_uf2", "load_bin", "load_elf", "load_image",
-           "open_serial", "parse_uf2"]
+__all__ = ["FlashError", "IMAGES", "NO_PROTOCOL", "PROTOCOLS", "Progress", "Segment",
+           "board_chip", "elf_to_uf2", "flash_image", "flash_probe", "flash_uf2", "load_bin",
+           "load_elf", "load_image", "manual_programming", "open_serial", "parse_uf2"]

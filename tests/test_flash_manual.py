@@ -1,0 +1,74 @@
+"""`tinytrain flash` on a board tinytrain does not program ([flash] protocol = "none": the
+Corstone-300, whose MPS3 loads its images from an SD card, or a chip programmed with its
+vendor's tool): exit 2 with one line that says so, how the board is programmed instead (the
+board file's [flash] how) and which images the build holds; never a traceback, whatever
+--port, --probe or --drive say."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.library_helpers import DIGITS_ONNX, build
+from tinytrain.boards import load_board
+from tinytrain.device.flashing import IMAGES, manual_programming
+
+HOW = "copy an image to the SD card and list it in images.txt"
+
+
+@pytest.fixture(scope="module")
+def corstone300(tmp_path_factory) -> Path:
+    if shutil.which("arm-none-eabi-gcc") is None:
+        pytest.skip("needs gcc-arm-none-eabi (installed by .ci/run)")
+    return build(DIGITS_ONNX, tmp_path_factory.mktemp("cs300") / "fw", "--board", "corstone300",
+                 "--lr", "0.05")
+
+
+def _one_line_error(p) -> str:
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr and p.stderr.startswith("error: "), p.stderr
+    assert p.stderr.count("\n") == 1, p.stderr
+    return p.stderr
+
+
+@pytest.mark.parametrize("opts", [(), ("--port", "/dev/ttyACM0"), ("--probe",),
+                                  ("--drive", "/media/x")])
+def test_flash_says_how_the_board_is_programmed(corstone300, cli, opts):
+    err = _one_line_error(cli("flash", corstone300, *opts, check=False))
+    assert "does not program corstone300" in err and 'protocol of its board file is "none"' in err
+    want = load_board("corstone300").flash.get("how") or "vendor's tools"
+    assert " ".join(str(want).split()).rstrip(".") in err
+    for name in IMAGES:  # the files the user takes to the board's own tools
+        assert str(corstone300 / name) in err
+
+
+def test_flash_reads_the_board_files_how(corstone300, cli, tmp_path):
+    """A board file's [flash] how is what the error says to do (here a copy of corstone300.toml
+    outside the package, which the build's program.json then names)."""
+    text = (ROOT / "boards" / "corstone300.toml").read_text()
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("how ="))
+    board = tmp_path / "mps3.toml"
+    board.write_text(text.replace('protocol = "none"', f'protocol = "none"\nhow = """{HOW}\n"""'))
+    fw = tmp_path / "fw"
+    shutil.copytree(corstone300, fw, ignore=shutil.ignore_patterns("su", "runtime"))
+    info = json.loads((fw / "program.json").read_text())
+    (fw / "program.json").write_text(json.dumps({**info, "board": str(board)}))
+    (fw / "firmware.bin").unlink()
+    err = _one_line_error(cli("flash", fw, check=False))
+    assert "does not program mps3" in err and f"{HOW}. This build's images:" in err
+    assert str(fw / "firmware.hex") in err and "firmware.bin" not in err
+
+
+def test_manual_programming_only_for_boards_without_a_protocol(tmp_path):
+    assert manual_programming(load_board("stm32f746"), tmp_path) is None
+    assert manual_programming(load_board("rp2040"), tmp_path) is None
+    text = (ROOT / "boards" / "stm32f746.toml").read_text()
+    board = tmp_path / "noflash.toml"
+    board.write_text(text[:text.index("[flash]")])  # no [flash] table at all
+    msg = manual_programming(load_board(str(board)), tmp_path)
+    assert msg is not None and "is not given" in msg and "vendor's tools" in msg
+    assert msg.endswith("none (rebuild it)")
