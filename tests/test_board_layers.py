@@ -31,6 +31,7 @@ BOARDS = {
     "rp2040": ["-mcpu=cortex-m0plus", "-mthumb", "-mfloat-abi=soft"],
     "rp2350": ["-mcpu=cortex-m33", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard", "-DTT_FPV5"],
     "corstone300": ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-DTT_FPV5"],
+    "alif_e7_he": ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-DTT_FPV5"],
 }
 
 pytestmark = pytest.mark.skipif(

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(
     shutil.which("arm-none-eabi-gcc") is None or shutil.which("qemu-system-arm") is None,
     reason="needs gcc-arm-none-eabi and qemu-system-arm (installed by .ci/run)")
 
-NEW_BOARDS = ("rp2040", "rp2350", "stm32u585", "corstone300")
+NEW_BOARDS = ("rp2040", "rp2350", "stm32u585", "corstone300", "alif_e7_he")
 SHAPE = (1, 8, 8)  # one digit in the ONNX model's own layout
 # fp32: host glibc and twin newlib differ in expf/logf by an ulp or two (tests/test_boards.py
 # measures ~1e-7 relative on the losses over 24 steps)
