@@ -1,8 +1,8 @@
 """`tinytrain flash` on a board tinytrain does not program ([flash] protocol = "none": the
-Corstone-300, whose MPS3 loads its images from an SD card, or a chip programmed with its
-vendor's tool): exit 2 with one line that says so, how the board is programmed instead (the
-board file's [flash] how) and which images the build holds; never a traceback, whatever
---port, --probe or --drive say."""
+Corstone-300, whose MPS3 loads its images from an SD card, and the Alif Ensemble E7, whose
+Secure Enclave writes its MRAM for Alif's SETOOLS): exit 2 with one line that says so, how the
+board is programmed instead (the board file's [flash] how) and which images the build holds;
+never a traceback, whatever --port, --probe or --drive say."""
 
 from __future__ import annotations
 
@@ -18,14 +18,20 @@ from tinytrain.boards import load_board
 from tinytrain.device.flashing import IMAGES, manual_programming
 
 HOW = "copy an image to the SD card and list it in images.txt"
+MANUAL_BOARDS = ("corstone300", "alif_e7_he")  # the package's boards with protocol "none"
 
 
 @pytest.fixture(scope="module")
-def corstone300(tmp_path_factory) -> Path:
+def builds(tmp_path_factory) -> dict[str, Path]:
     if shutil.which("arm-none-eabi-gcc") is None:
         pytest.skip("needs gcc-arm-none-eabi (installed by .ci/run)")
-    return build(DIGITS_ONNX, tmp_path_factory.mktemp("cs300") / "fw", "--board", "corstone300",
-                 "--lr", "0.05")
+    return {b: build(DIGITS_ONNX, tmp_path_factory.mktemp(b) / "fw", "--board", b, "--lr", "0.05")
+            for b in MANUAL_BOARDS}
+
+
+@pytest.fixture(scope="module")
+def corstone300(builds) -> Path:
+    return builds["corstone300"]
 
 
 def _one_line_error(p) -> str:
@@ -35,15 +41,30 @@ def _one_line_error(p) -> str:
     return p.stderr
 
 
+def _how(board: str, build_dir: Path) -> str:
+    """The board file's [flash] how as the error quotes it (or the generic advice)."""
+    how = load_board(board).flash.get("how")
+    if how is None:
+        return "vendor's tools"
+    return " ".join(str(how).split()).rstrip(".").replace("DIR/", f"{build_dir}/")
+
+
 @pytest.mark.parametrize("opts", [(), ("--port", "/dev/ttyACM0"), ("--probe",),
                                   ("--drive", "/media/x")])
-def test_flash_says_how_the_board_is_programmed(corstone300, cli, opts):
-    err = _one_line_error(cli("flash", corstone300, *opts, check=False))
-    assert "does not program corstone300" in err and 'protocol of its board file is "none"' in err
-    want = load_board("corstone300").flash.get("how") or "vendor's tools"
-    assert " ".join(str(want).split()).rstrip(".") in err
+@pytest.mark.parametrize("board", MANUAL_BOARDS)
+def test_flash_says_how_the_board_is_programmed(builds, board, cli, opts):
+    fw = builds[board]
+    err = _one_line_error(cli("flash", fw, *opts, check=False))
+    assert f"does not program {board}" in err and 'protocol of its board file is "none"' in err
+    assert _how(board, fw) in err
     for name in IMAGES:  # the files the user takes to the board's own tools
-        assert str(corstone300 / name) in err
+        assert str(fw / name) in err
+
+
+def test_the_alif_board_says_setools(builds, cli):
+    err = _one_line_error(cli("flash", builds["alif_e7_he"], check=False))
+    assert "SETOOLS" in err and "app-write-mram" in err and "M55_HE" in err
+    assert f"copy {builds['alif_e7_he'] / 'firmware.bin'} to" in err  # DIR/ is the build
 
 
 def test_flash_reads_the_board_files_how(corstone300, cli, tmp_path):

@@ -59,13 +59,15 @@ def flash_image(protocol: str, port: str, segments: Sequence[Segment], *, baud: 
 
 def manual_programming(board: Board, build_dir: Path) -> str | None:
     """For a board tinytrain does not program ([flash] protocol "none", or none given): one
-    paragraph saying so, how the board is programmed instead (its [flash] how, else the
-    vendor's tools) and which image files the build holds. None for the boards it flashes."""
+    paragraph saying so, how the board is programmed instead (its [flash] how, where DIR/ names
+    the build directory; else the vendor's tools) and which image files the build holds. None
+    for the boards it flashes."""
     if str(board.flash.get("protocol", NO_PROTOCOL)) != NO_PROTOCOL:
         return None
     said = "is \"none\"" if "protocol" in board.flash else "is not given"
     how = " ".join(str(board.flash.get("how", "")).split()).rstrip(".") or \
         "program it with its vendor's tools"
+    how = how.replace("DIR/", f"{Path(build_dir)}/")  # the text's name for the build directory
     images = ", ".join(str(Path(build_dir) / f) for f in IMAGES if (Path(build_dir) / f).exists())
     return (f"tinytrain does not program {board.name} (the [flash] protocol of its board file "
             f"{said}): {how}. This build's images: {images or 'none (rebuild it)'}")
