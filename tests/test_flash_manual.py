@@ -7,6 +7,7 @@ never a traceback, whatever --port, --probe or --drive say."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -71,9 +72,11 @@ def test_flash_reads_the_board_files_how(corstone300, cli, tmp_path):
     """A board file's [flash] how is what the error says to do (here a copy of corstone300.toml
     outside the package, which the build's program.json then names)."""
     text = (ROOT / "boards" / "corstone300.toml").read_text()
-    text = "\n".join(line for line in text.splitlines() if not line.startswith("how ="))
+    # the same board with its [flash] table (and whatever how it has) replaced by ours
+    text = re.sub(r"(?ms)^\[flash\]$.*?(?=^\[|\Z)", "", text)
     board = tmp_path / "mps3.toml"
-    board.write_text(text.replace('protocol = "none"', f'protocol = "none"\nhow = """{HOW}\n"""'))
+    board.write_text(f'{text.rstrip()}\n\n[flash]\nprotocol = "none"\nhow = """{HOW}\n"""\n')
+    assert load_board(str(board)).flash == {"protocol": "none", "how": HOW + "\n"}
     fw = tmp_path / "fw"
     shutil.copytree(corstone300, fw, ignore=shutil.ignore_patterns("su", "runtime"))
     info = json.loads((fw / "program.json").read_text())
