@@ -38,8 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pretrain import accuracy, digits_rgb, pretrain  # noqa: E402  (bench/pretrain.py)
 
+from tests import ckernel  # noqa: E402  (the kernel microbenchmarks, run on the M55 twin)
 from tests.torch_models import MLP, AifesCNN, DigitsCNN, export  # noqa: E402
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES  # noqa: E402
+from tinytrain.boards import load_board  # noqa: E402
 from tinytrain.device.bench import PHASES, measure  # noqa: E402
 from tinytrain.device.build import build  # noqa: E402
 from tinytrain.device.runner import load_program_info  # noqa: E402
@@ -55,11 +57,17 @@ TTE_CYCLES = {"MobileNetV2-w0.35": 80.6e6, "ProxylessNAS-w0.3": 95.7e6, "MCUNet-
 # the same twin by the issue that set the target.
 AIFES_INSTRUCTIONS = {"AIfES MLP 64-32-10": 282_510, "AIfES CNN 16x16": 13.40e6}
 TARGET_VS_TTE = 0.5  # the bar: <= 0.5x TTE's cycles
+TARGET_VS_TTE_HELIUM = 0.25  # on a core with Helium (issue "helium"): <= 0.25x
 TARGET_VS_AIFES = 1 / 25  # and >= 25x fewer instructions than AIfES
 DIGITS_TARGET = 500_000  # the digits CNN's whole step
 # Instructions per MAC a kernel cannot go below on these cores: two int8 MACs per SMLAD (int8
 # forward), one fp32 multiply-accumulate per VMLA (every backward; loads not counted).
 FLOOR_INT8, FLOOR_FP32 = 0.5, 1.0
+# With Helium (M-profile vector extension): sixteen int8 MACs per VMLADAV, four fp32 MACs per
+# VFMA. The kernels keep the reference's rounding (product and sum rounded apart: VMUL then
+# VADD), so their own fp32 floor is 1/2; the table still measures against 1/4.
+HELIUM_CPUS = ("cortex-m55", "cortex-m85")
+FLOOR_HELIUM_INT8, FLOOR_HELIUM_FP32 = 1 / 16, 1 / 4
 TOP = 6  # ops listed per model, by instructions above their floor
 LR = 0.05
 CALIB = 64  # calibration samples (trained weights: training digits)
@@ -116,7 +124,13 @@ def _models(tmp: Path, weights: str, wanted: list[str]) -> list[dict]:
     return out
 
 
-def _floor(kind: str, phase: str) -> float:
+def _helium(board: str) -> bool:
+    return load_board(board).cpu in HELIUM_CPUS
+
+
+def _floor(kind: str, phase: str, board: str) -> float:
+    if _helium(board):
+        return FLOOR_HELIUM_INT8 if kind == "int8" and phase == "forward" else FLOOR_HELIUM_FP32
     return FLOOR_INT8 if kind == "int8" and phase == "forward" else FLOOR_FP32
 
 
@@ -144,10 +158,11 @@ def _leaves(r: dict, inside: dict | None) -> list[dict]:
 
 def _row(m: dict, board: str, kernels: str, r: dict, inside: dict | None = None) -> dict:
     label, anchor = m["anchor"]
-    target = (anchor * TARGET_VS_TTE if m["kind"] == "int8" else
+    vs_tte = TARGET_VS_TTE_HELIUM if _helium(board) else TARGET_VS_TTE
+    target = (anchor * vs_tte if m["kind"] == "int8" else
               anchor * TARGET_VS_AIFES if label.startswith("AIfES") else anchor)
     ops = [{"name": o["name"], "op": o["op"], "instructions": o["instructions"],
-            "macs": o.get("macs", 0), "floor": _floor(m["kind"], o["phase"])}
+            "macs": o.get("macs", 0), "floor": _floor(m["kind"], o["phase"], board)}
            for o in _leaves(r, inside)]
     for o in ops:  # what the op executes beyond floor x MACs
         o["above"] = o["instructions"] - o["floor"] * o["macs"]
@@ -207,8 +222,9 @@ def main() -> None:
               f"{r['anchor_label']} {r['anchor']:,.0f} | {ratio:.2f}× | ≤ {r['target']:,.0f} | "
               f"{'yes' if r['instructions'] <= r['target'] else 'no'} |")
     print(f"\n### top {TOP} ops per sample by instructions above the floor (optimised kernels; "
-          "floor: 0.5 instructions per int8 MAC with SMLAD, 1 per fp32 MAC with VMLA; the ops "
-          "inside row and channel streams one by one, from a build with profile_members)\n")
+          "floor: 0.5 instructions per int8 MAC with SMLAD, 1 per fp32 MAC with VMLA; on the "
+          "M55, 1/16 with VMLADAV and 1/4 with VFMA; the ops inside row and channel streams one "
+          "by one, from a build with profile_members)\n")
     print("| model | board | op | kind | instructions | MACs | instr. / MAC | floor | "
           "above floor |")
     print("|---|---|---|---|---:|---:|---:|---:|---:|")
@@ -221,6 +237,8 @@ def main() -> None:
                   f"{o['instructions']:,.0f} | {o['macs']:,} | {per} | {o['floor']} | "
                   f"{o['above']:,.0f} |")
     _by_board(rows)
+    if any(_helium(b) for b in args.board or BOARDS):
+        _helium_kernels()
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
 
@@ -249,6 +267,48 @@ def _by_board(rows: list[dict]) -> None:
         total = sum(r["phases"].values()) or 1
         print(f"| {m} | {b} | " + " | ".join(
             f"{100 * r['phases'].get(ph, 0) / total:.0f} %" for ph in PHASES) + " |")
+
+
+# The Helium kernels' microbenchmarks (tests/ckernel), each line "name ... instr/MAC" on the
+# M55 twin: program, the runtime files it links, its define, and per kernel the line's pattern
+# (the kernel's instructions per MAC in group 1), its floor and what reaches the floor.
+HELIUM_BENCHES = (
+    ("test_conv_opt.c", ("tt_q8_core.c", "tt_q8_master.c", "tt_q8_conv_opt.c", "tt_q8_mve.c"),
+     "BENCH", (("int8 pointwise forward (tt_q8_pw_mve)", r"^pw .* opt\s+([\d.]+)\s+opt_row",
+                FLOOR_HELIUM_INT8, "VMLADAV"),)),
+    ("test_cs_opt.c", ("tt_channel_stream.c", "tt_q8_core.c", "tt_q8_master.c",
+                       "tt_f32_bwd_opt.c", "tt_f32_mve.c"), "CS_BENCH",
+     (("1x1 input gradient, 4 planes (tt_cs_pw_input_s8_mve)",
+       r"^bench pw_input_s8_g .* opt\s+([\d.]+)", FLOOR_HELIUM_FP32, "VFMA"),
+      ("1x1 input gradient, 1 plane (tt_cs_pw_input_s8_mve)",
+       r"^bench pw_input_s8 .* opt\s+([\d.]+)", FLOOR_HELIUM_FP32, "VFMA"),
+      ("1x1 input-gradient sink, 4 channels (tt_cs_pw_input_add_s8_mve)",
+       r"^bench pw_input_add_s8_g .* opt\s+([\d.]+)", FLOOR_HELIUM_FP32, "VFMA"),
+      ("1x1 input-gradient sink, 1 channel (tt_cs_pw_input_add_s8_mve)",
+       r"^bench pw_input_add_s8 .* opt\s+([\d.]+)", FLOOR_HELIUM_FP32, "VFMA"))),
+)
+
+
+def _helium_kernels() -> None:
+    """Each Helium kernel's instructions per MAC over the benchmark networks' geometries (the
+    kernel tests' microbenchmarks on the M55 twin), beside its floor."""
+    import re
+
+    print("\n### Helium kernels on the M55 twin (instructions per MAC over the networks' "
+          "geometries, from the kernel microbenchmarks)\n")
+    print("| kernel | geometries | mean | best | worst | floor | floor's instruction |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for program, files, define, kernels in HELIUM_BENCHES:
+            res = ckernel.run(ckernel.HERE / program, "m55", Path(tmp) / program,
+                              sources=[ckernel.RUNTIME[f] for f in files], defines=[define])
+            if res.returncode != 0:
+                raise SystemExit(f"{program} failed on the M55 twin:\n{res.stdout[-2000:]}")
+            for name, pattern, floor, how in kernels:
+                v = [float(x) for x in re.findall(pattern, res.stdout, re.M)]
+                if v:
+                    print(f"| {name} | {len(v)} | {sum(v) / len(v):.2f} | {min(v):.2f} | "
+                          f"{max(v):.2f} | {floor:.4g} | {how} |")
 
 
 if __name__ == "__main__":

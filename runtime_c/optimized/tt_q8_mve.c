@@ -119,9 +119,32 @@ static TT_MVE_INLINE void pw_long(int8_t *yp, const int8_t *xp, int32_t npx,
 {
     const int32_t full = cin >> 4, tail = cin & 15;
     const mve_pred16_t pk = vctp8q((uint32_t)tail);
-    int32_t p, k;
+    /* the row's last cin % 16 weights, zeros past them (so a pixel's 16-byte tail load may run
+     * into the next pixel) */
+    const int8x16_t wt = vldrbq_z_s8(wr + 16 * full, pk);
+    int32_t p = 0, k;
 
-    for (p = 0; p < npx; p += 4, yp += 4 * cout) {
+    /* whole blocks of four whose last tail load stays inside x: no predicates */
+    for (; p + 4 <= npx && (p + 4) * cin + 16 - tail <= npx * cin; p += 4, yp += 4 * cout) {
+        const int8_t *x0 = xp + p * cin, *x1 = x0 + cin, *x2 = x1 + cin, *x3 = x2 + cin;
+        const int8_t *w = wr;
+        int32_t a0 = init, a1 = init, a2 = init, a3 = init;
+        for (k = 0; k < full; ++k, w += 16, x0 += 16, x1 += 16, x2 += 16, x3 += 16) {
+            const int8x16_t wv = vldrbq_s8(w);
+            a0 = vmladavaq_s8(a0, vldrbq_s8(x0), wv);
+            a1 = vmladavaq_s8(a1, vldrbq_s8(x1), wv);
+            a2 = vmladavaq_s8(a2, vldrbq_s8(x2), wv);
+            a3 = vmladavaq_s8(a3, vldrbq_s8(x3), wv);
+        }
+        if (tail) {
+            a0 = vmladavaq_s8(a0, vldrbq_s8(x0), wt);
+            a1 = vmladavaq_s8(a1, vldrbq_s8(x1), wt);
+            a2 = vmladavaq_s8(a2, vldrbq_s8(x2), wt);
+            a3 = vmladavaq_s8(a3, vldrbq_s8(x3), wt);
+        }
+        vstrbq_scatter_offset_s32(yp, offs, rq4(lanes4(a0, a1, a2, a3), r, left));
+    }
+    for (; p < npx; p += 4, yp += 4 * cout) {
         /* 1-3 pixels left: the spare lanes repeat the last pixel and are not stored */
         const int32_t n = npx - p < 4 ? npx - p : 4;
         const int8_t *x0 = xp + p * cin;
@@ -135,12 +158,11 @@ static TT_MVE_INLINE void pw_long(int8_t *yp, const int8_t *xp, int32_t npx,
             a2 = vmladavaq_s8(a2, vldrbq_s8(x2), wv);
             a3 = vmladavaq_s8(a3, vldrbq_s8(x3), wv);
         }
-        if (tail) {
-            const int8x16_t wv = vldrbq_z_s8(w, pk);
-            a0 = vmladavaq_s8(a0, vldrbq_z_s8(x0, pk), wv);
-            a1 = vmladavaq_s8(a1, vldrbq_z_s8(x1, pk), wv);
-            a2 = vmladavaq_s8(a2, vldrbq_z_s8(x2, pk), wv);
-            a3 = vmladavaq_s8(a3, vldrbq_z_s8(x3, pk), wv);
+        if (tail) { /* inactive lanes load 0 and touch no memory */
+            a0 = vmladavaq_s8(a0, vldrbq_z_s8(x0, pk), wt);
+            a1 = vmladavaq_s8(a1, vldrbq_z_s8(x1, pk), wt);
+            a2 = vmladavaq_s8(a2, vldrbq_z_s8(x2, pk), wt);
+            a3 = vmladavaq_s8(a3, vldrbq_z_s8(x3, pk), wt);
         }
         vstrbq_scatter_offset_p_s32(yp, offs, rq4(lanes4(a0, a1, a2, a3), r, left),
                                     vctp32q((uint32_t)n));
@@ -171,4 +193,5 @@ void tt_q8_pw_mve(int8_t *y, const int8_t *x, int32_t npx, const int8_t *w, cons
         }
     }
 }
+
 #endif

@@ -235,7 +235,8 @@ def render(g: Graph, plan: Plan, board: Board | str, kernels: str = "optimized",
                    twin_slots=twin_layout(board, layout).slots,
                    twin_uart=board.qemu.uart_base if board.qemu else 0,
                    write_unit=board.flash_write_unit,
-                   split_flash=len(layout.regions) > 1)
+                   split_flash=len(layout.regions) > 1,
+                   bin_images=_image_span(layout) <= (board.flash_bytes or 0))
     ctx["decls"] = cg.decls  # filled while the calls above were generated
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
@@ -327,6 +328,13 @@ def flash_layout_of_project(project: Path, board: Board) -> FlashLayout:
          for p in info["trainable"]],
         [int(np.prod(e["shape"])) * size[e["dtype"]] for e in info.get("state", [])]
         if info.get("checkpoint_state", True) else [])
+
+
+def _image_span(layout: FlashLayout) -> int:
+    """Bytes from the first program byte to the end of the last region or slot: what a .bin
+    image (gaps filled) of the program would take."""
+    ends = [o + n for o, n in layout.regions] + [s + layout.slot_bytes for s in layout.slots]
+    return max(ends) - min(o for o, _ in layout.regions)
 
 
 def twin_layout(board: Board, layout: FlashLayout) -> FlashLayout:

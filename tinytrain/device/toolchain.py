@@ -60,7 +60,8 @@ def compile_project(project: Path, board: Board) -> list[Path]:
         raise BuildError(f"compiling the generated C for {board.name} failed:\n{tail}")
     from tinytrain.codegen.render import HOST_BINARY
 
-    if board.is_mcu:  # each ELF with its flashable images (templates/Makefile.j2)
-        return [project / f"{elf}.{ext}" for elf in ("firmware", "firmware_qemu")
-                for ext in ("elf", "bin", "hex")]
+    if board.is_mcu:  # each ELF with its flashable images (templates/Makefile.j2: no .bin
+        # for a board whose code memories lie far apart)
+        return [p for elf in ("firmware", "firmware_qemu") for ext in ("elf", "bin", "hex")
+                if (p := project / f"{elf}.{ext}").exists()]
     return [project / HOST_BINARY]
