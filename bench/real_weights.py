@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import sys
 import tempfile
 import warnings
@@ -196,11 +197,14 @@ def _conv_path(g, n) -> dict:
         bad = bad_rq | bad_acc | bad_cst
         ng = cout // 4
         groups = bad[:4 * ng].reshape(ng, 4).any(1)
+        wide = bad_cst | ((e > 31) & ~dead)  # a wider shift range would take these
         row.update(slow=int(groups.sum()), unit=f"of {ng} groups", slow_ch=int(bad.sum()),
-                   tail=cout - 4 * ng, wide_shift_ok=int(((e > 22) & ~bad).sum()))
+                   tail=cout - 4 * ng, wide_shift_ok=int(((e > 22) & ~bad).sum()),
+                   fix=_fix(bad, dead, wide), pairs=ng,
+                   slow_pairs=int(groups.sum()))
         reasons = {"dead (mult 0, shift 0)": dead & bad,
-                   "shift >= 0": (e < 1) & ~dead, "right shift > 31": e > 31,
-                   "|bias| + sum bound >= 2^30": bad_acc & ~dead,
+                   "shift >= 0": (e < 1) & ~dead, "right shift > 31": (e > 31) & ~dead,
+                   "|bias| + sum bound >= 2^30 (live channel)": bad_acc & ~dead,
                    "right shift > 22, constant overflows": bad_cst}
     else:
         valid = (1 <= k <= CV_KMAX and -128 <= a["in_offset"] <= 128
@@ -210,14 +214,30 @@ def _conv_path(g, n) -> dict:
         bad_rq = (m < 0) | (sh > -1) | (sh < -22)
         bad_b = np.abs(bias) >= blim
         bad = bad_rq | bad_b
+        wide = (sh < -22) & (sh >= -31) & ~dead & (m >= 0) & ~bad_b
+        pairs = bad[:cout - cout % 2].reshape(-1, 2).any(1).sum() + (bad[-1] if cout % 2 else 0)
         row.update(slow=int(bad.any()) if valid else 1, unit="layer", slow_ch=int(bad.sum()),
-                   reference=not valid)
+                   reference=not valid, fix=_fix(bad, dead, wide) if valid else "none",
+                   pairs=(cout + 1) // 2, slow_pairs=int(pairs))
         reasons = {"dead (mult 0, shift 0)": dead, "shift >= 0": (sh > -1) & ~dead,
                    "right shift > 22": sh < -22, "mult < 0": m < 0,
-                   "|bias| >= 2^30 - k 2^15": bad_b}
+                   "|bias| >= 2^30 - k 2^15, dead channel": bad_b & dead,
+                   "|bias| >= 2^30 - k 2^15, live channel": bad_b & ~dead}
     row["reasons"] = {r: int(v.sum()) for r, v in reasons.items() if v.any()}
     row["clamp"] = a["act_min"] != -128 or a["act_max"] != 127
     return row
+
+
+def _fix(bad: np.ndarray, dead: np.ndarray, wide: np.ndarray) -> str:
+    """Which proposed change makes every channel of a layer fast: "" (already), "A" (dead
+    channels: mult 0 normalised to shift -1, their bias not checked), "A+B" (and right shifts
+    up to 31), "C" (only a per-channel-pair fallback)."""
+    if not bad.any():
+        return ""
+    live = bad & ~dead
+    if not live.any():
+        return "A"
+    return "A+B" if not (live & ~wide).any() else "C"
 
 
 def _add_path(n) -> dict:
@@ -229,12 +249,13 @@ def _add_path(n) -> dict:
     reasons = {}
     if not -22 <= a["out_shift"] <= -1 or a["out_mult"] < 0:
         reasons["output shift outside 1..22"] = 1
-    if not all(l or g_ for l, g_ in zip(lin, gen)):
+    if not all(li or ge for li, ge in zip(lin, gen)):
         reasons["input multiplier"] = 1
     if all(lin):
         reasons["both inputs linear (C loop)"] = 1
     return {"kind": "add", "channels": 0, "slow": int(bool(reasons)), "unit": "layer",
-            "slow_ch": 0, "reasons": reasons,
+            "slow_ch": 0, "reasons": reasons, "fix": "C" if reasons else "", "pairs": 0,
+            "slow_pairs": 0,
             "clamp": a["act_min"] != -128 or a["act_max"] != 127}
 
 
@@ -308,22 +329,38 @@ def report(rows: list[dict]) -> None:
                 cells.append("")
                 continue
             d = "" if base is None or v == "digits" else \
-                f" ({r['step'] - base['step']:+,.0f}, {100 * (r['step'] / base['step'] - 1):+.1f} %)"
+                f" ({r['step'] - base['step']:+,.0f}, " \
+                f"{100 * (r['step'] / base['step'] - 1):+.1f} %)"
             cells.append(_m(r["step"]) + d)
         print(f"| {v} | " + " | ".join(cells) + " |")
-    print("\n### forward / backward instructions per step\n")
+    print("\n### where the difference is: forward / backward, and the forward's delta in the "
+          "convs on the general path, in the depthwise convs with refused groups, elsewhere\n")
     print("| network | variant | forward | backward | slow convs | slow dw groups | "
-          "slow channels |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+          "slow channels | slow adds | clamped | delta: slow convs | slow dw | rest |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        p = r["paths"]
+        p, base = r["paths"], by.get((r["network"], "digits"))
         convs = [x for x in p if x["unit"] == "layer" and x["kind"] != "add"]
         dws = [x for x in p if x["kind"].startswith("dw")]
+        d_conv = d_dw = 0.0
+        if base is not None:
+            for x in p:
+                o, b = r["ops"].get(x["name"]), base["ops"].get(x["name"])
+                if x["slow"] and o and b:
+                    if x in dws:
+                        d_dw += o["instructions"] - b["instructions"]
+                    else:
+                        d_conv += o["instructions"] - b["instructions"]
+        rest = r["step"] - base["step"] - d_conv - d_dw if base is not None else 0.0
         print(f"| {r['network']} | {r['variant']} | {_m(r['phases']['forward'])} | "
               f"{_m(r['phases']['backward'])} | {sum(x['slow'] for x in convs)} of "
               f"{len(convs)} | {sum(x['slow'] for x in dws)} of "
               f"{sum(x['channels'] // 4 for x in dws)} | "
-              f"{sum(x['slow_ch'] for x in p)} |")
+              f"{sum(x['slow_ch'] for x in p)} | "
+              f"{sum(x['slow'] for x in p if x['kind'] == 'add')} of "
+              f"{sum(x['kind'] == 'add' for x in p)} | {sum(x['clamp'] for x in p)} | "
+              f"{d_conv:+,.0f} | {d_dw:+,.0f} | {rest:+,.0f} |")
+    _recoverable(rows, by)
     print("\n### slow layers: the predicate each failed (channels), and the layer's "
           "instructions against digits\n")
     print("| network | variant | layer | kind | slow | predicates failed | digits | variant "
@@ -361,11 +398,44 @@ def report(rows: list[dict]) -> None:
                   f"{o['instructions'] - b['instructions']:+,.0f} |")
 
 
+def _recoverable(rows: list[dict], by: dict) -> None:
+    """What each proposed kernel change would give back: a layer all of whose failing
+    channels a change covers returns to its digits count (same graph, every channel fast);
+    the per-pair fallback (C) keeps the slow pairs' share of the layer's delta."""
+    print("\n### instructions each proposed change would recover (a layer it covers returns to "
+          "its digits count; C keeps the slow channel pairs' share of the delta)\n")
+    print("| network | variant | delta | A: dead channels fast | A+B: and right shifts to 31 | "
+          "C: per-pair fallback alone | A+B+C |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        base = by.get((r["network"], "digits"))
+        if base is None or r is base:
+            continue
+        got = {"A": 0.0, "A+B": 0.0, "C": 0.0, "all": 0.0}
+        for x in r["paths"]:
+            o, b = r["ops"].get(x["name"]), base["ops"].get(x["name"])
+            if not x["slow"] or not o or not b:
+                continue
+            d = o["instructions"] - b["instructions"]
+            # a depthwise conv already falls back per group of 4: C changes nothing there
+            keep = d if x["kind"].startswith("dw") or not x["pairs"] else \
+                d * x["slow_pairs"] / x["pairs"]
+            got["A"] += d if x["fix"] == "A" else 0
+            got["A+B"] += d if x["fix"] in ("A", "A+B") else 0
+            got["C"] += d - keep
+            got["all"] += d if x["fix"] in ("A", "A+B") else d - keep
+        delta = r["step"] - base["step"]
+        print(f"| {r['network']} | {r['variant']} | {delta:+,.0f} | " + " | ".join(
+            f"{got[k]:,.0f} ({100 * got[k] / delta:.0f} %)" if delta else "0"
+            for k in ("A", "A+B", "C", "all")) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", help="networks whose name contains one of these (comma list)")
     ap.add_argument("--variants", help=f"comma list of {', '.join(VARIANTS)} (default all)")
     ap.add_argument("--cache", type=Path, help="directory keeping the pretrained copies")
+    ap.add_argument("--json", type=Path, help="also write the measurements and paths here")
     ap.add_argument("--no-members", action="store_true",
                     help="skip the profile_members builds (streams stay one op each)")
     args = ap.parse_args()
@@ -392,6 +462,8 @@ def main() -> None:
             for v in variants:
                 rows.append(run(name, net, v, tmp, calib, samples, not args.no_members))
     report(rows)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1, default=float) + "\n")
 
 
 if __name__ == "__main__":
