@@ -1,6 +1,6 @@
-"""TTE's three networks with their ~99 KB schemes train on the STM32F746's QEMU twin over the
-serial link, with int8 samples on the wire: losses and read-back parameters bit-identical to
-the host build of the same model (int8 forward is integer arithmetic; the fp32 backward is
+"""TTE's three networks with their ~99 KB schemes train on the STM32F746's QEMU twin and on the
+Corstone-300's (Cortex-M55: the Helium kernels) over the serial link, with int8 samples on the
+wire: losses and read-back parameters bit-identical to the host build of the same model (int8 forward is integer arithmetic; the fp32 backward is
 built with -ffp-contract=off and the loss uses tinytrain's own expf/logf on both)."""
 
 from __future__ import annotations
@@ -30,24 +30,25 @@ def _run(cli, out, data):
     return losses, read_saved(out / "state.npz").params
 
 
+@pytest.mark.parametrize("board", ["stm32f746", "corstone300"])
 @pytest.mark.parametrize("name", sorted(NETWORKS))
-def test_tte_scheme_trains_on_the_stm32_twin_like_the_host(name, tmp_path, cli, tte_onnx):
+def test_tte_scheme_trains_on_the_twin_like_the_host(name, board, tmp_path, cli, tte_onnx):
     model = tte_onnx[name]
     rng = np.random.default_rng(1)
     np.savez(tmp_path / "calib.npz", x=rng.uniform(0, 1, (2, 3, 128, 128)).astype(np.float32))
     np.savez(tmp_path / "train.npz", x=rng.uniform(0, 1, (STEPS, 3, 128, 128))
              .astype(np.float32), y=rng.integers(0, 10, STEPS))
     plan = SCHEMES[(name, MAIN_SCHEME[name])]
-    for board in ("host", "stm32f746"):
-        cli("build", model, "--out", tmp_path / board, "--board", board, "--update", plan,
+    for b in ("host", board):
+        cli("build", model, "--out", tmp_path / b, "--board", b, "--update", plan,
             "--quantize", "int8", "--calib", tmp_path / "calib.npz")
-    report = json.loads((tmp_path / "stm32f746" / "report.json").read_text())
+    report = json.loads((tmp_path / board / "report.json").read_text())
     s = report["sram_bytes"]
     assert s["arena"] + s["trainable_params"] <= TTE_PEAK_KB[name] * 1024, s
     assert report["firmware"]["sram_used"] <= SRAM_CEILING, report["firmware"]
     assert s["link_buffers"] < 2048  # the sample is not buffered: it streams into the model
     host, host_p = _run(cli, tmp_path / "host", tmp_path / "train.npz")
-    twin, twin_p = _run(cli, tmp_path / "stm32f746", tmp_path / "train.npz")
+    twin, twin_p = _run(cli, tmp_path / board, tmp_path / "train.npz")
     assert len(twin) == STEPS and twin == host
     assert twin_p.keys() == host_p.keys()
     for k in host_p:

@@ -5,7 +5,8 @@
  * The arithmetic, per output: acc = b + sum (x + in_offset) * w, exact modulo 2^32 as the
  * reference's int32 sum, computed as (b + in_offset * sum w) + sum x * w so that VMLADAV can
  * take sixteen raw int8 products at once; then tt_mbqm_double_rounding, the output offset and
- * the activation range on four channels' accumulators at once (rq4).
+ * the activation range on four pixels' accumulators of one channel at once (rq4), and one
+ * scatter store of the four bytes (cout apart).
  */
 #include "tt_q8_mve.h"
 

@@ -14,8 +14,8 @@
 
 #if TT_MVE
 /* Pointwise conv of npx pixels, y (npx x cout) from x (npx x cin) and w (cout x cin), as
- * tt_conv2d_s8 with kh == kw == 1, stride 1, no padding; b may be NULL. Four output channels
- * at a time, sixteen input channels per VMLADAV. */
+ * tt_conv2d_s8 with kh == kw == 1, stride 1, no padding; b may be NULL. One output channel and
+ * four pixels at a time, sixteen input channels per VMLADAV. */
 void tt_q8_pw_mve(int8_t *y, const int8_t *x, int32_t npx, const int8_t *w, const int32_t *b,
                   int32_t cin, int32_t cout, const tt_q8_requant *q);
 #endif
