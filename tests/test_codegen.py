@@ -23,6 +23,7 @@ from tests.torch_models import TinyMobileNet, export  # noqa: E402
 
 ALLOWED_INCLUDES = {"stdint.h", "stddef.h", "string.h", "math.h", "model.h",
                     "arm_acle.h",  # GCC's DSP intrinsics, only under __ARM_FEATURE_DSP
+                    "arm_mve.h",  # GCC's Helium intrinsics, only under __ARM_FEATURE_MVE
                     *(n for n in runtime_files() if n.endswith(".h"))}  # the runtime's own
 
 
