@@ -1,7 +1,8 @@
 """TTE's three networks with their ~99 KB schemes train on the STM32F746's QEMU twin and on the
 Corstone-300's (Cortex-M55: the Helium kernels) over the serial link, with int8 samples on the
-wire: losses and read-back parameters bit-identical to the host build of the same model (int8 forward is integer arithmetic; the fp32 backward is
-built with -ffp-contract=off and the loss uses tinytrain's own expf/logf on both)."""
+wire: losses and read-back parameters bit-identical to the host build of the same model (int8
+forward is integer arithmetic; the fp32 backward is built with -ffp-contract=off and the loss
+uses tinytrain's own expf/logf on both)."""
 
 from __future__ import annotations
 
