@@ -139,7 +139,7 @@ class Board:
         starts = list(self.flash_sector_starts) or [
             self.flash_origin + sum(self.flash_sectors[:k]) for k in range(n)]
         ends = [a + z for a, z in zip(starts, self.flash_sectors, strict=True)]
-        starts.append(ends[-1])  # starts[j] - starts[i]: the bytes of a run of sectors i..j-1
+        starts.append(ends[-1] if ends else self.flash_origin)  # a run's end: starts[j]
         runs = [(i, j) for i in range(1, n)  # sector 0 holds the vectors
                 for j in range(i + 1, n + 1)
                 if all(ends[k] == starts[k + 1] for k in range(i, j - 1))  # one memory
