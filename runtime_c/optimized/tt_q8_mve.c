@@ -113,60 +113,59 @@ static TT_MVE_INLINE void pw_short(int8_t *yp, const int8_t *xp, int32_t npx,
     }
 }
 
-/* any cin: four pixels a pass, sixteen taps a VMLADAV, the last cin % 16 through a predicate */
+/* Four pixels' sums (x0 .. x3: their rows) over a weight row: sixteen taps a VMLADAV, the
+ * last cin % 16 (tail) against wt, the row's last weights with zeros past them. PRED: the tail
+ * loads go through pk (inactive lanes load 0 and touch no memory), for the block whose
+ * 16-byte tail loads would leave x; without it they may run into the next pixel's bytes,
+ * which meet wt's zeros. */
+static TT_MVE_INLINE int32x4_t pw_sums4(const int8_t *x0, const int8_t *x1, const int8_t *x2,
+                                        const int8_t *x3, const int8_t *w, int32_t full,
+                                        int32_t tail, mve_pred16_t pk, int8x16_t wt,
+                                        int32_t init, const int PRED)
+{
+    int32_t a0 = init, a1 = init, a2 = init, a3 = init, k;
+
+    for (k = 0; k < full; ++k, w += 16, x0 += 16, x1 += 16, x2 += 16, x3 += 16) {
+        const int8x16_t wv = vldrbq_s8(w);
+        a0 = vmladavaq_s8(a0, vldrbq_s8(x0), wv);
+        a1 = vmladavaq_s8(a1, vldrbq_s8(x1), wv);
+        a2 = vmladavaq_s8(a2, vldrbq_s8(x2), wv);
+        a3 = vmladavaq_s8(a3, vldrbq_s8(x3), wv);
+    }
+    if (tail) {
+        a0 = vmladavaq_s8(a0, PRED ? vldrbq_z_s8(x0, pk) : vldrbq_s8(x0), wt);
+        a1 = vmladavaq_s8(a1, PRED ? vldrbq_z_s8(x1, pk) : vldrbq_s8(x1), wt);
+        a2 = vmladavaq_s8(a2, PRED ? vldrbq_z_s8(x2, pk) : vldrbq_s8(x2), wt);
+        a3 = vmladavaq_s8(a3, PRED ? vldrbq_z_s8(x3, pk) : vldrbq_s8(x3), wt);
+    }
+    return lanes4(a0, a1, a2, a3);
+}
+
+/* any cin: four pixels a pass */
 static TT_MVE_INLINE void pw_long(int8_t *yp, const int8_t *xp, int32_t npx,
                                   const int8_t *wr, int32_t cin, int32_t cout, int32_t init,
                                   const rq_chan *r, uint32x4_t offs, const int32_t left)
 {
     const int32_t full = cin >> 4, tail = cin & 15;
     const mve_pred16_t pk = vctp8q((uint32_t)tail);
-    /* the row's last cin % 16 weights, zeros past them (so a pixel's 16-byte tail load may run
-     * into the next pixel) */
     const int8x16_t wt = vldrbq_z_s8(wr + 16 * full, pk);
-    int32_t p = 0, k;
+    int32_t p = 0;
 
     /* whole blocks of four whose last tail load stays inside x: no predicates */
     for (; p + 4 <= npx && (p + 4) * cin + 16 - tail <= npx * cin; p += 4, yp += 4 * cout) {
-        const int8_t *x0 = xp + p * cin, *x1 = x0 + cin, *x2 = x1 + cin, *x3 = x2 + cin;
-        const int8_t *w = wr;
-        int32_t a0 = init, a1 = init, a2 = init, a3 = init;
-        for (k = 0; k < full; ++k, w += 16, x0 += 16, x1 += 16, x2 += 16, x3 += 16) {
-            const int8x16_t wv = vldrbq_s8(w);
-            a0 = vmladavaq_s8(a0, vldrbq_s8(x0), wv);
-            a1 = vmladavaq_s8(a1, vldrbq_s8(x1), wv);
-            a2 = vmladavaq_s8(a2, vldrbq_s8(x2), wv);
-            a3 = vmladavaq_s8(a3, vldrbq_s8(x3), wv);
-        }
-        if (tail) {
-            a0 = vmladavaq_s8(a0, vldrbq_s8(x0), wt);
-            a1 = vmladavaq_s8(a1, vldrbq_s8(x1), wt);
-            a2 = vmladavaq_s8(a2, vldrbq_s8(x2), wt);
-            a3 = vmladavaq_s8(a3, vldrbq_s8(x3), wt);
-        }
-        vstrbq_scatter_offset_s32(yp, offs, rq4(lanes4(a0, a1, a2, a3), r, left));
+        const int8_t *const x0 = xp + p * cin;
+        const int32x4_t acc = pw_sums4(x0, x0 + cin, x0 + 2 * cin, x0 + 3 * cin, wr, full, tail,
+                                       pk, wt, init, 0);
+        vstrbq_scatter_offset_s32(yp, offs, rq4(acc, r, left));
     }
     for (; p < npx; p += 4, yp += 4 * cout) {
         /* 1-3 pixels left: the spare lanes repeat the last pixel and are not stored */
         const int32_t n = npx - p < 4 ? npx - p : 4;
-        const int8_t *x0 = xp + p * cin;
-        const int8_t *x1 = x0 + (n > 1 ? cin : 0), *x2 = x0 + (n > 2 ? 2 * cin : 0);
-        const int8_t *x3 = x0 + (n > 3 ? 3 * cin : 0), *w = wr;
-        int32_t a0 = init, a1 = init, a2 = init, a3 = init;
-        for (k = 0; k < full; ++k, w += 16, x0 += 16, x1 += 16, x2 += 16, x3 += 16) {
-            const int8x16_t wv = vldrbq_s8(w);
-            a0 = vmladavaq_s8(a0, vldrbq_s8(x0), wv);
-            a1 = vmladavaq_s8(a1, vldrbq_s8(x1), wv);
-            a2 = vmladavaq_s8(a2, vldrbq_s8(x2), wv);
-            a3 = vmladavaq_s8(a3, vldrbq_s8(x3), wv);
-        }
-        if (tail) { /* inactive lanes load 0 and touch no memory */
-            a0 = vmladavaq_s8(a0, vldrbq_z_s8(x0, pk), wt);
-            a1 = vmladavaq_s8(a1, vldrbq_z_s8(x1, pk), wt);
-            a2 = vmladavaq_s8(a2, vldrbq_z_s8(x2, pk), wt);
-            a3 = vmladavaq_s8(a3, vldrbq_z_s8(x3, pk), wt);
-        }
-        vstrbq_scatter_offset_p_s32(yp, offs, rq4(lanes4(a0, a1, a2, a3), r, left),
-                                    vctp32q((uint32_t)n));
+        const int8_t *const x0 = xp + p * cin;
+        const int32x4_t acc = pw_sums4(x0, x0 + (n > 1 ? cin : 0), x0 + (n > 2 ? 2 * cin : 0),
+                                       x0 + (n > 3 ? 3 * cin : 0), wr, full, tail, pk, wt, init,
+                                       1);
+        vstrbq_scatter_offset_p_s32(yp, offs, rq4(acc, r, left), vctp32q((uint32_t)n));
     }
 }
 
