@@ -15,7 +15,8 @@ PROGRAM = ckernel.HERE / "test_bias_opt.c"
 SOURCES = [ckernel.RUNTIME[f] for f in ("tt_q8_core.c", "tt_row_backward.c", "tt_f32_opt.c",
                                          "tt_conv2d_f32.c", "tt_dense_f32.c", "tt_sparse_f32.c",
                                          "tt_pool_f32.c", "tt_f32_bwd_opt.c",
-                                         "tt_channel_stream.c", "tt_q8_master.c")]
+                                         "tt_channel_stream.c", "tt_q8_master.c",
+                                         "tt_f32_mve.c")]  # the M55's row rounding
 TWIN = "needs arm-none-eabi-gcc and QEMU"
 
 

@@ -930,7 +930,9 @@ static void pw_wgrad_s8(float *acc, const float *dy, const int8_t *x, int32_t x_
 static void cs_sr_row(int8_t *row, const float *acc, float x_scale, float s, uint32_t key,
                       uint32_t idx0, int32_t n)
 {
-#if CS_VFP && defined(__ARM_FEATURE_DSP)
+#if TT_MVE_F32 /* Helium: four weights a lane vector, the same bytes */
+    tt_cs_sr_row_s8_mve(row, acc, x_scale, s, key, idx0, n);
+#elif CS_VFP && defined(__ARM_FEATURE_DSP)
     uint32_t hm = idx0 * 0x85EBCA6Bu;
     int32_t j = 0;
 
@@ -1110,6 +1112,10 @@ static void pw_wgrad4_s8(float *acc, const float *dy, int32_t ds, const int8_t *
     const int32_t nz = -x_zp;
     int32_t i, j = 0, p;
 
+#if TT_MVE_F32 /* Helium: four columns a lane vector, each x vector converted once for 4 rows */
+    tt_cs_pw_wgrad4_s8_mve(acc, CS_JB, dy, ds, x, x_zp, n, k, nb);
+    return;
+#endif
 #if defined(CS_G4_ASM)
     for (; j + 4 <= nb && n > 0; j += 4) {
         const float *d0 = dy, *d1 = dy + ds, *d2 = dy + 2 * ds, *d3 = dy + 3 * ds;
@@ -1255,6 +1261,10 @@ static void pw_wgrad_f32(float *acc, const float *dy, const float *x, int32_t n,
 {
     int32_t p, j = 0;
 
+#if TT_MVE_F32 /* Helium: four columns a lane vector, the same sums */
+    tt_cs_pw_wgrad_f32_mve(acc, dy, x, n, k, nb);
+    return;
+#endif
 #if CS_VFP
     for (; j + 16 <= nb; j += 16) {
         cs_wgrad16(&acc[j], dy, &x[j], n, k);

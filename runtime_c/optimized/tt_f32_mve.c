@@ -1,5 +1,7 @@
 /*
- * Helium (MVE) kernels for the fp32 backward of int8 layers, see tt_f32_mve.h.
+ * Helium (MVE) kernels for the fp32 backward of int8 layers, see tt_f32_mve.h: the 1x1 input
+ * gradient's source and sinks, the 1x1 weight gradient's sums (from float x, and four rows
+ * from int8 x) and a weight row's stochastic rounding.
  *
  * Bit-identical with the kernels of tt_f32_bwd_opt.c they stand in for (which run on the host
  * and the other cores): every float is the same product, added in the same order, each lane
@@ -11,6 +13,7 @@
 
 #if TT_MVE_F32
 #include <arm_mve.h>
+#include <string.h>
 
 #define SRC_OB 64 /* outputs per weight chunk of the source (4 x 64 floats on the stack) */
 
@@ -260,5 +263,245 @@ void tt_cs_pw_input_add_s8_mve(float *dx, const float *dy, int32_t ds, const int
             }
         }
     }
+}
+#endif
+
+#if TT_MVE_F32
+/* ---- the 1x1 weight gradient from float x (pw_wgrad_f32): acc[j] = sum over p < n of
+ * dy[p] * x[p * k + j], p ascending, from +0. Lanes are four columns j; a block of W = 16,
+ * 8 or 4 columns keeps its sums in registers for the whole pixel loop, two pixels an
+ * iteration (their dy in one LDRD). Per pixel and four columns: the load, VMUL, VADD; per
+ * pixel the step to the next row of x (an ADD, or the first load's writeback when the block
+ * is the whole row): 28 instructions per 32 MACs at W = 16. */
+#define WG_LD(T, OFF) "vldrw.u32 %q[" T "], [%[x], #" OFF "]\n\t"
+#define WG_MA(T, A, R) "vmul.f32 %q[" T "], %q[" T "], %[" R "]\n\tvadd.f32 %q[" A "], %q[" A "], %q[" T "]\n\t"
+/* one pixel's W columns with dy in core register R; FIRST loads the first vector (and
+ * steps x when the rows are contiguous), STEP steps x otherwise */
+#define WG_PIX16(R, FIRST, O1, O2, O3, STEP)                                               \
+    FIRST WG_LD("t1", O1) WG_MA("t0", "a0", R) WG_MA("t1", "a1", R) WG_LD("t0", O2)         \
+        WG_LD("t1", O3) WG_MA("t0", "a2", R) WG_MA("t1", "a3", R) STEP
+#define WG_PIX8(R, FIRST, O1, STEP) FIRST WG_LD("t1", O1) WG_MA("t0", "a0", R) WG_MA("t1", "a1", R) STEP
+#define WG_PIX4(R, FIRST, STEP) FIRST WG_MA("t0", "a0", R) STEP
+#define WG_ADD "add %[x], %[x], %[st]\n\t"
+#define WG_FIRST "vldrw.u32 %q[t0], [%[x]]\n\t"
+#define WG_FIRST_WB(B) "vldrw.u32 %q[t0], [%[x]], #" B "\n\t"
+#define WG_LOOP(PAIR, ONE)                                                                   \
+    "wls lr, %[np], 2f\n"                                                                    \
+    "1:\n\t"                                                                                 \
+    "ldrd %[r0], %[r1], [%[d]], #8\n\t" PAIR                                                  \
+    "le lr, 1b\n"                                                                            \
+    "2:\n\t"                                                                                 \
+    "cbz %[odd], 3f\n\t"                                                                     \
+    "ldr %[r0], [%[d]]\n\t" ONE                                                               \
+    "3:"
+#define WG_OUT                                                                               \
+    [a0] "+w"(a0), [a1] "+w"(a1), [a2] "+w"(a2), [a3] "+w"(a3), [t0] "=&w"(t0),              \
+        [t1] "=&w"(t1), [r0] "=&r"(r0), [r1] "=&r"(r1), [x] "+r"(x), [d] "+r"(dy)
+#define WG_IN [np] "r"(n >> 1), [odd] "l"(n & 1), [st] "r"(4 * k)
+
+static void wg_block(float *acc, const float *dy, const float *x, int32_t n, int32_t k,
+                     int32_t w)
+{
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0, t0, t1;
+    uint32_t r0, r1;
+
+    if (w == 16 && k == 16) {
+        __asm__ volatile(WG_LOOP(WG_PIX16("r0", WG_FIRST_WB("64"), "-48", "-32", "-16", "")
+                                     WG_PIX16("r1", WG_FIRST_WB("64"), "-48", "-32", "-16", ""),
+                                 WG_PIX16("r0", WG_FIRST, "16", "32", "48", ""))
+                         : WG_OUT : WG_IN : "lr", "memory");
+    } else if (w == 16) {
+        __asm__ volatile(WG_LOOP(WG_PIX16("r0", WG_FIRST, "16", "32", "48", WG_ADD)
+                                     WG_PIX16("r1", WG_FIRST, "16", "32", "48", WG_ADD),
+                                 WG_PIX16("r0", WG_FIRST, "16", "32", "48", ""))
+                         : WG_OUT : WG_IN : "lr", "memory");
+    } else if (w == 8 && k == 8) {
+        __asm__ volatile(WG_LOOP(WG_PIX8("r0", WG_FIRST_WB("32"), "-16", "")
+                                     WG_PIX8("r1", WG_FIRST_WB("32"), "-16", ""),
+                                 WG_PIX8("r0", WG_FIRST, "16", ""))
+                         : WG_OUT : WG_IN : "lr", "memory");
+    } else if (w == 8) {
+        __asm__ volatile(WG_LOOP(WG_PIX8("r0", WG_FIRST, "16", WG_ADD)
+                                     WG_PIX8("r1", WG_FIRST, "16", WG_ADD),
+                                 WG_PIX8("r0", WG_FIRST, "16", ""))
+                         : WG_OUT : WG_IN : "lr", "memory");
+    } else if (k == 4) {
+        __asm__ volatile(WG_LOOP(WG_PIX4("r0", WG_FIRST_WB("16"), "")
+                                     WG_PIX4("r1", WG_FIRST_WB("16"), ""),
+                                 WG_PIX4("r0", WG_FIRST, ""))
+                         : WG_OUT : WG_IN : "lr", "memory");
+    } else {
+        __asm__ volatile(WG_LOOP(WG_PIX4("r0", WG_FIRST, WG_ADD) WG_PIX4("r1", WG_FIRST, WG_ADD),
+                                 WG_PIX4("r0", WG_FIRST, ""))
+                         : WG_OUT : WG_IN : "lr", "memory");
+    }
+    vstrwq_f32(acc, a0);
+    if (w >= 8) {
+        vstrwq_f32(acc + 4, a1);
+    }
+    if (w == 16) {
+        vstrwq_f32(acc + 8, a2), vstrwq_f32(acc + 12, a3);
+    }
+}
+
+void tt_cs_pw_wgrad_f32_mve(float *acc, const float *dy, const float *x, int32_t n, int32_t k,
+                            int32_t nb)
+{
+    int32_t j = 0, p;
+
+    for (; j + 16 <= nb; j += 16) {
+        wg_block(&acc[j], dy, &x[j], n, k, 16);
+    }
+    if (j + 8 <= nb) {
+        wg_block(&acc[j], dy, &x[j], n, k, 8);
+        j += 8;
+    }
+    if (j + 4 <= nb) {
+        wg_block(&acc[j], dy, &x[j], n, k, 4);
+        j += 4;
+    }
+    if (j < nb) { /* the last 1..3 columns: predicated lanes */
+        const mve_pred16_t cols = vctp32q((uint32_t)(nb - j));
+        float32x4_t a = vdupq_n_f32(0.0f);
+        for (p = 0; p < n; ++p) {
+            a = vaddq_f32(a, vmulq_n_f32(vldrwq_z_f32(&x[p * k + j], cols), dy[p]));
+        }
+        vstrwq_p_f32(&acc[j], a, cols);
+    }
+}
+#endif
+
+#if TT_MVE_F32
+/* ---- four weight rows' gradients from int8 x (pw_wgrad4_s8): acc[i * as + j] = sum over
+ * p < n of dy_i[p] * (float)(x[p * k + j] - x_zp), dy_i = dy + i * ds, p ascending, from +0.
+ * Lanes are four columns j, one vector of sums per row; each x vector converted once (VLDRB,
+ * VADD of -zp, VCVT) feeds the four rows. Two pixels an iteration, each row's two dy in one
+ * LDRD: 29 instructions per 32 MACs. */
+#define W4_ROW(D, A)                                                                         \
+    "ldrd %[r0], %[r1], [%[" D "]], #8\n\t"                                                  \
+    "vmul.f32 %q[t], %q[x0], %[r0]\n\tvadd.f32 %q[" A "], %q[" A "], %q[t]\n\t"               \
+    "vmul.f32 %q[t], %q[x1], %[r1]\n\tvadd.f32 %q[" A "], %q[" A "], %q[t]\n\t"
+#define W4_ROW1(D, A)                                                                        \
+    "ldr %[r0], [%[" D "]]\n\t"                                                              \
+    "vmul.f32 %q[t], %q[x0], %[r0]\n\tvadd.f32 %q[" A "], %q[" A "], %q[t]\n\t"
+
+static void w4_block(float *acc, int32_t as, const float *dy, int32_t ds, const int8_t *x,
+                     int32_t nz, int32_t n, int32_t k)
+{
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0, x0, x1, t;
+    const float *d0 = dy, *d1 = dy + ds, *d2 = dy + 2 * ds, *d3 = dy + 3 * ds;
+    uint32_t r0, r1;
+
+    const int32_t np = n >> 1, odd = n & 1; /* (from memory: 10 core registers at -O0) */
+
+    __asm__ volatile("ldr %[r0], %[np]\n\t"
+                     "wls lr, %[r0], 2f\n"
+                     "1:\n\t"
+                     "vldrb.s32 %q[x0], [%[x]]\n\t"
+                     "add %[x], %[x], %[k]\n\t"
+                     "vldrb.s32 %q[x1], [%[x]]\n\t"
+                     "add %[x], %[x], %[k]\n\t"
+                     "vadd.i32 %q[x0], %q[x0], %[nz]\n\t"
+                     "vadd.i32 %q[x1], %q[x1], %[nz]\n\t"
+                     "vcvt.f32.s32 %q[x0], %q[x0]\n\t"
+                     "vcvt.f32.s32 %q[x1], %q[x1]\n\t"
+                     W4_ROW("d0", "a0") W4_ROW("d1", "a1") W4_ROW("d2", "a2") W4_ROW("d3", "a3")
+                     "le lr, 1b\n"
+                     "2:\n\t"
+                     "ldr %[r0], %[odd]\n\t"
+                     "cmp %[r0], #0\n\t"
+                     "beq 3f\n\t"
+                     "vldrb.s32 %q[x0], [%[x]]\n\t"
+                     "vadd.i32 %q[x0], %q[x0], %[nz]\n\t"
+                     "vcvt.f32.s32 %q[x0], %q[x0]\n\t"
+                     W4_ROW1("d0", "a0") W4_ROW1("d1", "a1") W4_ROW1("d2", "a2") W4_ROW1("d3", "a3")
+                     "3:"
+                     : [a0] "+w"(a0), [a1] "+w"(a1), [a2] "+w"(a2), [a3] "+w"(a3),
+                       [x0] "=&w"(x0), [x1] "=&w"(x1), [t] "=&w"(t), [r0] "=&r"(r0),
+                       [r1] "=&r"(r1), [x] "+r"(x), [d0] "+r"(d0), [d1] "+r"(d1), [d2] "+r"(d2),
+                       [d3] "+r"(d3)
+                     : [np] "m"(np), [odd] "m"(odd), [k] "r"(k), [nz] "r"(nz)
+                     : "lr", "memory");
+    vstrwq_f32(acc, a0), vstrwq_f32(acc + as, a1);
+    vstrwq_f32(acc + 2 * as, a2), vstrwq_f32(acc + 3 * as, a3);
+}
+
+void tt_cs_pw_wgrad4_s8_mve(float *acc, int32_t as, const float *dy, int32_t ds,
+                            const int8_t *x, int32_t x_zp, int32_t n, int32_t k, int32_t nb)
+{
+    int32_t i, j = 0, p;
+
+    for (; j + 4 <= nb; j += 4) {
+        w4_block(&acc[j], as, dy, ds, &x[j], -x_zp, n, k);
+    }
+    if (j < nb) { /* the last 1..3 columns: predicated lanes, a row at a time */
+        const mve_pred16_t cols = vctp32q((uint32_t)(nb - j));
+        for (i = 0; i < 4; ++i) {
+            const float *const d = dy + i * ds;
+            float32x4_t a = vdupq_n_f32(0.0f);
+            for (p = 0; p < n; ++p) {
+                const int32x4_t v = vsubq_n_s32(vldrbq_z_s32(&x[p * k + j], cols), x_zp);
+                a = vaddq_f32(a, vmulq_n_f32(vcvtq_f32_s32(v), d[p]));
+            }
+            vstrwq_p_f32(&acc[i * as + j], a, cols);
+        }
+    }
+}
+#endif
+
+#if TT_MVE_F32
+/* ---- a weight row's stochastic rounding (cs_sr_row): row[j] = tt_sr_s8(row[j],
+ * acc[j] * x_scale * s, key, idx0 + j), j < n, the bytes of the scalar loop. Lanes are four
+ * elements: the hash on their indices' products (stepped, as the scalar's), its top 24 bits
+ * to a float by one fixed-point VCVT (exact), delta = (acc * x_scale) * s + u rounded as
+ * there, VCVTM's floor saturates (NaN -> 0) as the scalar's, and row - floor saturating then
+ * clamped to [-127, 127] is the scalar's SSAT / clamp for every floor. A tail-predicated loop
+ * takes the last 1..3 elements: 23 instructions per 4 weights. */
+void tt_cs_sr_row_s8_mve(int8_t *row, const float *acc, float x_scale, float s, uint32_t key,
+                         uint32_t idx0, int32_t n)
+{
+    uint32x4_t hm = vmulq_n_u32(vaddq_n_u32(vidupq_n_u32(0, 1), idx0), 0x85EBCA6Bu);
+    const uint32x4_t kq = vdupq_n_u32(key);
+    const int32x4_t lo = vdupq_n_s32(-127), hi = vdupq_n_s32(127);
+    uint32x4_t h, t;
+    float32x4_t a;
+    uint32_t xs, sb;
+
+    if (n <= 0) {
+        return;
+    }
+    memcpy(&xs, &x_scale, 4), memcpy(&sb, &s, 4);
+    __asm__ volatile("ldr lr, %[n]\n\t" /* (from memory: 7 core registers at -O0) */
+                     "dlstp.32 lr, lr\n"
+                     "1:\n\t"
+                     "veor %q[h], %q[hm], %q[kq]\n\t"
+                     "vadd.i32 %q[hm], %q[hm], %[c4]\n\t"
+                     "vshr.u32 %q[t], %q[h], #16\n\t"
+                     "veor %q[h], %q[h], %q[t]\n\t"
+                     "vmul.i32 %q[h], %q[h], %[c1]\n\t"
+                     "vshr.u32 %q[t], %q[h], #13\n\t"
+                     "veor %q[h], %q[h], %q[t]\n\t"
+                     "vmul.i32 %q[h], %q[h], %[c2]\n\t"
+                     "vshr.u32 %q[t], %q[h], #16\n\t"
+                     "veor %q[h], %q[h], %q[t]\n\t"
+                     "vshr.u32 %q[h], %q[h], #8\n\t"
+                     "vcvt.f32.u32 %q[h], %q[h], #24\n\t"
+                     "vldrw.u32 %q[a], [%[acc]], #16\n\t"
+                     "vmul.f32 %q[a], %q[a], %[xs]\n\t"
+                     "vmul.f32 %q[a], %q[a], %[s]\n\t"
+                     "vadd.f32 %q[a], %q[a], %q[h]\n\t"
+                     "vcvtm.s32.f32 %q[a], %q[a]\n\t"
+                     "vldrb.s32 %q[t], [%[row]]\n\t"
+                     "vqsub.s32 %q[t], %q[t], %q[a]\n\t"
+                     "vmax.s32 %q[t], %q[t], %q[lo]\n\t"
+                     "vmin.s32 %q[t], %q[t], %q[hi]\n\t"
+                     "vstrb.32 %q[t], [%[row]], #4\n\t"
+                     "letp lr, 1b"
+                     : [hm] "+w"(hm), [h] "=&w"(h), [t] "=&w"(t), [a] "=&w"(a), [acc] "+r"(acc),
+                       [row] "+r"(row)
+                     : [n] "m"(n), [kq] "w"(kq), [lo] "w"(lo), [hi] "w"(hi),
+                       [c1] "r"(0x85EBCA6Bu), [c2] "r"(0xC2B2AE35u), [c4] "r"(4u * 0x85EBCA6Bu),
+                       [xs] "r"(xs), [s] "r"(sb)
+                     : "lr", "memory");
 }
 #endif

@@ -18,6 +18,16 @@ void tt_cs_pw_input_s8_mve(float *planes, int32_t ps, const float *dy, const int
 void tt_cs_pw_input_add_s8_mve(float *dx, const float *dy, int32_t ds, const int8_t *w,
                                const float *w_scale, int32_t n, int32_t dx_c, int32_t k,
                                int32_t c0, int32_t cnt);
+/* the 1x1 weight gradient's sums from float x, as pw_wgrad_f32: acc[j] = sum over p < n of
+ * dy[p] * x[p * k + j], j < nb */
+void tt_cs_pw_wgrad_f32_mve(float *acc, const float *dy, const float *x, int32_t n, int32_t k,
+                            int32_t nb);
+/* four rows' sums from int8 x, as pw_wgrad4_s8: acc[i * as + j], row i from dy + i * ds */
+void tt_cs_pw_wgrad4_s8_mve(float *acc, int32_t as, const float *dy, int32_t ds,
+                            const int8_t *x, int32_t x_zp, int32_t n, int32_t k, int32_t nb);
+/* a weight row's stochastic rounding, as cs_sr_row (the same bytes) */
+void tt_cs_sr_row_s8_mve(int8_t *row, const float *acc, float x_scale, float s, uint32_t key,
+                         uint32_t idx0, int32_t n);
 #endif
 
 #endif /* TT_F32_MVE_H */

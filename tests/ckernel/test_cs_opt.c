@@ -307,9 +307,14 @@ static void t_pw_input_add(int32_t n, int32_t dx_c, int32_t k, int32_t rows, int
     }
 }
 
+static int32_t g_mode = -1; /* >= 0: every update in this rounding mode (the sweeps) */
+
 static void random_update(tt_q8_update *u, int packed)
 {
     u->mode = (int32_t)(rnd() % 3u);
+    if (g_mode >= 0) {
+        u->mode = g_mode;
+    }
     u->salt = rnd();
     u->step = rnd() % 1000u;
     u->packed = packed;
@@ -697,6 +702,29 @@ static void test_block(const block *b)
     }
 }
 
+/* the 1x1 weight updates' column and pixel tails, stochastically rounded: every row length k
+ * from 1 to 70 (4-, 8- and 16-column blocks, whole rows of 4, 8 and 16, 1..3 columns left,
+ * past one 32- and 64-column chunk) with odd and even pixel counts (a pair loop's last
+ * pixel), packed rows (the first k of w_cin) or whole, an index now and then: the Helium
+ * kernels' predicated tails and contiguous-row loops */
+static void test_pw_weight_tails(void)
+{
+    static const int32_t ns[] = {1, 2, 3, 6, 17};
+    int32_t k, i;
+
+    g_mode = TT_Q8_STOCHASTIC;
+    for (k = 1; k <= 70; ++k) {
+        for (i = 0; i < (int32_t)(sizeof ns / sizeof ns[0]); ++i) {
+            const int packed = (int)((k + i) & 1), use_idx = (k + i) % 5 == 0;
+            const int32_t w_cin = k + (packed ? rint_(1, 5) : 0); /* packed: the first k */
+            const int32_t rows = rint_(4, 9); /* (one draw a statement, see test_random) */
+            const int32_t c = rint_(0, 3);
+            t_pw_weight(ns[i], k, w_cin, rows, c, use_idx, packed);
+        }
+    }
+    g_mode = -1;
+}
+
 static void test_random(void)
 {
     tt_conv_geom g;
@@ -913,6 +941,24 @@ static void bench_block(const block *b)
         for (c = 0; c < b->mid; ++c) tt_cs_pw_weight_sgd_f32_opt(g_ma, NULL, g_a, g_x, n_in, b->cin, b->cin, NULL, c, 0.01f, 0.0f, 0.0f);
         to = tock();
         report("pw_weight_sgd_f32", b, tr, to, (float)b->mid * (float)n_in * (float)b->cin);
+        tick(); /* x converted once for the region (as the generated code), then every row */
+        tt_cs_x_float_s8(g_x, g_x8, n_in * b->cin, 3);
+        for (c = 0; c < b->mid; ++c) tt_cs_pw_weight_sgd_s8f(g_w8b, NULL, g_a, g_x, 0.02f, n_in, b->cin, b->cin, NULL, c, g_step, &u);
+        tr = tock();
+        tick();
+        tt_cs_x_float_s8_opt(g_x, g_x8, n_in * b->cin, 3);
+        for (c = 0; c < b->mid; ++c) tt_cs_pw_weight_sgd_s8f_opt(g_w8b, NULL, g_a, g_x, 0.02f, n_in, b->cin, b->cin, NULL, c, g_step, &u);
+        to = tock();
+        report("pw_weight_sgd_s8f", b, tr, to, (float)b->mid * (float)n_in * (float)b->cin);
+        /* a row update alone: the fully connected one over mid x cin weights (its stochastic
+         * rounding per weight, x's conversion once per 64 columns) */
+        tick();
+        tt_dense_weight_sgd_s8(g_w8b, NULL, g_a, g_x8, 0.02f, 3, b->cin, b->mid, b->cin, NULL, g_step, &u);
+        tr = tock();
+        tick();
+        tt_dense_weight_sgd_s8_opt(g_w8b, NULL, g_a, g_x8, 0.02f, 3, b->cin, b->mid, b->cin, NULL, g_step, &u);
+        to = tock();
+        report("sr_row (/elem)", b, tr, to, (float)b->mid * (float)b->cin);
     }
 }
 
@@ -1009,6 +1055,7 @@ int main(void)
     for (i = 0; i < NBLOCKS; ++i) {
         test_block(&BLOCKS[i]);
     }
+    test_pw_weight_tails();
     for (i = 0; i < CS_RANDOM; ++i) {
         test_random();
     }
