@@ -43,6 +43,9 @@ def _case(rng: np.random.Generator, i: int) -> dict:
             mult[j] = 0
         elif pick == 5:
             bias[j] = (1 << 30) - kh * kw * 383 * 128 - int(rng.integers(-4, 5))
+        elif pick == 6:  # dead (real-data weights): the compiler's shift -1, bias saturated
+            mult[j], shift[j] = 0, -1
+            bias[j] = int(rng.choice([(1 << 31) - 1, 1 - (1 << 31), rng.integers(-40000, 40001)]))
     q["mult"], q["shift"] = [int(v) for v in mult], [int(v) for v in shift]
     w = rng.integers(-128, 128, (c, kh, kw, 1)).astype(np.int8)
     b = None if i % 7 == 3 else bias.astype(np.int32)

@@ -68,6 +68,11 @@ def test_conv_opt_instructions_per_mac_m7(tmp_path):
     geometry) runs, agrees with the reference, and keeps the optimised kernels well ahead."""
     ref, opt, opt_row, out = _bench("m7", tmp_path)
     assert opt < 2.2 and opt_row < 2.3 and ref > 4 * opt, out
+    # real-data weights (bench/real_weights.py): one dead channel (mult 0, shift -1, its bias
+    # saturated) keeps the fast path, so every geometry costs what it does without one
+    dead = re.search(r"one dead channel: opt\s+([\d.]+)\s+opt_row\s+([\d.]+)", out)
+    assert dead, out
+    assert float(dead.group(1)) <= 1.02 * opt and float(dead.group(2)) <= 1.02 * opt_row, out
 
 
 @TWIN

@@ -24,10 +24,11 @@
  * because SRDHM(a, m) = floor((a m + 2^30) / 2^31) for both signs (the nudge and truncation
  * combine), RoundingDivideByPOT(v, e) = floor((v + 2^(e-1) - (v < 0)) / 2^e), nested floors
  * merge, and v < 0 can be read as a < 0: for -2^30 <= a m < 0, v = 0 and both give 0.
- * The inner floor is one SMMLAR and 2a comes free from the doubled buffer. When every
- * channel of a call qualifies (checked per call) the constants are derived inline per
- * block; otherwise (shift >= 0, huge bias, ...) a slower path decides per channel and uses
- * the reference formula where needed. Parameters outside the kernels' exactness bounds
+ * The inner floor is one SMMLAR and 2a comes free from the doubled buffer. A dead channel
+ * (mult 0, shift -1: tinytrain/quant/params.py) qualifies whatever its bias, which it never
+ * adds (see slow_rq). When every channel of a call qualifies (checked per call) the
+ * constants are derived inline per block; otherwise (shift >= 0, huge bias, ...) a slower
+ * path decides per channel and uses the reference formula where needed. Parameters outside the kernels' exactness bounds
  * (non-int8 zero points, more than CV_KMAX taps) go to the reference kernels.
  */
 #include "tt_kernels.h"
@@ -188,7 +189,10 @@ typedef struct {
 /* Branch-free (ctx_init runs them for every channel on every row call); the sign bit of each
  * says "not fast". The multiplier: m < 0 (its own sign bit) or the shift outside [-22, -1]
  * (unsigned shift + 22 > 21); the bias: |b| >= blim (unsigned b + blim - 1 > 2 (blim - 1),
- * blim > 0). */
+ * blim > 0), and only for m != 0 (slow_bias & -m keeps the sign bit for 0 < m). A dead
+ * channel (m == 0, which the compiler gives shift -1) takes the fast path whatever its bias:
+ * its accumulators start from 0 (live_bias), and rq_fast(a2, 0, k1, 1) = (k1 + t) >> 1 =
+ * out_offset for either sign t, as the reference's SRDHM(a, 0) = 0 gives for any a. */
 static inline uint32_t slow_rq(int32_t m, int32_t shift)
 {
     return (uint32_t)m | (uint32_t)((uint32_t)shift + 22u > 21u) << 31;
@@ -202,7 +206,7 @@ static inline uint32_t slow_bias(int32_t b, int32_t blim)
 
 static inline int32_t fast_channel(int32_t m, int32_t shift, int32_t b, int32_t blim)
 {
-    return !((slow_rq(m, shift) | slow_bias(b, blim)) >> 31);
+    return !((slow_rq(m, shift) | (slow_bias(b, blim) & (0u - (uint32_t)m))) >> 31);
 }
 
 /* 0: the parameters are outside what the fast kernels are exact for (use the reference) */
@@ -238,7 +242,7 @@ static int32_t ctx_init(cv_ctx *cx, const int8_t *w, const int32_t *b, int32_t c
             slow |= slow_rq(q->mult[oc], q->shift[oc]);
         }
         for (oc = 0; b != NULL && oc < cout; ++oc) {
-            slow |= slow_bias(b[oc], cx->blim);
+            slow |= slow_bias(b[oc], cx->blim) & (0u - (uint32_t)q->mult[oc]);
         }
         cx->fast = !(slow >> 31);
     }
@@ -258,6 +262,13 @@ static inline int32_t fast_c(int32_t k1, int32_t e)
     return (int32_t)((uint32_t)k1 << (e - 1)); /* |k1| * 2^21 < 2^30 */
 }
 
+/* the fast path's bias of channel oc: 0 for a dead channel (m == 0), whose bias may be
+ * saturated (2 b would overflow) and does not matter */
+static inline int32_t live_bias(const cv_ctx *cx, int32_t oc)
+{
+    return cx->b != NULL && cx->q->mult[oc] != 0 ? cx->b[oc] : 0;
+}
+
 /* reference formula; a2 = 2 * sum (no bias) */
 static CV_NOINLINE int32_t rq_slow(int32_t a2, const cv_ctx *cx, int32_t oc)
 {
@@ -271,11 +282,12 @@ static CV_NOINLINE int32_t rq_slow(int32_t a2, const cv_ctx *cx, int32_t oc)
 }
 
 /* general path, any channel: a2 = 2 * (init + sum) with init = the bias for fast channels
- * (`unit` times: 2 buffered, 1 on the fly), 0 for the others */
+ * (`unit` times: 2 buffered, 1 on the fly), 0 for the others (and dead ones: live_bias) */
 static inline int32_t channel_init(const cv_ctx *cx, int32_t oc, int32_t unit)
 {
     const int32_t b = cx->b != NULL ? cx->b[oc] : 0;
-    return fast_channel(cx->q->mult[oc], cx->q->shift[oc], b, cx->blim) ? b * unit : 0;
+    return fast_channel(cx->q->mult[oc], cx->q->shift[oc], b, cx->blim) ? live_bias(cx, oc) * unit
+                                                                         : 0;
 }
 
 static int32_t rq_any(int32_t a2, const cv_ctx *cx, int32_t oc)
@@ -603,7 +615,7 @@ static CV_INLINE void xs_buf(int8_t *y, const int32_t *buf, int32_t npx, const c
 {
     const int32_t cout = cx->cout, k = cx->k, kp = cx->kp, k1 = cx->k1;
     const int32_t lo = cx->lo, hi = cx->hi;
-    const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
+    const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift;
     const int32_t *const xend = buf + (npx >> 1) * kp; /* the whole pairs */
     int32_t oc;
 
@@ -612,8 +624,7 @@ static CV_INLINE void xs_buf(int8_t *y, const int32_t *buf, int32_t npx, const c
         const int8_t *const w0 = cx->w + oc * k, *const w1 = w0 + d * k;
         const int32_t e0 = -shift[oc], e1 = -shift[oc1], m0 = mult[oc], m1 = mult[oc1];
         const int32_t c0 = fast_c(k1, e0), c1 = fast_c(k1, e1);
-        const int32_t i0 = bias != NULL ? 2 * bias[oc] : 0;
-        const int32_t i1 = bias != NULL ? 2 * bias[oc1] : 0;
+        const int32_t i0 = 2 * live_bias(cx, oc), i1 = 2 * live_bias(cx, oc1);
         const int32_t *xb = buf;
         int8_t *y0 = y + oc;
         if (ext) {
@@ -683,10 +694,10 @@ typedef struct {
 /* the fast requantisation's constants of channels oc, oc + 1 */
 static CV_INLINE void pair_consts(cv_pair_k *k, const cv_ctx *cx, int32_t oc)
 {
-    const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
+    const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift;
 
-    k->i0 = bias != NULL ? 2 * bias[oc] : 0;
-    k->i1 = bias != NULL ? 2 * bias[oc + 1] : 0;
+    k->i0 = 2 * live_bias(cx, oc);
+    k->i1 = 2 * live_bias(cx, oc + 1);
     k->m0 = mult[oc];
     k->m1 = mult[oc + 1];
     k->e0 = -shift[oc];
@@ -1085,7 +1096,7 @@ static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, cons
     if (mode == 2) {
         init = channel_init(cx, oc, 2);
     } else {
-        init = cx->b != NULL ? 2 * cx->b[oc] : 0;
+        init = 2 * live_bias(cx, oc);
         m = cx->q->mult[oc];
         e = -cx->q->shift[oc];
         c = fast_c(cx->k1, e);
@@ -1267,7 +1278,7 @@ static CV_INLINE void fly_pw(int8_t *y, const int8_t *x, int32_t npx, const cv_c
 {
     const int32_t cout = cx->cout, k = cx->k, k1 = cx->k1, off2 = cx->off2;
     const int32_t lo = cx->lo, hi = cx->hi, clamp = mode == 1;
-    const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift, *const bias = cx->b;
+    const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift;
     int32_t p, oc;
 
     for (p = 0; p < npx; p += 2) {
@@ -1284,8 +1295,8 @@ static CV_INLINE void fly_pw(int8_t *y, const int8_t *x, int32_t npx, const cv_c
                 a00 = channel_init(cx, oc, 1);
                 a01 = channel_init(cx, oc1, 1);
             } else {
-                a00 = bias != NULL ? bias[oc] : 0;
-                a01 = bias != NULL ? bias[oc1] : 0;
+                a00 = live_bias(cx, oc);
+                a01 = live_bias(cx, oc1);
             }
             a10 = a00;
             a11 = a01;

@@ -91,8 +91,8 @@ static void conv_row_dw(int8_t *out, const int8_t *const *in, const int8_t *w, c
                     acc += ((int32_t)*xp + in_off) * (int32_t)*wp++;
                 }
             }
-            if (b != NULL) {
-                acc += b[oc];
+            if (b != NULL) { /* wraps (a dead channel's bias may be saturated) */
+                acc = (int32_t)((uint32_t)acc + (uint32_t)b[oc]);
             }
             acc = tt_mbqm_double_rounding(acc, q->mult[oc], q->shift[oc]) + out_off;
             out[ox * c + oc] = tt_sat8(acc, act_min, act_max);
@@ -139,8 +139,8 @@ void tt_conv2d_s8_row(const tt_rows *y, const tt_rows *x, int32_t oy, const int8
                     }
                 }
             }
-            if (b != NULL) {
-                acc += b[oc];
+            if (b != NULL) { /* wraps (a dead channel's bias may be saturated) */
+                acc = (int32_t)((uint32_t)acc + (uint32_t)b[oc]);
             }
             /* LiteRT's reference conv rounds twice (its fully connected once) */
             acc = tt_mbqm_double_rounding(acc, q->mult[oc], q->shift[oc]) + q->out_offset;
@@ -172,8 +172,8 @@ void tt_dense_s8(int8_t *y, const int8_t *x, const int8_t *w, const int32_t *b, 
         for (i = 0; i < in; ++i) {
             acc += ((int32_t)x[i] + q->in_offset) * (int32_t)w[o * in + i];
         }
-        if (b != NULL) {
-            acc += b[o];
+        if (b != NULL) { /* wraps (a dead channel's bias may be saturated) */
+            acc = (int32_t)((uint32_t)acc + (uint32_t)b[o]);
         }
         acc = tt_mbqm(acc, q->mult[o], q->shift[o]) + q->out_offset;
         y[o] = tt_sat8(acc, q->act_min, q->act_max);

@@ -43,15 +43,19 @@ static void fill8(int8_t *p, int32_t n)
 
 /* Requantisation parameters. profile 0: typical conv layer; 1: narrow activation range, the
  * whole range of fast shifts; 2: stress (any shift, tiny / zero multipliers, huge biases,
- * edge offsets: channels mix the fast and the reference requantisation). */
+ * edge offsets: channels mix the fast and the reference requantisation); 3: real-data
+ * weights' dead channels (bench/real_weights.py: multiplier 0 with the compiler's shift -1,
+ * the int32 bias saturated or anything), at least one, the rest typical; 4: as 3, and
+ * near-dead channels (right shifts 23..31, small biases) and dead ones with shift 0. */
 static void params(tt_q8_requant *q, int32_t cout, int32_t profile, int32_t has_bias)
 {
+    const int32_t dead_at = rnd(0, cout - 1);
     int32_t i;
     q->in_offset = rnd(-127, 128);
     q->out_offset = rnd(-128, 127);
     q->act_min = -128;
     q->act_max = 127;
-    if (profile == 1 || (profile == 2 && rnd(0, 1))) {
+    if (profile == 1 || (profile >= 2 && rnd(0, 1))) {
         q->act_min = rnd(-128, 20);
         q->act_max = rnd(q->act_min, 126);
     }
@@ -63,7 +67,9 @@ static void params(tt_q8_requant *q, int32_t cout, int32_t profile, int32_t has_
     }
     for (i = 0; i < cout; ++i) {
         MULT[i] = (int32_t)(0x40000000u + (th_rand(&seed) & 0x3fffffffu));
-        SHIFT[i] = profile == 0 ? rnd(-12, -1) : profile == 1 ? rnd(-22, -1) : rnd(-24, 0);
+        SHIFT[i] = profile == 0 || profile >= 3 ? rnd(-12, -1)
+                   : profile == 1                ? rnd(-22, -1)
+                                                 : rnd(-24, 0);
         if (profile == 0 && rnd(0, 3) == 0) {
             SHIFT[i] = rnd(-22, -13); /* every shift of the fast path without a clamp */
         }
@@ -76,6 +82,15 @@ static void params(tt_q8_requant *q, int32_t cout, int32_t profile, int32_t has_
             if (e == 3) B[i] = rnd(0, 1) ? 0x3fffffff : -0x3fffffff;
             if (e == 4) SHIFT[i] = rnd(-23, -21);
             if (e == 5) SHIFT[i] = rnd(1, 4);
+        }
+        if (profile >= 3 && (i == dead_at || rnd(0, 5) == 0)) { /* dead */
+            const int32_t e = rnd(0, 3);
+            MULT[i] = 0;
+            SHIFT[i] = profile == 4 && rnd(0, 2) == 0 ? 0 : -1;
+            B[i] = e == 0 ? 0x7fffffff : e == 1 ? -0x7fffffff : (int32_t)th_rand(&seed);
+        } else if (profile == 4 && rnd(0, 4) == 0) { /* near-dead */
+            SHIFT[i] = rnd(-31, -23);
+            B[i] = rnd(-3000, 3000);
         }
     }
     q->mult = MULT;
@@ -362,6 +377,9 @@ static const int16_t FCS[][2] = {{112, 10}, {96, 10}, {160, 10}};
 
 #ifdef BENCH
 static int64_t tot_macs, tot_ref, tot_opt, tot_row;
+/* the same geometries with one dead channel (mult 0, shift -1, bias INT32_MAX), and with one
+ * near-dead channel (right shift 27): [0] whole tensor, [1] row by row */
+static int64_t tot_dead[2], tot_near[2];
 
 /* instructions per MAC as "12.34" (newlib-nano's printf has no %f) */
 static const char *ipm(char *s, int64_t ticks, int64_t macs)
@@ -369,6 +387,40 @@ static const char *ipm(char *s, int64_t ticks, int64_t macs)
     const int32_t c = (int32_t)((ticks * TH_TICK_CENTI + macs / 2) / macs) % 100000;
     snprintf(s, 16, "%3d.%02d", (int)(c / 100), (int)(c % 100));
     return s;
+}
+
+/* instructions of the optimised kernel on g (whole tensor, then row by row: t[0], t[1]),
+ * its output checked against Y_ref */
+static void time_opt(const tt_conv_geom *g, const tt_q8_requant *q, uint32_t *t)
+{
+    const tt_rows yr = {Y_opt, g->oh, g->ow * g->cout};
+    const tt_rows xr = {X, g->h, g->w * g->cin};
+    const size_t n = (size_t)(g->oh * g->ow * g->cout);
+    uint32_t t0;
+    int32_t oy;
+
+    memset(Y_opt, 0, n);
+    t0 = th_ticks();
+    if (is_pw(g)) {
+        tt_conv2d_s8_pw(Y_opt, X, W, B, g, q);
+    }
+    else {
+        tt_conv2d_s8_reg(Y_opt, X, W, B, g, q);
+    }
+    t[0] = th_elapsed(t0);
+    if (memcmp(Y_ref, Y_opt, n) != 0) ++failures;
+    memset(Y_opt, 0, n);
+    t0 = th_ticks();
+    for (oy = 0; oy < g->oh; ++oy) {
+        if (is_pw(g)) {
+            tt_conv2d_s8_pw_row(&yr, &xr, oy, W, B, g, q);
+        }
+        else {
+            tt_conv2d_s8_reg_row(&yr, &xr, oy, W, B, g, q);
+        }
+    }
+    t[1] = th_elapsed(t0);
+    if (memcmp(Y_ref, Y_opt, n) != 0) ++failures;
 }
 
 static void bench_conv(const int16_t *n)
@@ -417,6 +469,26 @@ static void bench_conv(const int16_t *n)
     tot_ref += ref;
     tot_opt += opt;
     tot_row += opt_row;
+    { /* one dead channel, then one near-dead channel (the reference run again for each) */
+        const int32_t c = g.cout / 2, m = MULT[c], sh = SHIFT[c], b = B[c];
+        uint32_t t[2];
+        MULT[c] = 0;
+        SHIFT[c] = -1;
+        B[c] = 0x7fffffff;
+        tt_conv2d_s8(Y_ref, X, W, B, &g, &q);
+        time_opt(&g, &q, t);
+        tot_dead[0] += t[0];
+        tot_dead[1] += t[1];
+        MULT[c] = m;
+        SHIFT[c] = -27;
+        B[c] = b / 64;
+        tt_conv2d_s8(Y_ref, X, W, B, &g, &q);
+        time_opt(&g, &q, t);
+        tot_near[0] += t[0];
+        tot_near[1] += t[1];
+        SHIFT[c] = sh;
+        B[c] = b;
+    }
     snprintf(line, sizeof line, "%s %3dx%-3d %3d->%-3d k%d s%d %8ld MACs  ref %s  opt %s"
              "  opt_row %s instr/MAC%s\n", is_pw(&g) ? "pw " : "reg", n[0], n[1], n[2], n[3],
              n[4], n[5], (long)macs, ipm(a, ref, macs), ipm(o, opt, macs),
@@ -458,6 +530,12 @@ int main(void)
              " instr/MAC\n", (long)tot_macs, ipm(a, tot_ref, tot_macs),
              ipm(o, tot_opt, tot_macs), ipm(r, tot_row, tot_macs));
     th_puts(line);
+    snprintf(line, sizeof line, "one dead channel: opt %s  opt_row %s instr/MAC\n",
+             ipm(o, tot_dead[0], tot_macs), ipm(r, tot_dead[1], tot_macs));
+    th_puts(line);
+    snprintf(line, sizeof line, "one near-dead channel: opt %s  opt_row %s instr/MAC\n",
+             ipm(o, tot_near[0], tot_macs), ipm(r, tot_near[1], tot_macs));
+    th_puts(line);
     th_exit(failures != 0);
     return 0;
 }
@@ -470,16 +548,16 @@ int main(void)
     for (i = 0; i < COUNT(NETS); ++i) {
         const int16_t *n = NETS[i];
         geom(&g, n[0], n[1], n[2], n[3], n[4], n[4], n[5], n[5], n[6], n[6], n[6], n[6], 1, 1);
-        for (s = 0; s < 3; ++s) check_conv(&g, s, 1);
+        for (s = 0; s < 5; ++s) check_conv(&g, s, 1);
     }
     for (i = 0; i < COUNT(FCS); ++i) {
-        for (s = 0; s < 3; ++s) check_dense(FCS[i][0], FCS[i][1], s);
+        for (s = 0; s < 5; ++s) check_dense(FCS[i][0], FCS[i][1], s);
     }
     for (i = 0; i < COUNT(EDGES); ++i) {
         const int16_t *e = EDGES[i];
         geom(&g, e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7], e[8], e[9], e[10], e[11], e[12],
              e[13]);
-        for (s = 0; s < 3; ++s) check_conv(&g, s, 1);
+        for (s = 0; s < 5; ++s) check_conv(&g, s, 1);
     }
     for (s = 0; s < 600; ++s) { /* random geometries */
         const int32_t kind = rnd(0, 3);
@@ -510,9 +588,10 @@ int main(void)
         if (g.oh < 1 || g.ow < 1) continue;
         check_conv(&g, rnd(0, 2), 1);
         if (failures > 10) break;
+        check_conv(&g, rnd(3, 4), 1); /* the same geometry with dead / near-dead channels */
     }
     for (s = 0; s < 200; ++s) {
-        check_dense(rnd(0, 3) ? rnd(1, 40) : rnd(100, 700), rnd(1, 33), rnd(0, 2));
+        check_dense(rnd(0, 3) ? rnd(1, 40) : rnd(100, 700), rnd(1, 33), rnd(0, 4));
     }
     snprintf(line, sizeof line, "conv_opt: %d failures\n", failures);
     th_puts(line);

@@ -80,7 +80,10 @@ static tt_conv_geom geom(int32_t h, int32_t w, int32_t c, int32_t kh, int32_t kw
     return g;
 }
 
-/* Random requantisation; `style` picks ordinary values or edge cases (slow paths). */
+/* Random requantisation; `style` picks ordinary values or edge cases (slow paths); 3:
+ * real-data weights (bench/real_weights.py): ordinary channels, dead ones (multiplier 0 with
+ * the compiler's shift -1, now and then 0; the bias saturated or anything) and near-dead ones
+ * (right shifts 23..31, small biases). */
 static void random_requant(tt_q8_requant *q, int32_t c, int32_t style)
 {
     int32_t i, a;
@@ -117,6 +120,16 @@ static void random_requant(tt_q8_requant *q, int32_t c, int32_t style)
         } else if (style == 2) { /* small accumulators: requant rounding ties, few output bits */
             shift[i] = rnd(-9, -1);
             bias[i] = rnd(-300, 300);
+        } else if (style == 3) {
+            const int32_t e = rnd(0, 9);
+            if (e < 3) { /* dead */
+                mult[i] = 0;
+                shift[i] = e == 0 && rnd(0, 1) ? 0 : -1;
+                bias[i] = e == 1 ? 0x7FFFFFFF : (e == 2 ? -0x7FFFFFFF : (int32_t)th_rand(&seed));
+            } else if (e == 3) { /* near-dead */
+                shift[i] = rnd(-31, -23);
+                bias[i] = rnd(-3000, 3000);
+            }
         }
     }
     q->mult = mult;
@@ -441,6 +454,23 @@ static void run_tests(void)
         test_dw(&g5, 0, 1, id++);
     }
     test_dw_requant_limits(&id);
+    seed = 4242u;
+    for (i = 0; i < N_BENCH_DW; ++i) { /* real-data weights on the networks' geometries */
+        const int16_t *d = BENCH_DW[i];
+        const int32_t p = d[7], k = d[5], st = d[6];
+        const int32_t pb = (d[3] - 1) * st + k - d[0] - p, pr = (d[4] - 1) * st + k - d[1] - p;
+        const tt_conv_geom g = geom(d[0], d[1], d[2], k, k, st, st, p, p, pb, pr);
+        test_dw(&g, 3, 1, id++);
+    }
+    for (i = 0; i < 60; ++i) { /* and on random ones, the ring path's among them */
+        const int32_t k = i % 2 ? 3 + 2 * rnd(0, 2) : rnd(1, 7), st = i % 2 ? 1 : rnd(1, 2);
+        const tt_conv_geom g = geom(rnd(k, 20), rnd(k, 60), rnd(1, 24), k, k, st, st,
+                                    rnd(0, k / 2), rnd(0, k / 2), rnd(0, k / 2), rnd(0, k / 2));
+        if (g.oh < 1 || g.ow < 1) {
+            continue;
+        }
+        test_dw(&g, 3, rnd(0, 5) != 0, id++);
+    }
     snprintf(s, sizeof s, "dw: %ld cases\n", (long)id);
     say(s);
 
@@ -476,7 +506,18 @@ static const char *fmt2(char *buf, uint32_t ticks, uint32_t n)
     return buf;
 }
 
+static void bench_dw_dead(int32_t h, int32_t c, int32_t k, int32_t st, int32_t rows,
+                          int32_t dead);
+
 static void bench_dw(int32_t h, int32_t c, int32_t k, int32_t st, int32_t rows)
+{
+    bench_dw_dead(h, c, k, st, rows, 0);
+}
+
+/* dead: channel c / 2 dead (multiplier 0, shift -1, bias INT32_MAX), as real-data weights
+ * have them (bench/real_weights.py) */
+static void bench_dw_dead(int32_t h, int32_t c, int32_t k, int32_t st, int32_t rows,
+                          int32_t dead)
 {
     const int32_t p = k / 2;
     const tt_conv_geom g = geom(h, h, c, k, k, st, st, p, p, p, p);
@@ -493,6 +534,11 @@ static void bench_dw(int32_t h, int32_t c, int32_t k, int32_t st, int32_t rows)
     q.out_offset = -128;
     q.act_min = q.out_offset;
     q.act_max = 127;
+    if (dead) {
+        mult[c / 2] = 0;
+        shift[c / 2] = -1;
+        bias[c / 2] = 0x7FFFFFFF;
+    }
     t0 = th_ticks();
     tt_conv2d_s8(yref, xbuf, wbuf, bias, &g, &q);
     tref = th_elapsed(t0);
@@ -511,9 +557,9 @@ static void bench_dw(int32_t h, int32_t c, int32_t k, int32_t st, int32_t rows)
     }
     topt = th_elapsed(t0);
     check(yref, yopt, g.oh * g.ow * c, "bench", 0);
-    snprintf(s, sizeof s, "dw %2ldx%-2ld c%-3ld k%ld s%ld %s | ref %s opt %s instr/MAC\n",
+    snprintf(s, sizeof s, "dw %2ldx%-2ld c%-3ld k%ld s%ld %s%s | ref %s opt %s instr/MAC\n",
              (long)h, (long)h, (long)c, (long)k, (long)st, rows ? (rows == 2 ? "rowp" : "row ") : "full",
-             fmt2(ra, tref, macs), fmt2(rb, topt, macs));
+             dead ? " dead" : "", fmt2(ra, tref, macs), fmt2(rb, topt, macs));
     say(s);
 }
 
@@ -580,6 +626,13 @@ static void run_bench(void)
     bench_dw(16, 48, 7, 1, 2);
     bench_dw(8, 96, 7, 1, 0);
     bench_dw(16, 96, 7, 1, 2);
+    /* one dead channel: the same instructions as without it (ring, strip, clipped paths) */
+    bench_dw_dead(32, 48, 3, 1, 0, 1);
+    bench_dw_dead(32, 48, 3, 1, 1, 1);
+    bench_dw_dead(32, 48, 3, 1, 2, 1);
+    bench_dw_dead(64, 48, 3, 2, 1, 1);
+    bench_dw_dead(16, 48, 5, 1, 2, 1);
+    bench_dw_dead(32, 48, 7, 2, 0, 1);
     bench_add(32, 16, 0);
     bench_add(32, 16, 1);
     bench_add(8, 48, 0);

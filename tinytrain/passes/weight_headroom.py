@@ -25,7 +25,7 @@ import numpy as np
 from tinytrain.errors import OptionError
 from tinytrain.ir import Graph, Node, QuantParams, Tensor
 from tinytrain.passes.update_plan import UpdatePlan, layers
-from tinytrain.quant.fixedpoint import quantize_multiplier
+from tinytrain.quant.params import channel_multiplier
 
 # 1 bit: fp32 fine-tuning of the bench's partial plans grew trained weights up to 2.2x their
 # channel's max, most of those that grew past it by less than 2x
@@ -89,7 +89,7 @@ def _widen(g: Graph, node: Node, headroom: float, new: list[Tensor]) -> Node:
     new.extend(rescaled)
     w_scale = rescaled[0].quant.scale
     # the output's scale and the fused activation's bounds stay: only the multipliers follow
-    mult, shift = zip(*(quantize_multiplier(float(a["x_scale"]) * s / float(a["y_scale"]))
+    mult, shift = zip(*(channel_multiplier(float(a["x_scale"]) * s / float(a["y_scale"]))
                         for s in w_scale), strict=True)
     return dataclasses.replace(node, attrs={**a, "mult": tuple(mult), "shift": tuple(shift),
                                             "w_scale": w_scale})

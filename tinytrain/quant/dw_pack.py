@@ -53,7 +53,7 @@ def dw_pack(w: np.ndarray, b: np.ndarray | None, q: dict) -> list[int]:
         mc, es = [], []
         for j in range(4):
             m, e = mult[c0 + j], -shift[c0 + j]
-            acc_bound = abs(bias[c0 + j]) + sum_bound
+            acc_bound = (abs(bias[c0 + j]) if m != 0 else 0) + sum_bound  # dead: no bias
             cst = 0
             if m < 0 or e < 1 or e > 31 or acc_bound >= ACC_LIMIT:
                 fast = False
@@ -63,7 +63,8 @@ def dw_pack(w: np.ndarray, b: np.ndarray | None, q: dict) -> list[int]:
                     fast = False
             mc += [_i32(m), _i32(cst)]
             es.append(e)
-        ini_b = [2 * bias[c0 + j] if fast and b is not None else 0 for j in range(4)]
+        ini_b = [2 * bias[c0 + j] if fast and b is not None and mult[c0 + j] != 0 else 0
+                 for j in range(4)]
         ini_i = [ini_b[j] + 2 * in_off * int(g[j].sum()) for j in range(4)]
         words += mc + es + [_i32(v) for v in ini_b] + [_i32(v) for v in ini_i]
         words += [_bcast8(q["act_min"]), _bcast8(q["act_max"]), int(fast)]

@@ -21,13 +21,23 @@ def grad_range(act: str, lo: int, hi: int) -> dict[str, int]:
             "grad_hi": hi if act in BOUNDED_ABOVE else 128}
 
 
+def channel_multiplier(real: float) -> tuple[int, int]:
+    """A conv/dense output channel's (multiplier, shift) for the real multiplier `real`, as
+    quantize_multiplier gives it, except that a zero multiplier (a dead channel: BN-folded
+    weights ~1e-20 underflow it) gets shift -1 instead of 0. Every int8 kernel gives such a
+    channel out_offset whatever its shift (SRDHM(a, 0) = 0), and the optimised conv kernels'
+    fast requantisation wants a right shift of at least 1 (runtime_c/optimized)."""
+    m, s = quantize_multiplier(real)
+    return (0, -1) if m == 0 else (m, s)
+
+
 def requant(x_scale: float, x_zp: int, w_scales: tuple[float, ...], y_scale: float, y_zp: int,
             act: str, act_range: tuple[int, int]) -> dict:
     """conv2d_q8 / dense_q8 attrs: per-channel multipliers computed in double from the
     float32 scales, as TFLite's PopulateConvolutionQuantizationParams does."""
     mult, shift = [], []
     for ws in w_scales:
-        m, s = quantize_multiplier(float(x_scale) * float(ws) / float(y_scale))
+        m, s = channel_multiplier(float(x_scale) * float(ws) / float(y_scale))
         mult.append(m)
         shift.append(s)
     lo, hi = act_range
