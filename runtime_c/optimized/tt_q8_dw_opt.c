@@ -39,6 +39,7 @@
  */
 #include "tt_kernels.h"
 #include "tt_q8_lanes.h"
+#include "tt_q8_mve.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -1702,6 +1703,12 @@ TT_DW_INLINE void dw_rows(const tt_rows *y, const tt_rows *x, int32_t oy0, int32
     dw_job J;
     int32_t c0, oxa, oxb;
 
+#if TT_MVE /* Helium: a whole window in one to four VMLADAVs, any parameters */
+    if (tt_q8_dw_mve_ok(g, q)) {
+        tt_q8_dw_mve(y, x, oy0, oy1, w, b, g, q);
+        return;
+    }
+#endif
     J.y = y;
     J.x = x;
     J.oy0 = oy0;

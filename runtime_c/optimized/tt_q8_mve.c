@@ -12,6 +12,7 @@
 
 #if TT_MVE
 #include <arm_mve.h>
+#include <stddef.h>
 #include <string.h>
 
 /* One output channel's requantisation, for four pixels' accumulators at once:
@@ -190,6 +191,415 @@ void tt_q8_pw_mve(int8_t *y, const int8_t *x, int32_t npx, const int8_t *w, cons
             pw_long(y + oc, x, npx, wr, cin, cout, init, &r, offs, 1);
         } else {
             pw_long(y + oc, x, npx, wr, cin, cout, init, &r, offs, 0);
+        }
+    }
+}
+
+/* ===================================== depthwise ====================================== */
+/* One channel at a time. Its input rows are copied into a column buffer, column after column,
+ * each column's kh bytes together: buf[j * kh + slot] = x[iy][q0 + j] with slot = iy mod kh
+ * (padding: the input zero point, so that x + in_offset is 0 there as in the reference). An
+ * output's kh x kw window is then kw * kh consecutive bytes, which one VMLADAV (two for 5x5,
+ * four for 7x7: sixteen bytes each) multiplies with the channel's weights in the same order
+ * (zeros beyond them). The slots make the buffer a ring: when an output row's columns fit in
+ * one buffer, the next output row only adds its new input rows (stride of them), the weights
+ * rotated to the slots' order (kh rotations). Every pixel, edge or not, sums
+ * b + in_offset * sum(w) + sum x * w; four pixels' sums are requantised together (rq4's
+ * arithmetic) and scattered to their outputs (C bytes apart).
+ *
+ * The loops are inline assembly: GCC 12 spilled the requantisation constants and split the
+ * gather loop's predicates (three times the instructions). GCC cannot allocate the output
+ * loop's registers at -O0 or -Os (as the DSP kernels' TT_DW_DSP): those builds run its C
+ * form, the same integers. */
+#if defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
+#define TT_DWM_ASM 1
+#endif
+
+#define DWM_BUF 1536 /* bytes of column buffer on the stack (the DSP kernels' strip size) */
+#define DWM_SLACK 64 /* the last window's 16-byte loads may read past its taps (zero weights) */
+#define DWM_NONE (-0x40000000) /* no input row in the ring yet */
+
+int tt_q8_dw_mve_ok(const tt_conv_geom *g, const tt_q8_requant *q)
+{
+    /* the zero point must be an int8 (padding bytes), the window fit four VMLADAVs and one
+     * output's columns the buffer; gather offsets are 16-bit (8 pixels of C bytes) */
+    /* narrow maps of small windows: per-channel work outweighs the rows (4x4, 3x3: 5.95
+     * instructions per MAC against the DSP kernels' 4.24 on the M55 twin) */
+    return g->ow * g->kh * g->kw >= 64 && g->kh * g->kw <= 64 && g->kh <= 8 &&
+           -q->in_offset >= -128 && -q->in_offset <= 127 && 8 * g->cin <= 65535;
+}
+
+/* n columns of one input row into their slots: src steps 8 C bytes a gather of eight, dst
+ * 8 kh; tail-predicated, so the last gather reads and writes only what is left */
+static TT_MVE_INLINE void dwm_gather_row(uint8_t *dst, const uint8_t *src, int32_t n,
+                                         int32_t c8, int32_t kh8, uint16x8_t so, uint16x8_t sd)
+{
+    uint16x8_t v;
+    __asm__ volatile("dlstp.16 lr, %[n]\n"
+                     "1:\n\t"
+                     "vldrb.u16 %q[v], [%[s], %q[so]]\n\t"
+                     "vstrb.16 %q[v], [%[d], %q[sd]]\n\t"
+                     "add %[s], %[s], %[c8]\n\t"
+                     "add %[d], %[d], %[kh8]\n\t"
+                     "letp lr, 1b"
+                     : [v] "=&w"(v), [s] "+r"(src), [d] "+r"(dst)
+                     : [n] "r"(n), [so] "w"(so), [sd] "w"(sd), [c8] "r"(c8), [kh8] "r"(kh8)
+                     : "lr", "memory");
+}
+
+/* The geometry of a block of output columns, shared by its channels and rows. */
+typedef struct {
+    int32_t kh, kw, K, C, s, ncols, q0;
+    int32_t jlo, jhi; /* buffer columns inside the input (the others hold zp) */
+    uint16x8_t so, sd;
+    int8_t zp;
+} dwm_geo;
+
+/* input row `row` (NULL: a padding row) of channel c into its slot; the padding columns
+ * hold zp already (dwm_tt_q8_dw_mve writes them once a block) */
+static TT_MVE_INLINE void dwm_fill_row(int8_t *buf, const int8_t *row, int32_t c,
+                                       int32_t slot, const dwm_geo *G)
+{
+    const int32_t n = G->jhi - G->jlo;
+    uint8_t *const d = (uint8_t *)buf + G->jlo * G->kh + slot;
+
+    if (n <= 0) {
+        return;
+    }
+    if (row != NULL) {
+        dwm_gather_row(d, (const uint8_t *)row + (G->q0 + G->jlo) * G->C + c, n, 8 * G->C,
+                       8 * G->kh, G->so, G->sd);
+    } else {
+        const uint16x8_t zv = vdupq_n_u16((uint16_t)(uint8_t)G->zp);
+        int32_t j;
+        for (j = 0; j < n; j += 8) {
+            vstrbq_scatter_offset_p_u16(d + j * G->kh, G->sd, zv, vctp16q((uint32_t)(n - j)));
+        }
+    }
+}
+
+/* Four outputs' sums go into v's lanes two at a time (VMOV's pair form: lanes 2 and 0, then
+ * 3 and 1). Which of the pair's registers lands in the lower lane is the one thing here the
+ * emulator alone vouches for, so the store offsets are put into their lanes by the same two
+ * instructions (dwm_pair_offsets): each output meets its own offset either way. Then the
+ * start value and rq4's arithmetic, specialised. R: a right shift (the usual case), the sum's start value
+ * added, VQRDMULH, the saturating -1 on negative lanes, VRSHL by the negative count; L: a
+ * left shift and no right shift. */
+#define DWM_RQ_R                                                                           \
+    "vqrdmulh.s32 %q[v], %q[v], %[mult]\n\t"                                               \
+    "vshr.s32 %q[x], %q[v], #31\n\t"                                                       \
+    "vqadd.s32 %q[v], %q[v], %q[x]\n\t"                                                    \
+    "vrshl.s32 %q[v], %[sh]\n\t"
+#define DWM_RQ_L                                                                           \
+    "vshl.s32 %q[v], %[sh]\n\t"                                                            \
+    "vqrdmulh.s32 %q[v], %q[v], %[mult]\n\t"
+#define DWM_CLAMP                                                                          \
+    "vmax.s32 %q[v], %q[v], %q[lo]\n\t"                                                    \
+    "vmin.s32 %q[v], %q[v], %q[hi]\n\t"
+/* the range from memory (7x7: the four weight chunks leave no registers for it) */
+#define DWM_CLAMP_MEM                                                                      \
+    "vldrw.32 %q[x], [%[kp], #24]\n\t"                                                     \
+    "vmax.s32 %q[v], %q[v], %q[x]\n\t"                                                     \
+    "vldrw.32 %q[x], [%[kp], #40]\n\t"                                                     \
+    "vmin.s32 %q[v], %q[v], %q[x]\n\t"
+#define DWM_STORE "vstrb.32 %q[v], [%[y], %q[offs]]\n\tadd %[y], %[y], %[y4]\n\t"
+
+/* output k of the block's four (window k * ST bytes on), chunk i into sum S */
+#define DWM_LD(K, I) "vldrb.8 %q[x], [%[p], #(" #K "*%c[st]+" #I "*16)]\n\t"
+#define DWM_DOT1(K, S) DWM_LD(K, 0) "vmladav.s8 %[" S "], %q[x], %q[w0]\n\t"
+#define DWM_DOT2(K, S) DWM_DOT1(K, S) DWM_LD(K, 1) "vmladava.s8 %[" S "], %q[x], %q[w1]\n\t"
+#define DWM_DOT4(K, S)                                                                     \
+    DWM_DOT2(K, S) DWM_LD(K, 2) "vmladava.s8 %[" S "], %q[x], %q[w2]\n\t"                  \
+    DWM_LD(K, 3) "vmladava.s8 %[" S "], %q[x], %q[w3]\n\t"
+#define DWM_BODY(DOT, RQ, CLAMP, INIT, OO)                                                 \
+    "dls lr, %[n]\n"                                                                       \
+    "1:\n\t" DOT(0, "s0") DOT(2, "s1") "vmov %q[v][2], %q[v][0], %[s1], %[s0]\n\t"         \
+    DOT(1, "s0") DOT(3, "s1") "vmov %q[v][3], %q[v][1], %[s1], %[s0]\n\t"                  \
+    "add %[p], %[p], #(4*%c[st])\n\t" INIT RQ OO CLAMP DWM_STORE "le lr, 1b"
+#define DWM_INIT "vadd.i32 %q[v], %q[v], %[init]\n\t"
+#define DWM_OO "vadd.i32 %q[v], %q[v], %[oo]\n\t"
+/* 7x7: the start value and the output offset from memory through s1 (free once the sums
+ * are in v), the range too: the four weight chunks leave too few registers (-Og) */
+#define DWM_INIT_MEM "ldr %[s1], [%[kp]]\n\tvadd.i32 %q[v], %q[v], %[s1]\n\t"
+#define DWM_OO_MEM "ldr %[s1], [%[kp], #12]\n\tvadd.i32 %q[v], %q[v], %[s1]\n\t"
+#define DWM_OUT                                                                            \
+    [v] "=&w"(v), [x] "=&w"(x), [s0] "=&Te"(s0), [s1] "=&Te"(s1), [p] "+r"(p), [y] "+r"(y)
+#define DWM_IN                                                                             \
+    [n] "r"(n4), [st] "i"(ST), [mult] "r"(k->mult), [sh] "r"(k->sh), [offs] "w"(k->poffs),  \
+        [y4] "r"(k->y4)
+#define DWM_LOHI [init] "r"(k->init), [oo] "r"(k->oo), [lo] "w"(k->lo), [hi] "w"(k->hi)
+
+/* A channel's constants for the output loop. */
+typedef struct {
+    int32_t init, mult, sh, oo, y4, right; /* sh: the left shift, or -(the right shift) */
+    int32x4_t lo, hi;
+    uint32x4_t offs;  /* output i at i C */
+    uint32x4_t poffs; /* the same through DWM_BODY's lane moves */
+} dwm_k;
+
+#if defined(TT_DWM_ASM)
+/* DWM_INIT_MEM, DWM_OO_MEM and DWM_CLAMP_MEM's offsets */
+typedef char dwm_k_offsets[offsetof(dwm_k, init) == 0 && offsetof(dwm_k, oo) == 12 &&
+                                   offsetof(dwm_k, lo) == 24 && offsetof(dwm_k, hi) == 40
+                               ? 1
+                               : -1];
+
+/* outputs 0..3 at 0, C, 2 C, 3 C, in the lanes DWM_BODY's VMOVs put their sums */
+static uint32x4_t dwm_pair_offsets(int32_t C)
+{
+    uint32x4_t v = vdupq_n_u32(0);
+    const int32_t o0 = 0, o1 = C, o2 = 2 * C, o3 = 3 * C;
+    __asm__("vmov %q[v][2], %q[v][0], %[o2], %[o0]\n\t"
+            "vmov %q[v][3], %q[v][1], %[o3], %[o1]"
+            : [v] "+w"(v)
+            : [o0] "r"(o0), [o1] "r"(o1), [o2] "r"(o2), [o3] "r"(o3));
+    return v;
+}
+#endif
+
+#if defined(TT_DWM_ASM)
+/* n4 blocks of four outputs: windows ST bytes apart in the buffer from p, outputs from y
+ * (C bytes apart); wv: the weights in buffer order, NCH chunks */
+static TT_MVE_INLINE void dwm_blocks(int8_t *y, const int8_t *p, int32_t n4,
+                                     const int8x16_t *wv, const dwm_k *k, const int32_t ST,
+                                     const int NCH)
+{
+    int32x4_t v;
+    int8x16_t x;
+    int32_t s0, s1;
+
+    if (NCH == 1) {
+        const int8x16_t w0 = wv[0];
+        if (k->right) {
+            __asm__ volatile(DWM_BODY(DWM_DOT1, DWM_RQ_R, DWM_CLAMP, DWM_INIT, DWM_OO)
+                             : DWM_OUT : DWM_IN, DWM_LOHI, [w0] "w"(w0) : "lr", "memory");
+        } else {
+            __asm__ volatile(DWM_BODY(DWM_DOT1, DWM_RQ_L, DWM_CLAMP, DWM_INIT, DWM_OO)
+                             : DWM_OUT : DWM_IN, DWM_LOHI, [w0] "w"(w0) : "lr", "memory");
+        }
+    } else if (NCH == 2) {
+        const int8x16_t w0 = wv[0], w1 = wv[1];
+        if (k->right) {
+            __asm__ volatile(DWM_BODY(DWM_DOT2, DWM_RQ_R, DWM_CLAMP, DWM_INIT, DWM_OO)
+                             : DWM_OUT
+                             : DWM_IN, DWM_LOHI, [w0] "w"(w0), [w1] "w"(w1)
+                             : "lr", "memory");
+        } else {
+            __asm__ volatile(DWM_BODY(DWM_DOT2, DWM_RQ_L, DWM_CLAMP, DWM_INIT, DWM_OO)
+                             : DWM_OUT
+                             : DWM_IN, DWM_LOHI, [w0] "w"(w0), [w1] "w"(w1)
+                             : "lr", "memory");
+        }
+    } else {
+        const int8x16_t w0 = wv[0], w1 = wv[1], w2 = wv[2], w3 = wv[3];
+        if (k->right) {
+            __asm__ volatile(DWM_BODY(DWM_DOT4, DWM_RQ_R, DWM_CLAMP_MEM, DWM_INIT_MEM, DWM_OO_MEM)
+                             : DWM_OUT
+                             : DWM_IN, [kp] "r"(k), [w0] "w"(w0), [w1] "w"(w1),
+                               [w2] "w"(w2), [w3] "w"(w3)
+                             : "lr", "memory");
+        } else {
+            __asm__ volatile(DWM_BODY(DWM_DOT4, DWM_RQ_L, DWM_CLAMP_MEM, DWM_INIT_MEM, DWM_OO_MEM)
+                             : DWM_OUT
+                             : DWM_IN, [kp] "r"(k), [w0] "w"(w0), [w1] "w"(w1),
+                               [w2] "w"(w2), [w3] "w"(w3)
+                             : "lr", "memory");
+        }
+    }
+}
+
+#endif
+
+/* the start value and DWM_BODY's requantisation, in C (the last outputs of a row) */
+static inline int32x4_t dwm_rq(int32x4_t a, const dwm_k *k)
+{
+    a = vaddq_n_s32(a, k->init);
+    if (k->right) {
+        a = vqrdmulhq_n_s32(a, k->mult);
+        a = vrshlq_n_s32(vqaddq_s32(a, vshrq_n_s32(a, 31)), k->right);
+    } else {
+        a = vqrdmulhq_n_s32(vshlq_r_s32(a, k->sh), k->mult);
+    }
+    return vminq_s32(vmaxq_s32(vaddq_n_s32(a, k->oo), k->lo), k->hi);
+}
+
+/* an output's sum over its window at bp (NCH sixteen-byte chunks) */
+static inline int32_t dwm_dot(const int8_t *bp, const int8x16_t *wv, int32_t nch)
+{
+    int32_t a = 0, i;
+    for (i = 0; i < nch; ++i) {
+        a = vmladavaq_s8(a, vldrbq_s8(bp + 16 * i), wv[i]);
+    }
+    return a;
+}
+
+/* the last 1-3 outputs of a row (spare lanes repeat the last one and are not stored) */
+static void dwm_rest(int8_t *y, const int8_t *bp, int32_t n, int32_t step,
+                     const int8x16_t *wv, int32_t nch, const dwm_k *k)
+{
+    const int32_t a0 = dwm_dot(bp, wv, nch);
+    const int32_t a1 = n > 1 ? dwm_dot(bp + step, wv, nch) : a0;
+    const int32_t a2 = n > 2 ? dwm_dot(bp + 2 * step, wv, nch) : a1;
+    vstrbq_scatter_offset_p_s32(y, k->offs, dwm_rq(lanes4(a0, a1, a2, a2), k),
+                                vctp32q((uint32_t)n));
+}
+
+/* n4 blocks of four outputs, any window distance (kernels other than 3x3, 5x5, 7x7) */
+static void dwm_rest4(int8_t *y, const int8_t *bp, int32_t n4, int32_t step,
+                      const int8x16_t *wv, int32_t nch, const dwm_k *k)
+{
+    int32_t i;
+    for (i = 0; i < n4; ++i, bp += 4 * step, y += 4 * k->offs[1]) {
+        const int32_t a0 = dwm_dot(bp, wv, nch), a1 = dwm_dot(bp + step, wv, nch);
+        const int32_t a2 = dwm_dot(bp + 2 * step, wv, nch);
+        const int32_t a3 = dwm_dot(bp + 3 * step, wv, nch);
+        vstrbq_scatter_offset_s32(y, k->offs, dwm_rq(lanes4(a0, a1, a2, a3), k));
+    }
+}
+
+/* nb outputs of one channel from the buffer */
+static void dwm_outputs(int8_t *y, const int8_t *buf, int32_t nb, const dwm_geo *G,
+                        const int8x16_t *wv, int32_t nch, const dwm_k *k)
+{
+    const int32_t n4 = nb >> 2, step = G->s * G->kh;
+
+    if (n4 > 0) {
+#if defined(TT_DWM_ASM)
+        switch (step * 4 + nch - 1) { /* the windows' distance is an immediate offset */
+#define DWM_CASE(ST, NCH)                                                                  \
+    case (ST) * 4 + (NCH) - 1:                                                             \
+        dwm_blocks(y, buf, n4, wv, k, ST, NCH);                                            \
+        break;
+        DWM_CASE(3, 1) DWM_CASE(6, 1) DWM_CASE(5, 2) DWM_CASE(10, 2) DWM_CASE(7, 4)
+        DWM_CASE(14, 4) DWM_CASE(1, 1) DWM_CASE(2, 1) DWM_CASE(4, 1) DWM_CASE(8, 1)
+#undef DWM_CASE
+        default:
+            dwm_rest4(y, buf, n4, step, wv, nch, k);
+        }
+#else
+        dwm_rest4(y, buf, n4, step, wv, nch, k);
+#endif
+    }
+    if (nb & 3) {
+        dwm_rest(y + 4 * n4 * G->C, buf + 4 * n4 * step, nb & 3, step, wv, nch, k);
+    }
+}
+
+/* the weights of channel c in buffer order for rotation m (input row iy0 + ky in slot
+ * (m + ky) mod kh): NCH chunks, zeros past the taps; returns their sum */
+static int32_t dwm_weights(int8x16_t *wv, const int8_t *wc, const uint8_t *tbl, int32_t K,
+                           int32_t nch)
+{
+    int32_t i, sum = 0;
+    for (i = 0; i < nch; ++i) {
+        const mve_pred16_t p = K > 16 * i ? vctp8q((uint32_t)(K - 16 * i)) : 0;
+        wv[i] = vldrbq_gather_offset_z_s8(wc, vldrbq_u8(tbl + 16 * i), p);
+        sum = vaddvaq_s8(sum, wv[i]);
+    }
+    return sum;
+}
+
+/* channel c's weights (nrot rotations) and constants */
+static TT_MVE_INLINE void dwm_channel(int8x16_t (*wrot)[4], dwm_k *k, const int8_t *w,
+                                      const int32_t *b, const tt_q8_requant *q,
+                                      const uint8_t (*tbl)[64], int32_t K, int32_t nch,
+                                      int32_t nrot, int32_t c)
+{
+    const int32_t sum = dwm_weights(wrot[0], w + c * K, tbl[0], K, nch);
+    const int32_t sh = q->shift[c];
+    int32_t m;
+
+    for (m = 1; m < nrot; ++m) {
+        dwm_weights(wrot[m], w + c * K, tbl[m], K, nch);
+    }
+    k->init = (int32_t)((uint32_t)q->in_offset * (uint32_t)sum +
+                        (uint32_t)(b != NULL ? b[c] : 0));
+    k->mult = q->mult[c];
+    k->right = sh < 0 ? sh : 0;
+    k->sh = sh;
+}
+
+void tt_q8_dw_mve(const tt_rows *y, const tt_rows *x, int32_t oy0, int32_t oy1,
+                  const int8_t *w, const int32_t *b, const tt_conv_geom *g,
+                  const tt_q8_requant *q)
+{
+    const int32_t kh = g->kh, kw = g->kw, K = kh * kw, nch = K <= 16 ? 1 : K <= 32 ? 2 : 4;
+    const int32_t s = g->sw, C = g->cin;
+    const int32_t nbmax = ((DWM_BUF / kh) - kw) / s + 1;
+    /* the ring: every output row's columns in one buffer, more than one row */
+    const int ring = g->ow <= nbmax && oy1 - oy0 > 1;
+    const int32_t nrot = ring ? kh : 1;
+    int8_t buf[DWM_BUF + DWM_SLACK] __attribute__((aligned(8)));
+    uint8_t tbl[8][64];
+    int8x16_t wrot[8][4];
+    const int8_t *rows[8];
+    dwm_geo G;
+    dwm_k k;
+    int32_t t, m, c, oy, ob0, ky;
+
+    memset(buf, 0, sizeof buf); /* the slack is read against zero weights: keep it defined */
+    for (m = 0; m < nrot; ++m) { /* buffer byte t = j * kh + slot from weight ky * kw + j */
+        for (t = 0; t < 64; ++t) {
+            const int32_t ky = ((t % kh) - m + kh) % kh;
+            tbl[m][t] = (uint8_t)(t < K ? ky * kw + t / kh : 0);
+        }
+    }
+    G.kh = kh;
+    G.kw = kw;
+    G.K = K;
+    G.C = C;
+    G.s = s;
+    G.zp = (int8_t)-q->in_offset;
+    G.so = vmulq_n_u16(vidupq_n_u16(0, 1), (uint16_t)C);
+    G.sd = vmulq_n_u16(vidupq_n_u16(0, 1), (uint16_t)kh);
+    k.oo = q->out_offset;
+    k.y4 = 4 * C;
+    k.lo = vdupq_n_s32(q->act_min);
+    k.hi = vdupq_n_s32(q->act_max);
+    k.offs = vmulq_n_u32(vidupq_n_u32(0, 1), (uint32_t)C);
+#if defined(TT_DWM_ASM)
+    k.poffs = dwm_pair_offsets(C);
+#endif
+    for (ob0 = 0; ob0 < g->ow; ob0 += nbmax) {
+        const int32_t nb = g->ow - ob0 < nbmax ? g->ow - ob0 : nbmax;
+        G.q0 = ob0 * s - g->pl;
+        G.ncols = (nb - 1) * s + kw;
+        G.jlo = G.q0 < 0 ? (-G.q0 < G.ncols ? -G.q0 : G.ncols) : 0;
+        G.jhi = g->w - G.q0 < G.ncols ? g->w - G.q0 : G.ncols;
+        G.jhi = G.jhi > G.jlo ? G.jhi : G.jlo;
+        /* the padding columns, every slot: the rows' fills leave them alone */
+        memset(buf, G.zp, (size_t)(G.jlo * kh));
+        memset(buf + G.jhi * kh, G.zp, (size_t)((G.ncols - G.jhi) * kh));
+        if (ring) { /* a channel's rows in turn, each input row filled once */
+            for (c = 0; c < C; ++c) {
+                int32_t have = DWM_NONE, iy;
+                dwm_channel(wrot, &k, w, b, q, (const uint8_t(*)[64])tbl, K, nch, nrot, c);
+                for (oy = oy0; oy < oy1; ++oy) {
+                    const int32_t iy0 = oy * g->sh - g->pt;
+                    for (iy = have >= iy0 ? have + 1 : iy0; iy < iy0 + kh; ++iy) {
+                        dwm_fill_row(buf, iy < 0 || iy >= g->h ? NULL : tt_row(x, iy), c,
+                                     ((iy % kh) + kh) % kh, &G);
+                    }
+                    have = iy0 + kh - 1;
+                    dwm_outputs(tt_row(y, oy) + c + ob0 * C, buf, nb, &G,
+                                wrot[((iy0 % kh) + kh) % kh], nch, &k);
+                }
+            }
+        } else { /* a row at a time, its channels in turn */
+            for (oy = oy0; oy < oy1; ++oy) {
+                int8_t *const yr = tt_row(y, oy) + ob0 * C;
+                for (ky = 0; ky < kh; ++ky) {
+                    const int32_t iy = oy * g->sh - g->pt + ky;
+                    rows[ky] = iy < 0 || iy >= g->h ? NULL : tt_row(x, iy);
+                }
+                for (c = 0; c < C; ++c) {
+                    dwm_channel(wrot, &k, w, b, q, (const uint8_t(*)[64])tbl, K, nch, 1, c);
+                    for (ky = 0; ky < kh; ++ky) {
+                        dwm_fill_row(buf, rows[ky], c, ky, &G);
+                    }
+                    dwm_outputs(yr + c, buf, nb, &G, wrot[0], nch, &k);
+                }
+            }
         }
     }
 }

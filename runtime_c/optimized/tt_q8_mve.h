@@ -18,6 +18,14 @@
  * four pixels at a time, sixteen input channels per VMLADAV. */
 void tt_q8_pw_mve(int8_t *y, const int8_t *x, int32_t npx, const int8_t *w, const int32_t *b,
                   int32_t cin, int32_t cout, const tt_q8_requant *q);
+/* Whether tt_q8_dw_mve takes a depthwise geometry (one tt_conv2d_s8_dw accepts) */
+int tt_q8_dw_mve_ok(const tt_conv_geom *g, const tt_q8_requant *q);
+/* Depthwise conv, output rows [oy0, oy1) (rings as tt_conv2d_s8_row), as tt_conv2d_s8 with
+ * groups == cin == cout and dilation 1; b may be NULL. One channel at a time, a window of up
+ * to 64 taps in one to four VMLADAVs. */
+void tt_q8_dw_mve(const tt_rows *y, const tt_rows *x, int32_t oy0, int32_t oy1,
+                  const int8_t *w, const int32_t *b, const tt_conv_geom *g,
+                  const tt_q8_requant *q);
 #endif
 
 #endif /* TT_Q8_MVE_H */
