@@ -590,6 +590,18 @@ int main(void)
         if (failures > 10) break;
         check_conv(&g, rnd(3, 4), 1); /* the same geometry with dead / near-dead channels */
     }
+    for (s = 0; s < 160; ++s) { /* 3x3x3 stems (on Helium tt_q8_stem_mve.c): any stride and
+                                 * padding, odd widths, rows wider than its column buffer
+                                 * (84 outputs at stride 2), more channels than it prepares
+                                 * at once (16), every requantisation profile */
+        const int32_t sh = rnd(1, 3), sw = rnd(0, 2) ? 2 : rnd(1, 3), wide = rnd(0, 4) == 0;
+        const int32_t w = wide ? rnd(150, 250) : rnd(1, 40);
+        geom(&g, rnd(1, 9), w, 3, wide ? rnd(1, 9) : rnd(1, 36), 3, 3, sh, sw, rnd(0, 2),
+             rnd(0, 2), rnd(0, 2), rnd(0, 2), 1, 1);
+        if (g.oh < 1 || g.ow < 1) continue;
+        check_conv(&g, rnd(0, 4), 1);
+        if (failures > 10) break;
+    }
     for (s = 0; s < 200; ++s) {
         check_dense(rnd(0, 3) ? rnd(1, 40) : rnd(100, 700), rnd(1, 33), rnd(0, 4));
     }
