@@ -223,9 +223,7 @@ int tt_q8_dw_mve_ok(const tt_conv_geom *g, const tt_q8_requant *q)
 {
     /* the zero point must be an int8 (padding bytes), the window fit four VMLADAVs and one
      * output's columns the buffer; gather offsets are 16-bit (8 pixels of C bytes) */
-    /* narrow maps of small windows: per-channel work outweighs the rows (4x4, 3x3: 5.95
-     * instructions per MAC against the DSP kernels' 4.24 on the M55 twin) */
-    return g->ow * g->kh * g->kw >= 64 && g->kh * g->kw <= 64 && g->kh <= 8 &&
+    return g->kh * g->kw <= 64 && g->kh <= 8 &&
            -q->in_offset >= -128 && -q->in_offset <= 127 && 8 * g->cin <= 65535;
 }
 
@@ -245,6 +243,16 @@ static TT_MVE_INLINE void dwm_gather_row(uint8_t *dst, const uint8_t *src, int32
                      : [v] "=&w"(v), [s] "+r"(src), [d] "+r"(dst)
                      : [n] "r"(n), [so] "w"(so), [sd] "w"(sd), [c8] "r"(c8), [kh8] "r"(kh8)
                      : "lr", "memory");
+}
+
+/* n bytes of v from d (newlib's memset goes a byte at a time) */
+static void dwm_set(int8_t *d, int8_t v, int32_t n)
+{
+    const int8x16_t vv = vdupq_n_s8(v);
+    int32_t i;
+    for (i = 0; i < n; i += 16) {
+        vstrbq_p_s8(d + i, vv, vctp8q((uint32_t)(n - i)));
+    }
 }
 
 /* The geometry of a block of output columns, shared by its channels and rows. */
@@ -318,8 +326,8 @@ static TT_MVE_INLINE void dwm_fill_row(int8_t *buf, const int8_t *row, int32_t c
     "add %[p], %[p], #(4*%c[st])\n\t" INIT RQ OO CLAMP DWM_STORE "le lr, 1b"
 #define DWM_INIT "vadd.i32 %q[v], %q[v], %[init]\n\t"
 #define DWM_OO "vadd.i32 %q[v], %q[v], %[oo]\n\t"
-/* 7x7: the start value and the output offset from memory through s1 (free once the sums
- * are in v), the range too: the four weight chunks leave too few registers (-Og) */
+/* 7x7 and the plane path: the start value and the output offset from memory through s1
+ * (free once the sums are in v; 7x7 the range too): too few registers otherwise (-Og) */
 #define DWM_INIT_MEM "ldr %[s1], [%[kp]]\n\tvadd.i32 %q[v], %q[v], %[s1]\n\t"
 #define DWM_OO_MEM "ldr %[s1], [%[kp], #12]\n\tvadd.i32 %q[v], %q[v], %[s1]\n\t"
 #define DWM_OUT                                                                            \
@@ -499,6 +507,214 @@ static int32_t dwm_weights(int8x16_t *wv, const int8_t *wc, const uint8_t *tbl, 
     return sum;
 }
 
+#if defined(TT_DWM_ASM)
+/* ---- small whole maps (the plane path): a channel's whole padded input plane in the
+ * buffer, column-major (buf[jx * Hp + jy], jx = ix + pl, jy = iy + pt; padding zp), filled
+ * once per channel: every input byte is gathered once. An output's window is then one byte
+ * gather through sixteen 8-bit offsets (kx * Hp + ky, the weights' own order), so up to 16
+ * taps: 3x3 and the like. Outputs go four a block along the row, two gathers through two
+ * offset vectors (a window and the next) per base step. */
+
+#define DWM_PAIRS_12                                                                       \
+    "vmov %q[v][2], %q[v][0], %[s1], %[s0]\n\t" /* outputs 0 and 1 (see dwm_pair01) */
+#define DWM_PAIRS_34 "vmov %q[v][3], %q[v][1], %[s1], %[s0]\n\t" /* outputs 2 and 3 */
+#define DWM_GDOT(S, O) "vldrb.u8 %q[x], [%[p], %q[" O "]]\n\tvmladav.s8 %[" S "], %q[x], %q[w0]\n\t"
+#define DWM_PLANE_BODY(RQ)                                                                 \
+    "dls lr, %[n]\n"                                                                       \
+    "1:\n\t" DWM_GDOT("s0", "oa") DWM_GDOT("s1", "ob") DWM_PAIRS_12                        \
+    "add %[p], %[p], %[st2]\n\t" DWM_GDOT("s0", "oa") DWM_GDOT("s1", "ob") DWM_PAIRS_34    \
+    "add %[p], %[p], %[st2]\n\t" DWM_INIT_MEM RQ DWM_OO_MEM DWM_CLAMP DWM_STORE "le lr, 1b"
+
+typedef struct {
+    int32_t Hp, Wp, st; /* padded plane; st: a window to the next along the row (s Hp) */
+    uint8x16_t oa, ob;  /* the window's offsets, and the next window's */
+    uint32x4_t poffs;   /* dwm_pair01 */
+    uint16x8_t so;      /* the fill's gather: eight input rows */
+} dwm_plane;
+
+/* Whole maps of ow % 4 == 0: every row in one loop, the row's blocks in the inner one (p
+ * steps on by pfix at a row's end; y runs on). The constants from memory through the sum
+ * registers, free once the sums are in v: the rows' counters leave no others (-Og). */
+#define DWM_MAP_RQ_R                                                                       \
+    "ldr %[s0], [%[kp], #4]\n\tvqrdmulh.s32 %q[v], %q[v], %[s0]\n\t"                      \
+    "vshr.s32 %q[x], %q[v], #31\n\tvqadd.s32 %q[v], %q[v], %q[x]\n\t"                     \
+    "ldr %[s0], [%[kp], #8]\n\tvrshl.s32 %q[v], %[s0]\n\t"
+#define DWM_MAP_RQ_L                                                                       \
+    "ldr %[s0], [%[kp], #8]\n\tvshl.s32 %q[v], %[s0]\n\t"                                  \
+    "ldr %[s0], [%[kp], #4]\n\tvqrdmulh.s32 %q[v], %q[v], %[s0]\n\t"
+#define DWM_MAP_BODY(RQ)                                                                   \
+    "1:\n\tdls lr, %[n4]\n"                                                                \
+    "2:\n\t" DWM_GDOT("s0", "oa") DWM_GDOT("s1", "ob") DWM_PAIRS_12                        \
+    "add %[p], %[p], %[st2]\n\t" DWM_GDOT("s0", "oa") DWM_GDOT("s1", "ob") DWM_PAIRS_34    \
+    "add %[p], %[p], %[st2]\n\t" DWM_INIT_MEM RQ DWM_OO_MEM DWM_CLAMP DWM_STORE             \
+    "le lr, 2b\n\t"                                                                        \
+    "add %[p], %[p], %[pfix]\n\tsubs %[rows], %[rows], #1\n\tbne 1b"
+#define DWM_MAP_OPS                                                                        \
+    : [v] "=&w"(v), [x] "=&w"(x), [s0] "=&Te"(s0), [s1] "=&Te"(s1), [p] "+r"(p),           \
+      [y] "+r"(y), [rows] "+r"(rows)                                                       \
+    : [n4] "r"(n4), [st2] "r"(st2), [pfix] "r"(pfix), [offs] "w"(P->poffs), [y4] "r"(k->y4), \
+      [kp] "r"(k), [lo] "w"(k->lo), [hi] "w"(k->hi), [w0] "w"(w0), [oa] "w"(P->oa),        \
+      [ob] "w"(P->ob)                                                                      \
+    : "lr", "memory", "cc"
+
+/* the whole map of one channel (ow % 4 == 0): outputs from y, windows from p */
+static TT_MVE_INLINE void dwm_map_blocks(int8_t *y, const int8_t *p, int32_t rows,
+                                         int32_t n4, int32_t sh, int8x16_t w0,
+                                         const dwm_plane *P, const dwm_k *k)
+{
+    int32x4_t v;
+    int8x16_t x;
+    int32_t s0, s1;
+    const int32_t st2 = 2 * P->st, pfix = sh - n4 * 2 * st2;
+    if (k->right) {
+        __asm__ volatile(DWM_MAP_BODY(DWM_MAP_RQ_R) DWM_MAP_OPS);
+    } else {
+        __asm__ volatile(DWM_MAP_BODY(DWM_MAP_RQ_L) DWM_MAP_OPS);
+    }
+}
+
+/* outputs 0..3 at 0, C, 2 C, 3 C in the lanes DWM_PLANE_BODY's VMOVs put them */
+static uint32x4_t dwm_pair01(int32_t C)
+{
+    uint32x4_t v = vdupq_n_u32(0);
+    const int32_t o0 = 0, o1 = C, o2 = 2 * C, o3 = 3 * C;
+    __asm__("vmov %q[v][2], %q[v][0], %[o1], %[o0]\n\t"
+            "vmov %q[v][3], %q[v][1], %[o3], %[o2]"
+            : [v] "+w"(v)
+            : [o0] "r"(o0), [o1] "r"(o1), [o2] "r"(o2), [o3] "r"(o3));
+    return v;
+}
+
+
+/* whole maps (the rings as tall as the tensors: rows row_bytes apart) that fit the buffer,
+ * windows of up to 16 taps within the gathers' 8-bit offsets, the fill's 16-bit ones */
+static int dwm_plane_ok(const tt_rows *y, const tt_rows *x, const tt_conv_geom *g,
+                        int32_t oy0, int32_t oy1)
+{
+    const int32_t Hp = (g->oh - 1) * g->sh + g->kh, Wp = (g->ow - 1) * g->sw + g->kw;
+    return oy0 == 0 && oy1 == g->oh && x->rows >= g->h && y->rows >= g->oh &&
+           g->kh * g->kw <= 16 && Hp * Wp <= DWM_BUF &&
+           (g->kw - 1 + g->sw) * Hp + g->kh - 1 <= 255 && 8 * x->row_bytes <= 65535;
+}
+
+/* The plane's columns: ncol columns of nrow input rows (rs bytes apart) from src (channel
+ * c's first byte), each column's bytes together at dst, Hp apart: one 8-row gather and one
+ * contiguous store per 8 bytes. */
+static TT_MVE_INLINE void dwm_fill_plane(uint8_t *dst, const uint8_t *src, int32_t ncol,
+                                         int32_t nrow, int32_t C, int32_t Hp, int32_t rs,
+                                         uint16x8_t so)
+{
+    const uint8_t *sp;
+    uint8_t *dp;
+    uint16x8_t v;
+    __asm__ volatile("1:\n\t"
+                     "mov %[sp], %[src]\n\t"
+                     "mov %[dp], %[dst]\n\t"
+                     "dlstp.16 lr, %[nrow]\n"
+                     "2:\n\t"
+                     "vldrb.u16 %q[v], [%[sp], %q[so]]\n\t"
+                     "vstrb.16 %q[v], [%[dp]], #8\n\t"
+                     "add %[sp], %[sp], %[rs8]\n\t"
+                     "letp lr, 2b\n\t"
+                     "add %[src], %[src], %[C]\n\t"
+                     "add %[dst], %[dst], %[Hp]\n\t"
+                     "subs %[n], %[n], #1\n\t"
+                     "bne 1b"
+                     : [v] "=&w"(v), [sp] "=&r"(sp), [dp] "=&r"(dp), [src] "+r"(src),
+                       [dst] "+r"(dst), [n] "+r"(ncol)
+                     : [nrow] "r"(nrow), [so] "w"(so), [rs8] "r"(8 * rs), [C] "r"(C),
+                       [Hp] "r"(Hp)
+                     : "lr", "memory", "cc");
+}
+
+/* one output row's first n4 blocks of four (windows from p, outputs from y) */
+static TT_MVE_INLINE void dwm_plane_blocks(int8_t *y, const int8_t *p, int32_t n4,
+                                           int8x16_t w0, const dwm_plane *P, const dwm_k *k)
+{
+    int32x4_t v;
+    int8x16_t x;
+    int32_t s0, s1;
+    const int32_t st2 = 2 * P->st;
+    if (k->right) {
+        __asm__ volatile(DWM_PLANE_BODY(DWM_RQ_R)
+                         : DWM_OUT
+                         : [n] "r"(n4), [st2] "r"(st2), [mult] "r"(k->mult), [sh] "r"(k->sh),
+                           [offs] "w"(P->poffs), [y4] "r"(k->y4), [kp] "r"(k),
+                           [lo] "w"(k->lo), [hi] "w"(k->hi), [w0] "w"(w0), [oa] "w"(P->oa),
+                           [ob] "w"(P->ob)
+                         : "lr", "memory");
+    } else {
+        __asm__ volatile(DWM_PLANE_BODY(DWM_RQ_L)
+                         : DWM_OUT
+                         : [n] "r"(n4), [st2] "r"(st2), [mult] "r"(k->mult), [sh] "r"(k->sh),
+                           [offs] "w"(P->poffs), [y4] "r"(k->y4), [kp] "r"(k),
+                           [lo] "w"(k->lo), [hi] "w"(k->hi), [w0] "w"(w0), [oa] "w"(P->oa),
+                           [ob] "w"(P->ob)
+                         : "lr", "memory");
+    }
+}
+
+/* channel c of the whole map (its weights w0, its constants k) */
+static void dwm_plane_channel(const tt_rows *y, const tt_rows *x, int8x16_t w0,
+                              const tt_conv_geom *g, int8_t *buf, const dwm_plane *P,
+                              const dwm_k *k, int32_t c)
+{
+    const int32_t C = g->cin, ow = g->ow, n4 = ow >> 2;
+    const int32_t ncol = g->w < P->Wp - g->pl ? g->w : P->Wp - g->pl;
+    const int32_t nrow = g->h < P->Hp - g->pt ? g->h : P->Hp - g->pt;
+    int32_t oy, ox;
+
+    if (ncol > 0 && nrow > 0) {
+        dwm_fill_plane((uint8_t *)buf + g->pl * P->Hp + g->pt, (const uint8_t *)x->base + c,
+                       ncol, nrow, C, P->Hp, x->row_bytes, P->so);
+    }
+    if ((ow & 3) == 0) {
+        dwm_map_blocks(y->base + c, buf, g->oh, n4, g->sh, w0, P, k);
+        return;
+    }
+    for (oy = 0; oy < g->oh; ++oy) {
+        const int8_t *const p = buf + oy * g->sh;
+        int8_t *const yr = y->base + oy * y->row_bytes + c;
+        if (n4 > 0) {
+            dwm_plane_blocks(yr, p, n4, w0, P, k);
+        }
+        for (ox = 4 * n4; ox < ow; ox += 4) { /* the last 1-3 outputs of the row */
+            const int32_t n = ow - ox;
+            const int32_t a0 = vmladavq_s8(vldrbq_gather_offset_s8(p + ox * P->st, P->oa), w0);
+            const int32_t a1 =
+                n > 1 ? vmladavq_s8(vldrbq_gather_offset_s8(p + (ox + 1) * P->st, P->oa), w0) : a0;
+            const int32_t a2 =
+                n > 2 ? vmladavq_s8(vldrbq_gather_offset_s8(p + (ox + 2) * P->st, P->oa), w0) : a1;
+            vstrbq_scatter_offset_p_s32(yr + ox * C, k->offs, dwm_rq(lanes4(a0, a1, a2, a2), k),
+                                        vctp32q((uint32_t)n));
+        }
+    }
+}
+
+/* the plane path's geometry; the padding bytes of the plane, once for all channels */
+static void dwm_plane_init(dwm_plane *P, int8_t *buf, const tt_conv_geom *g, int8_t zp,
+                           int32_t rs)
+{
+    const int32_t kh = g->kh, kw = g->kw;
+    uint8_t oa[16], ob[16];
+    int32_t t;
+
+    P->Hp = (g->oh - 1) * g->sh + kh;
+    P->Wp = (g->ow - 1) * g->sw + kw;
+    P->st = g->sw * P->Hp;
+    for (t = 0; t < 16; ++t) { /* tap t = ky kw + kx at kx Hp + ky (zero weights past K) */
+        oa[t] = (uint8_t)(t < kh * kw ? (t % kw) * P->Hp + t / kw : 0);
+        ob[t] = (uint8_t)(oa[t] + P->st);
+    }
+    P->oa = vldrbq_u8(oa);
+    P->ob = vldrbq_u8(ob);
+    P->poffs = dwm_pair01(g->cin);
+    P->so = vmulq_n_u16(vidupq_n_u16(0, 1), (uint16_t)rs);
+    dwm_set(buf, zp, P->Hp * P->Wp + DWM_SLACK);
+}
+
+#endif
+
 /* channel c's weights (nrot rotations) and constants */
 static TT_MVE_INLINE void dwm_channel(int8x16_t (*wrot)[4], dwm_k *k, const int8_t *w,
                                       const int32_t *b, const tt_q8_requant *q,
@@ -528,20 +744,29 @@ void tt_q8_dw_mve(const tt_rows *y, const tt_rows *x, int32_t oy0, int32_t oy1,
     const int32_t nbmax = ((DWM_BUF / kh) - kw) / s + 1;
     /* the ring: every output row's columns in one buffer, more than one row */
     const int ring = g->ow <= nbmax && oy1 - oy0 > 1;
-    const int32_t nrot = ring ? kh : 1;
+    int32_t nrot = ring ? kh : 1;
     int8_t buf[DWM_BUF + DWM_SLACK] __attribute__((aligned(8)));
     uint8_t tbl[8][64];
     int8x16_t wrot[8][4];
     const int8_t *rows[8];
     dwm_geo G;
     dwm_k k;
-    int32_t t, m, c, oy, ob0, ky;
+    int32_t m, c, oy, ob0, ky;
 
-    memset(buf, 0, sizeof buf); /* the slack is read against zero weights: keep it defined */
-    for (m = 0; m < nrot; ++m) { /* buffer byte t = j * kh + slot from weight ky * kw + j */
-        for (t = 0; t < 64; ++t) {
-            const int32_t ky = ((t % kh) - m + kh) % kh;
-            tbl[m][t] = (uint8_t)(t < K ? ky * kw + t / kh : 0);
+#if defined(TT_DWM_ASM)
+    if (dwm_plane_ok(y, x, g, oy0, oy1)) {
+        nrot = 0; /* the plane path takes the weights in their own order */
+    }
+#endif
+    for (m = 0; m < nrot; ++m) { /* buffer byte j * kh + slot from weight ky * kw + j, with
+                                  * slot = (m + ky) mod kh; zeros past the taps */
+        int32_t j;
+        memset(tbl[m], 0, 16 * (size_t)nch);
+        for (ky = 0; ky < kh; ++ky) {
+            const int32_t slot = m + ky < kh ? m + ky : m + ky - kh;
+            for (j = 0; j < kw; ++j) {
+                tbl[m][j * kh + slot] = (uint8_t)(ky * kw + j);
+            }
         }
     }
     G.kh = kh;
@@ -559,6 +784,22 @@ void tt_q8_dw_mve(const tt_rows *y, const tt_rows *x, int32_t oy0, int32_t oy1,
     k.offs = vmulq_n_u32(vidupq_n_u32(0, 1), (uint32_t)C);
 #if defined(TT_DWM_ASM)
     k.poffs = dwm_pair_offsets(C);
+    if (nrot == 0) {
+        const mve_pred16_t pk = vctp8q((uint32_t)K);
+        dwm_plane P;
+        dwm_plane_init(&P, buf, g, G.zp, x->row_bytes);
+        for (c = 0; c < C; ++c) { /* the weights in their own order: no table */
+            const int8x16_t w0 = vldrbq_z_s8(w + c * K, pk);
+            const int32_t sh = q->shift[c];
+            k.init = (int32_t)((uint32_t)q->in_offset * (uint32_t)vaddvq_s8(w0) +
+                               (uint32_t)(b != NULL ? b[c] : 0));
+            k.mult = q->mult[c];
+            k.right = sh < 0 ? sh : 0;
+            k.sh = sh;
+            dwm_plane_channel(y, x, w0, g, buf, &P, &k, c);
+        }
+        return;
+    }
 #endif
     for (ob0 = 0; ob0 < g->ow; ob0 += nbmax) {
         const int32_t nb = g->ow - ob0 < nbmax ? g->ow - ob0 : nbmax;
@@ -567,6 +808,8 @@ void tt_q8_dw_mve(const tt_rows *y, const tt_rows *x, int32_t oy0, int32_t oy1,
         G.jlo = G.q0 < 0 ? (-G.q0 < G.ncols ? -G.q0 : G.ncols) : 0;
         G.jhi = g->w - G.q0 < G.ncols ? g->w - G.q0 : G.ncols;
         G.jhi = G.jhi > G.jlo ? G.jhi : G.jlo;
+        /* the slack is read against zero weights: keep it defined */
+        dwm_set(buf + G.ncols * kh, 0, DWM_SLACK);
         /* the padding columns, every slot: the rows' fills leave them alone */
         memset(buf, G.zp, (size_t)(G.jlo * kh));
         memset(buf + G.jhi * kh, G.zp, (size_t)((G.ncols - G.jhi) * kh));
