@@ -273,9 +273,13 @@ def _by_board(rows: list[dict]) -> None:
 # M55 twin: program, the runtime files it links, its define, and per kernel the line's pattern
 # (the kernel's instructions per MAC in group 1), its floor and what reaches the floor.
 HELIUM_BENCHES = (
-    ("test_conv_opt.c", ("tt_q8_core.c", "tt_q8_master.c", "tt_q8_conv_opt.c", "tt_q8_mve.c"),
+    ("test_conv_opt.c", ("tt_q8_core.c", "tt_q8_master.c", "tt_q8_conv_opt.c", "tt_q8_mve.c",
+                         "tt_q8_stem_mve.c"),
      "BENCH", (("int8 pointwise forward (tt_q8_pw_mve)", r"^pw .* opt\s+([\d.]+)\s+opt_row",
-                FLOOR_HELIUM_INT8, "VMLADAV"),)),
+                FLOOR_HELIUM_INT8, "VMLADAV"),
+               # 27 taps: two VMLADAVs an output (the row form, as the firmware streams it)
+               ("int8 3x3x3 stem forward, by rows (tt_q8_stem_mve)",
+                r"^reg .*3->16\s+k3 s2 .* opt_row\s+([\d.]+)", 2 / 27, "VMLADAV"))),
     ("test_cs_opt.c", ("tt_channel_stream.c", "tt_q8_core.c", "tt_q8_master.c",
                        "tt_f32_bwd_opt.c", "tt_f32_mve.c"), "CS_BENCH",
      (("1x1 input gradient, 4 planes (tt_cs_pw_input_s8_mve)",
