@@ -151,7 +151,7 @@ def test_the_c_kernels_are_the_numpy_ones(target, tmp_path) -> None:
     shutil.copy(ckernel.HERE / "test_master.c", prog)
     r = ckernel.run(prog, target, tmp_path, sources=[
         ckernel.RUNTIME[f] for f in ("tt_q8_master.c", "tt_q8_conv_opt.c", "tt_q8_mve.c",
-                                     "tt_q8_core.c")])
+                                     "tt_q8_stem_mve.c", "tt_q8_core.c")])
     assert r.returncode == 0 and "done" in r.stdout, r.stdout[-2000:]
     found = re.findall(r"case (\S+) fwd (\d+) zero (\d+) bwd_zero (\d+) err (\S+) top (\S+)",
                        r.stdout)
