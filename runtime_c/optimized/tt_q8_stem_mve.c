@@ -27,7 +27,6 @@
 #if TT_MVE
 #include <arm_mve.h>
 #include <stddef.h>
-#include <string.h>
 
 #if defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
 #define TT_STEM_ASM 1
@@ -116,6 +115,17 @@ static void stem_fill(int8_t *d, const int8_t *src, int32_t n, const uint8x16_t 
         for (k = 0; i + 16 * k < n; ++k) {
             vstrbq_scatter_offset_p_s8(d, fo[k], z, vctp8q((uint32_t)(n - i - 16 * k)));
         }
+    }
+}
+
+/* n bytes of v from d (a few columns of padding: newlib's memset goes byte by byte) */
+static void stem_set(int8_t *d, int8_t v, int32_t n)
+{
+    const int8x16_t z = vdupq_n_s8(v);
+    int32_t i;
+
+    for (i = 0; i < n; i += 16) {
+        vstrbq_p_s8(d + i, z, vctp8q((uint32_t)(n - i)));
     }
 }
 
@@ -376,9 +386,9 @@ void tt_q8_stem_mve(const tt_rows *y, const tt_rows *x, int32_t oy0, int32_t oy1
             const int32_t jlo = q0 < 0 ? (-q0 < ncols ? -q0 : ncols) : 0;
             int32_t jhi = g->w - q0 < ncols ? g->w - q0 : ncols;
             jhi = jhi > jlo ? jhi : jlo;
-            memset(buf, zp, (size_t)(jlo * 9));
-            memset(buf + jhi * 9, zp, (size_t)((ncols - jhi) * 9));
-            memset(buf + ncols * 9, 0, STEM_SLACK);
+            stem_set(buf, zp, jlo * 9);
+            stem_set(buf + jhi * 9, zp, (ncols - jhi) * 9);
+            stem_set(buf + ncols * 9, 0, STEM_SLACK);
 #if defined(TT_STEM_ASM)
             if (asm_ok && nb >= 4) {
                 k.n4 = nb >> 2;
