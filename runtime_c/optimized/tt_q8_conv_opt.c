@@ -184,6 +184,7 @@ typedef struct {
     uint32_t lo4, hi4; /* the range byte-broadcast */
     int32_t clamp;   /* activation range narrower than int8 */
     int32_t fast;    /* every channel takes the fast requantisation */
+    int32_t oc0, oc1; /* the channels the fast kernels run: all, or a run of fast pairs */
 } cv_ctx;
 
 /* Branch-free (ctx_init runs them for every channel on every row call); the sign bit of each
@@ -191,7 +192,7 @@ typedef struct {
  * (unsigned shift + 22 > 21); the bias: |b| >= blim (unsigned b + blim - 1 > 2 (blim - 1),
  * blim > 0), and only for m != 0 (slow_bias & -m keeps the sign bit for 0 < m). A dead
  * channel (m == 0, which the compiler gives shift -1) takes the fast path whatever its bias:
- * its accumulators start from 0 (live_bias), and rq_fast(a2, 0, k1, 1) = (k1 + t) >> 1 =
+ * its start value wraps (bias_x), and rq_fast(a2, 0, k1, 1) = (k1 + t) >> 1 =
  * out_offset for either sign t, as the reference's SRDHM(a, 0) = 0 gives for any a. */
 static inline uint32_t slow_rq(int32_t m, int32_t shift)
 {
@@ -209,6 +210,13 @@ static inline int32_t fast_channel(int32_t m, int32_t shift, int32_t b, int32_t 
     return !((slow_rq(m, shift) | (slow_bias(b, blim) & (0u - (uint32_t)m))) >> 31);
 }
 
+/* rq_wide's channels (a superset): m >= 0, a right shift of 1..31, |b| < blim (or m == 0) */
+static inline int32_t wide_channel(int32_t m, int32_t shift, int32_t b, int32_t blim)
+{
+    const uint32_t rq = (uint32_t)m | (uint32_t)((uint32_t)shift + 31u > 30u) << 31;
+    return !((rq | (slow_bias(b, blim) & (0u - (uint32_t)m))) >> 31);
+}
+
 /* 0: the parameters are outside what the fast kernels are exact for (use the reference) */
 static int32_t ctx_init(cv_ctx *cx, const int8_t *w, const int32_t *b, int32_t cout, int32_t k,
                         const tt_q8_requant *q)
@@ -220,6 +228,8 @@ static int32_t ctx_init(cv_ctx *cx, const int8_t *w, const int32_t *b, int32_t c
     cx->b = b;
     cx->q = q;
     cx->cout = cout;
+    cx->oc0 = 0;
+    cx->oc1 = cout;
     cx->k = k;
     cx->kp = (k + 3) & ~3;
     cx->off2 = (int32_t)(((uint32_t)off & 0xffffu) | ((uint32_t)off << 16));
@@ -241,7 +251,11 @@ static int32_t ctx_init(cv_ctx *cx, const int8_t *w, const int32_t *b, int32_t c
         for (oc = 0; oc < cout; ++oc) {
             slow |= slow_rq(q->mult[oc], q->shift[oc]);
         }
+        uint32_t big = 0; /* a bias past the bound: is its channel dead? (rare: 2 loops) */
         for (oc = 0; b != NULL && oc < cout; ++oc) {
+            big |= slow_bias(b[oc], cx->blim);
+        }
+        for (oc = 0; (big >> 31) && oc < cout; ++oc) {
             slow |= slow_bias(b[oc], cx->blim) & (0u - (uint32_t)q->mult[oc]);
         }
         cx->fast = !(slow >> 31);
@@ -262,11 +276,24 @@ static inline int32_t fast_c(int32_t k1, int32_t e)
     return (int32_t)((uint32_t)k1 << (e - 1)); /* |k1| * 2^21 < 2^30 */
 }
 
-/* the fast path's bias of channel oc: 0 for a dead channel (m == 0), whose bias may be
- * saturated (2 b would overflow) and does not matter */
-static inline int32_t live_bias(const cv_ctx *cx, int32_t oc)
+/* the fast path's start value of channel oc: `unit` times its bias (2 buffered, 1 on the
+ * fly), wrapping: a dead channel's bias (m == 0) may be saturated and then wraps, which its
+ * output (out_offset for either sign) does not see */
+static inline int32_t bias_x(const int32_t *b, int32_t oc, uint32_t unit)
 {
-    return cx->b != NULL && cx->q->mult[oc] != 0 ? cx->b[oc] : 0;
+    return b != NULL ? (int32_t)((uint32_t)b[oc] * unit) : 0;
+}
+
+/* Right shifts 23..31 (near-dead channels of real-data weights: bench/real_weights.py) with
+ * the output offset added after the shift: r = (SMMLAR(a2, m, 2^(e-1) - t) >> e) + out_offset,
+ * the same floors as rq_fast without the offset's share of the constant, which is what
+ * overflows past e = 22; SMMLAR's result is at most 2^(e-1) + 2^30 - 1 < 2^31 (|a2| < 2^31,
+ * m < 2^31). One ADD more than rq_fast: only the per-pair fallback (any_pair, ws_any_ch)
+ * uses it. a2 = 2 * (bias + sum), e in [1, 31]. */
+static inline int32_t rq_wide(int32_t a2, int32_t m, int32_t e, const cv_ctx *cx)
+{
+    const int32_t c = (int32_t)(1u << (e - 1)) + (a2 >> 31);
+    return tt_sat8((smmlar(a2, m, c) >> e) + cx->q->out_offset, cx->lo, cx->hi);
 }
 
 /* reference formula; a2 = 2 * sum (no bias) */
@@ -281,13 +308,13 @@ static CV_NOINLINE int32_t rq_slow(int32_t a2, const cv_ctx *cx, int32_t oc)
     return tt_sat8((int32_t)((uint32_t)a + (uint32_t)q->out_offset), cx->lo, cx->hi);
 }
 
-/* general path, any channel: a2 = 2 * (init + sum) with init = the bias for fast channels
- * (`unit` times: 2 buffered, 1 on the fly), 0 for the others (and dead ones: live_bias) */
+/* general path, any channel: a2 = 2 * (init + sum) with init = the bias for fast and wide
+ * channels (`unit` times: 2 buffered, 1 on the fly), 0 for the others and for dead ones
+ * (m == 0: a saturated bias would wrap the general path's signed sums; it does not matter) */
 static inline int32_t channel_init(const cv_ctx *cx, int32_t oc, int32_t unit)
 {
-    const int32_t b = cx->b != NULL ? cx->b[oc] : 0;
-    return fast_channel(cx->q->mult[oc], cx->q->shift[oc], b, cx->blim) ? live_bias(cx, oc) * unit
-                                                                         : 0;
+    const int32_t b = cx->b != NULL ? cx->b[oc] : 0, m = cx->q->mult[oc];
+    return m != 0 && wide_channel(m, cx->q->shift[oc], b, cx->blim) ? b * unit : 0;
 }
 
 static int32_t rq_any(int32_t a2, const cv_ctx *cx, int32_t oc)
@@ -298,7 +325,48 @@ static int32_t rq_any(int32_t a2, const cv_ctx *cx, int32_t oc)
         const int32_t e = -q->shift[oc];
         return tt_sat8(rq_fast(a2, q->mult[oc], fast_c(cx->k1, e), e), cx->lo, cx->hi);
     }
+    if (wide_channel(q->mult[oc], q->shift[oc], b, cx->blim)) {
+        return rq_wide(a2, q->mult[oc], -q->shift[oc], cx);
+    }
     return rq_slow(a2, cx, oc);
+}
+
+/* channel oc's requantisation in the general path, decided once per call: kind 0 fast
+ * (constants m, c, e), 1 wide (m, e), 2 the reference formula */
+typedef struct {
+    int32_t kind, m, c, e;
+} cv_rq;
+
+static cv_rq rq_kind(const cv_ctx *cx, int32_t oc)
+{
+    const tt_q8_requant *q = cx->q;
+    const int32_t b = cx->b != NULL ? cx->b[oc] : 0, m = q->mult[oc], e = -q->shift[oc];
+    cv_rq r = {2, m, 0, e};
+    if (fast_channel(m, q->shift[oc], b, cx->blim)) {
+        r.kind = 0;
+        r.c = fast_c(cx->k1, e);
+    } else if (wide_channel(m, q->shift[oc], b, cx->blim)) {
+        r.kind = 1;
+    }
+    return r;
+}
+
+static inline int32_t rq_by(int32_t a2, const cv_rq *r, const cv_ctx *cx, int32_t oc)
+{
+    if (r->kind == 0) {
+        return tt_sat8(rq_fast(a2, r->m, r->c, r->e), cx->lo, cx->hi);
+    }
+    return r->kind == 1 ? rq_wide(a2, r->m, r->e, cx) : rq_slow(a2, cx, oc);
+}
+
+/* channels oc and oc1 both take the fast requantisation (the per-pair test of a call that
+ * is not all fast: cx->fast 0, run_buf / run_ws) */
+static CV_NOINLINE int32_t pair_fast(const cv_ctx *cx, int32_t oc, int32_t oc1)
+{
+    const tt_q8_requant *q = cx->q;
+    const int32_t b0 = cx->b != NULL ? cx->b[oc] : 0, b1 = cx->b != NULL ? cx->b[oc1] : 0;
+    return fast_channel(q->mult[oc], q->shift[oc], b0, cx->blim) &&
+           fast_channel(q->mult[oc1], q->shift[oc1], b1, cx->blim);
 }
 
 /* the last k % 4 bytes of a row, zero-extended, without reading outside the row */
@@ -572,6 +640,32 @@ static void extend_pair(int32_t *wx, const int8_t *w0, const int8_t *w1, int32_t
         }                                                                                 \
     } while (0)
 
+/* General path, pair layout: channels oc, oc1 (oc1 == oc: a repeated channel) of npx pixels,
+ * any requantisation; a call whose channels are not all fast sends the pairs the fast
+ * requantisation refuses here, and the rest keep the fast kernels (per pair, not per call:
+ * one dead or near-dead channel of real-data weights costs its pair, not the layer). */
+static CV_HOT CV_NOINLINE void any_pair(int8_t *y, const int32_t *buf, int32_t npx,
+                                        const cv_ctx *cx, int32_t oc, int32_t oc1)
+{
+    const int32_t cout = cx->cout, k = cx->k, kp = cx->kp;
+    const int8_t *const w0 = cx->w + oc * k, *const w1 = cx->w + oc1 * k;
+    const int32_t i0 = channel_init(cx, oc, 2), i1 = channel_init(cx, oc1, 2);
+    const cv_rq r0 = rq_kind(cx, oc), r1 = rq_kind(cx, oc1);
+    int32_t p;
+
+    for (p = 0; p < npx; p += 2) {
+        const int32_t *xp = buf + (p >> 1) * kp;
+        int8_t *const y0 = y + p * cout;
+        int8_t *const y1 = p + 1 < npx ? y0 + cout : y0;
+        int32_t a00 = i0, a01 = i1, a10 = i0, a11 = i1;
+        CV_MAC2x2(xp, w0, w1, k, 0, k & 3);
+        y0[oc] = (int8_t)rq_by(a00, &r0, cx, oc);
+        y1[oc] = (int8_t)rq_by(a10, &r0, cx, oc);
+        y0[oc1] = (int8_t)rq_by(a01, &r1, cx, oc1);
+        y1[oc1] = (int8_t)rq_by(a11, &r1, cx, oc1);
+    }
+}
+
 /* Requantise the 2 x 2 block (fast path) and store it at Y0 / Y1 (the two pixels' outputs of
  * channel oc) and d bytes on (channel oc1; d = 0 for a repeated channel). The constants m?,
  * c?, e? of the two channels are the caller's. */
@@ -619,12 +713,12 @@ static CV_INLINE void xs_buf(int8_t *y, const int32_t *buf, int32_t npx, const c
     const int32_t *const xend = buf + (npx >> 1) * kp; /* the whole pairs */
     int32_t oc;
 
-    for (oc = 0; oc < cout; oc += 2) {
+    for (oc = cx->oc0; oc < cx->oc1; oc += 2) {
         const int32_t d = oc + 1 < cout ? 1 : 0, oc1 = oc + d;
         const int8_t *const w0 = cx->w + oc * k, *const w1 = w0 + d * k;
         const int32_t e0 = -shift[oc], e1 = -shift[oc1], m0 = mult[oc], m1 = mult[oc1];
         const int32_t c0 = fast_c(k1, e0), c1 = fast_c(k1, e1);
-        const int32_t i0 = 2 * live_bias(cx, oc), i1 = 2 * live_bias(cx, oc1);
+        const int32_t i0 = bias_x(cx->b, oc, 2), i1 = bias_x(cx->b, oc1, 2);
         const int32_t *xb = buf;
         int8_t *y0 = y + oc;
         if (ext) {
@@ -696,8 +790,8 @@ static CV_INLINE void pair_consts(cv_pair_k *k, const cv_ctx *cx, int32_t oc)
 {
     const int32_t *const mult = cx->q->mult, *const shift = cx->q->shift;
 
-    k->i0 = 2 * live_bias(cx, oc);
-    k->i1 = 2 * live_bias(cx, oc + 1);
+    k->i0 = bias_x(cx->b, oc, 2);
+    k->i1 = bias_x(cx->b, oc + 1, 2);
     k->m0 = mult[oc];
     k->m1 = mult[oc + 1];
     k->e0 = -shift[oc];
@@ -780,7 +874,7 @@ static CV_NOINLINE void xs_27x_asm(int8_t *y, const int32_t *buf, int32_t npx,
     const int32_t *const last = buf + (npx >> 1) * 28; /* the odd pixel's slot, if any */
     int32_t oc;
 
-    for (oc = 0; oc < cout; oc += 2) {
+    for (oc = cx->oc0; oc < cx->oc1; oc += 2) {
         extend_pair(wx, cx->w + oc * 27, cx->w + (oc + 1) * 27, 27);
         pair_consts(&k.p, cx, oc);
         k.ys = cout;
@@ -900,7 +994,7 @@ static CV_NOINLINE void xs_ext_asm(int8_t *y, const int32_t *buf, int32_t npx,
 
     k.wx = wx;
     k.span = 4 * kp;
-    for (oc = 0; oc < cout; oc += 2) {
+    for (oc = cx->oc0; oc < cx->oc1; oc += 2) {
         extend_pair(wx, cx->w + oc * kk, cx->w + (oc + 1) * kk, kk);
         pair_consts(&k.p, cx, oc);
         k.y = y + oc;
@@ -919,31 +1013,6 @@ static CV_NOINLINE void xs_ext_asm(int8_t *y, const int32_t *buf, int32_t npx,
 }
 #endif
 
-/* General path, pair layout: per channel pair, any requantisation. */
-static CV_HOT CV_NOINLINE void any_buf(int8_t *y, const int32_t *buf, int32_t npx,
-                                       const cv_ctx *cx)
-{
-    const int32_t cout = cx->cout, k = cx->k, kp = cx->kp;
-    int32_t p, oc;
-
-    for (oc = 0; oc < cout; oc += 2) {
-        const int32_t oc1 = oc + 1 < cout ? oc + 1 : oc;
-        const int8_t *const w0 = cx->w + oc * k, *const w1 = cx->w + oc1 * k;
-        const int32_t i0 = channel_init(cx, oc, 2), i1 = channel_init(cx, oc1, 2);
-        for (p = 0; p < npx; p += 2) {
-            const int32_t *xp = buf + (p >> 1) * kp;
-            int8_t *const y0 = y + p * cout;
-            int8_t *const y1 = p + 1 < npx ? y0 + cout : y0;
-            int32_t a00 = i0, a01 = i1, a10 = i0, a11 = i1;
-            CV_MAC2x2(xp, w0, w1, k, 0, k & 3);
-            y0[oc] = (int8_t)rq_any(a00, cx, oc);
-            y1[oc] = (int8_t)rq_any(a10, cx, oc);
-            y0[oc1] = (int8_t)rq_any(a01, cx, oc1);
-            y1[oc1] = (int8_t)rq_any(a11, cx, oc1);
-        }
-    }
-}
-
 /* xs_ext_asm's cases: fast requantisation (checked before), no clamp, an even cout, 3 groups
  * or more (cin 24's unrolled C blocks take 116 instructions, the assembly 109) */
 #if defined(CV_STEM_ASM)
@@ -955,11 +1024,9 @@ static CV_HOT CV_NOINLINE void any_buf(int8_t *y, const int32_t *buf, int32_t np
 /* y (npx pixels x cout) from npx inputs in the pair layout. The kernels are called directly,
  * never through (c ? f : g)(...): GCC's call graph, and so the build's stack estimate, only
  * follows direct calls (an indirect one counts as a small leaf). */
-static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx)
+static void run_fast(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx)
 {
-    if (!cx->fast) {
-        any_buf(y, buf, npx, cx);
-    } else if (cx->kp > CV_WX || npx < CV_EXT_MIN_PX) {
+    if (cx->kp > CV_WX || npx < CV_EXT_MIN_PX) {
         if (cx->clamp) {
             xs_gen_c(y, buf, npx, cx);
         } else {
@@ -994,6 +1061,43 @@ static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx
             xs_genx_c(y, buf, npx, cx);
         } else {
             xs_genx(y, buf, npx, cx);
+        }
+    }
+}
+
+/* the first channel (step 1) or channel pair (step 2) from oc on that the fast requantisation
+ * refuses, or cout */
+static int32_t next_slow(const cv_ctx *cx, int32_t oc, int32_t step)
+{
+    for (; oc < cx->cout; oc += step) {
+        if (!pair_fast(cx, oc, oc + step - 1 < cx->cout ? oc + step - 1 : oc)) break;
+    }
+    return oc;
+}
+
+/* y from the pair layout: a call whose channels are not all fast runs the fast kernels over
+ * each run of fast channel pairs and the general path (any_pair) over the other pairs, so
+ * one dead or near-dead channel of real-data weights costs its pair, not the layer; the
+ * common call (all fast) pays nothing for it */
+static void run_buf(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx)
+{
+    cv_ctx r;
+    int32_t oc, e;
+
+    if (cx->fast) {
+        run_fast(y, buf, npx, cx);
+        return;
+    }
+    r = *cx;
+    for (oc = 0; oc < cx->cout; oc = e + 2) {
+        e = next_slow(cx, oc, 2);
+        if (e > oc) {
+            r.oc0 = oc;
+            r.oc1 = e;
+            run_fast(y, buf, npx, &r);
+        }
+        if (e < cx->cout) {
+            any_pair(y, buf, npx, cx, e, e + 1 < cx->cout ? e + 1 : e);
         }
     }
 }
@@ -1096,7 +1200,7 @@ static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, cons
     if (mode == 2) {
         init = channel_init(cx, oc, 2);
     } else {
-        init = 2 * live_bias(cx, oc);
+        init = bias_x(cx->b, oc, 2);
         m = cx->q->mult[oc];
         e = -cx->q->shift[oc];
         c = fast_c(cx->k1, e);
@@ -1188,41 +1292,73 @@ static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, cons
     }
 }
 
+/* a channel the fast requantisation refuses (general path, any requantisation) */
+static CV_HOT CV_NOINLINE void ws_any_ch(int8_t *y, const int32_t *buf, int32_t npx,
+                                        const cv_ctx *cx, int32_t oc)
+{
+    if (cx->k == 8) {
+        ws_channel(y + oc, buf, npx, cx->w + oc * 8, cx, oc, 2, 2);
+    } else {
+        ws_channel(y + oc, buf, npx, cx->w + oc * 16, cx, oc, 4, 2);
+    }
+}
+
+/* channels cx->oc0 .. cx->oc1 - 1 (run_ws) */
 #define CV_WS_FN(name, nk, mode)                                                           \
     static CV_HOT CV_NOINLINE void name(int8_t *y, const int32_t *buf, int32_t npx,        \
                                         const cv_ctx *cx)                                 \
     {                                                                                     \
+        const int32_t oc1 = cx->oc1;                                                      \
         int32_t oc;                                                                       \
-        for (oc = 0; oc < cx->cout; ++oc) {                                               \
+        for (oc = cx->oc0; oc < oc1; ++oc) {                                              \
             ws_channel(y + oc, buf, npx, cx->w + oc * cx->k, cx, oc, nk, mode);           \
         }                                                                                 \
     }
 CV_WS_FN(ws_8, 2, 0)
 CV_WS_FN(ws_8_c, 2, 1)
-CV_WS_FN(ws_8_any, 2, 2)
 CV_WS_FN(ws_16, 4, 0)
 CV_WS_FN(ws_16_c, 4, 1)
-CV_WS_FN(ws_16_any, 4, 2)
 #undef CV_WS_FN
 
-/* y (npx pixels x cout) from npx inputs of k = 8 or 16 in the row layout */
-static void run_ws(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx)
+/* y (npx pixels x cout) from npx inputs of k = 8 or 16 in the row layout, channels
+ * cx->oc0 .. cx->oc1 - 1 */
+static void run_ws_fast(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx)
 {
     if (cx->k == 8) {
-        if (!cx->fast) {
-            ws_8_any(y, buf, npx, cx);
-        } else if (cx->clamp) {
+        if (cx->clamp) {
             ws_8_c(y, buf, npx, cx);
         } else {
             ws_8(y, buf, npx, cx);
         }
     } else {
-        if (!cx->fast) {
-            ws_16_any(y, buf, npx, cx);
-        } else if (cx->clamp) {
+        if (cx->clamp) {
             ws_16_c(y, buf, npx, cx);
         } else {
             ws_16(y, buf, npx, cx);
+        }
+    }
+}
+
+/* all channels: as run_buf, runs of fast channels and the others one by one (ws_any_ch) */
+static void run_ws(int8_t *y, const int32_t *buf, int32_t npx, const cv_ctx *cx)
+{
+    cv_ctx r;
+    int32_t oc, e;
+
+    if (cx->fast) {
+        run_ws_fast(y, buf, npx, cx);
+        return;
+    }
+    r = *cx;
+    for (oc = 0; oc < cx->cout; oc = e + 1) {
+        e = next_slow(cx, oc, 1);
+        if (e > oc) {
+            r.oc0 = oc;
+            r.oc1 = e;
+            run_ws_fast(y, buf, npx, &r);
+        }
+        if (e < cx->cout) {
+            ws_any_ch(y, buf, npx, cx, e);
         }
     }
 }
@@ -1290,13 +1426,15 @@ static CV_INLINE void fly_pw(int8_t *y, const int8_t *x, int32_t npx, const cv_c
         for (oc = 0; oc < cout; oc += 2) {
             const int32_t oc1 = oc + 1 < cout ? oc + 1 : oc;
             const int8_t *const w1 = w0 + (oc1 - oc) * k;
+            /* per pair: a call not all fast takes the general path for the pairs it needs */
+            const int any = mode == 2 || (!cx->fast && !pair_fast(cx, oc, oc1));
             int32_t a00, a01, a10, a11;
-            if (mode == 2) {
+            if (any) {
                 a00 = channel_init(cx, oc, 1);
                 a01 = channel_init(cx, oc1, 1);
             } else {
-                a00 = live_bias(cx, oc);
-                a01 = live_bias(cx, oc1);
+                a00 = bias_x(cx->b, oc, 1);
+                a01 = bias_x(cx->b, oc1, 1);
             }
             a10 = a00;
             a11 = a01;
@@ -1305,11 +1443,11 @@ static CV_INLINE void fly_pw(int8_t *y, const int8_t *x, int32_t npx, const cv_c
             } else { /* a repeated pixel or channel */
                 CV_MAC2x2_FLY(x0, x1 - x0, w0, w1 - w0, k, off2);
             }
-            a00 *= 2; /* |init + sum| < 2^30 */
-            a01 *= 2;
-            a10 *= 2;
-            a11 *= 2;
-            if (mode == 2) {
+            a00 = (int32_t)((uint32_t)a00 * 2u); /* |init + sum| < 2^30 (or a dead channel) */
+            a01 = (int32_t)((uint32_t)a01 * 2u);
+            a10 = (int32_t)((uint32_t)a10 * 2u);
+            a11 = (int32_t)((uint32_t)a11 * 2u);
+            if (any) {
                 y0[oc] = (int8_t)rq_any(a00, cx, oc);
                 y1[oc] = (int8_t)rq_any(a10, cx, oc);
                 y0[oc1] = (int8_t)rq_any(a01, cx, oc1);
@@ -1330,7 +1468,6 @@ static CV_INLINE void fly_pw(int8_t *y, const int8_t *x, int32_t npx, const cv_c
     }
 CV_FLY_FN(fly_fast, 0)
 CV_FLY_FN(fly_fast_c, 1)
-CV_FLY_FN(fly_any, 2)
 #undef CV_FLY_FN
 
 /* ---- pointwise ---- */
@@ -1363,9 +1500,7 @@ static void pw_pixels(int8_t *y, const int8_t *x, int32_t npx, const int8_t *w,
     }
     chunk = 2 * (CV_BUF / cx.kp); /* pixels: whole pairs */
     if (chunk == 0) {
-        if (!cx.fast) {
-            fly_any(y, x, npx, &cx);
-        } else if (cx.clamp) {
+        if (cx.clamp) {
             fly_fast_c(y, x, npx, &cx);
         } else {
             fly_fast(y, x, npx, &cx);
