@@ -8,12 +8,15 @@
 TTE's networks reportedly cost 4-18 % more instructions per training step with their ImageNet
 weights than bench/speed.py's digits-pretrained copies, and ImageNet weights are not to be had
 offline. What the optimised int8 kernels branch on is the requantisation parameters: a conv
-(tt_q8_conv_opt.c, ctx_init) takes its fast kernels only when *every* output channel has
-mult >= 0, a right shift of 1..22 and |bias| < 2^30 - k * 2^15 (k: taps x cin); one channel
-outside that sends the whole layer to the general path (any_buf / ws_*_any / fly_any, each
-output through rq_any). A depthwise conv (tt_q8_dw_opt.c, dw_fast_channel) decides per group of
-4 channels (a refused group leaves the ring path for dw_group and the reference requantisation;
-shifts up to 31 pass when 2^(e-1) + out_offset * 2^e still fits). The residual add
+(tt_q8_conv_opt.c, ctx_init) takes its fast kernels for the channels with mult >= 0, a right
+shift of 1..22 and |bias| < 2^30 - k * 2^15 (k: taps x cin), or mult 0 (a dead channel, which
+the compiler gives shift -1, whatever its bias); until the commits that followed this bench one
+channel outside that sent the whole layer to the general path, now only its channel pair
+(any_pair / ws_any_ch, right shifts 23..31 through rq_wide). A depthwise conv (tt_q8_dw_opt.c,
+dw_fast_channel) decides per group of 4 channels (a refused group leaves the ring path for
+dw_group and the reference requantisation; shifts up to 31 pass when 2^(e-1) + out_offset * 2^e
+still fits; a dead channel's bias no longer counts). The path tables apply the kernels' current
+predicates: a conv is "slow" when some channel pair falls back. The residual add
 (add_run) checks its output multiplier. The fp32 backward's only data tests are finiteness
 checks (cs_finite) that int8 weights always pass.
 
@@ -189,7 +192,7 @@ def _conv_path(g, n) -> dict:
     if dw:
         taps = int(np.prod(a["kernel"]))
         e = -sh
-        acc = np.abs(bias) + taps * (128 + abs(a["in_offset"])) * 128
+        acc = np.where(dead, 0, np.abs(bias)) + taps * (128 + abs(a["in_offset"])) * 128
         cst = (1 << (np.clip(e, 1, 40) - 1)) + a["out_offset"] * (1 << np.clip(e, 1, 40))
         bad_rq = (m < 0) | (e < 1) | (e > 31)
         bad_acc = acc >= ACC_LIMIT
@@ -212,17 +215,16 @@ def _conv_path(g, n) -> dict:
                  and a["act_max"] <= 127 and a["act_min"] <= a["act_max"])
         blim = ACC_LIMIT - k * 32768
         bad_rq = (m < 0) | (sh > -1) | (sh < -22)
-        bad_b = np.abs(bias) >= blim
+        bad_b = (np.abs(bias) >= blim) & ~dead
         bad = bad_rq | bad_b
         wide = (sh < -22) & (sh >= -31) & ~dead & (m >= 0) & ~bad_b
         pairs = bad[:cout - cout % 2].reshape(-1, 2).any(1).sum() + (bad[-1] if cout % 2 else 0)
         row.update(slow=int(bad.any()) if valid else 1, unit="layer", slow_ch=int(bad.sum()),
                    reference=not valid, fix=_fix(bad, dead, wide) if valid else "none",
                    pairs=(cout + 1) // 2, slow_pairs=int(pairs))
-        reasons = {"dead (mult 0, shift 0)": dead, "shift >= 0": (sh > -1) & ~dead,
-                   "right shift > 22": sh < -22, "mult < 0": m < 0,
-                   "|bias| >= 2^30 - k 2^15, dead channel": bad_b & dead,
-                   "|bias| >= 2^30 - k 2^15, live channel": bad_b & ~dead}
+        reasons = {"dead (mult 0, shift 0)": dead & bad, "shift >= 0": (sh > -1) & ~dead,
+                   "right shift > 22 (pair falls back)": sh < -22, "mult < 0": m < 0,
+                   "|bias| >= 2^30 - k 2^15, live channel": bad_b}
     row["reasons"] = {r: int(v.sum()) for r, v in reasons.items() if v.any()}
     row["clamp"] = a["act_min"] != -128 or a["act_max"] != 127
     return row
