@@ -902,6 +902,48 @@ static TT_MVE_INLINE void pw_asm_blocks(int8_t *y, const int8_t *p, int32_t n4, 
     (void)w1, (void)w2, (void)wt;
 }
 
+/* cin 8: one load holds two pixels, their sums against the row in the low and in the high
+ * half of a second register (as pw_short); pairs (0, 1) and (2, 3) go into the lanes as
+ * dwm_pair01 puts their offsets */
+#define PWA8_BODY(RQ)                                                                      \
+    "dls lr, %[n]\n"                                                                       \
+    "1:\n\t"                                                                               \
+    "vldrb.8 %q[x], [%[p]], #16\n\t"                                                      \
+    "vmladav.s8 %[s0], %q[x], %q[wl]\n\tvmladav.s8 %[s1], %q[x], %q[wh]\n\t"               \
+    "vmov %q[v][2], %q[v][0], %[s1], %[s0]\n\t"                                            \
+    "vldrb.8 %q[x], [%[p]], #16\n\t"                                                      \
+    "vmladav.s8 %[s0], %q[x], %q[wl]\n\tvmladav.s8 %[s1], %q[x], %q[wh]\n\t"               \
+    "vmov %q[v][3], %q[v][1], %[s1], %[s0]\n\t" DWM_INIT_MEM RQ DWM_OO_MEM DWM_CLAMP         \
+        DWM_STORE "le lr, 1b"
+#define PWA8_OPS                                                                           \
+    : [v] "=&w"(v), [x] "=&w"(x), [s0] "=&Te"(s0), [s1] "=&Te"(s1), [p] "+r"(p),           \
+      [y] "+r"(y)                                                                          \
+    : [n] "r"(n4), [mult] "r"(k->mult), [sh] "r"(k->sh), [offs] "w"(k->poffs),             \
+      [y4] "r"(k->y4), [kp] "r"(k), [wl] "w"(wl), [wh] "w"(wh), [lo] "w"(k->lo),           \
+      [hi] "w"(k->hi)                                                                      \
+    : "lr", "memory"
+
+static TT_MVE_INLINE void pw_asm8(int8_t *y, const int8_t *p, int32_t n4, const int8_t *w,
+                                  const dwm_k *k)
+{
+    int32x4_t v;
+    int8x16_t x;
+    int32_t s0, s1;
+    int8_t h[16] = {0};
+    int8x16_t wl, wh;
+
+    memcpy(h, w, 8);
+    wl = vldrbq_s8(h);
+    memset(h, 0, 8);
+    memcpy(h + 8, w, 8);
+    wh = vldrbq_s8(h);
+    if (k->right) {
+        __asm__ volatile(PWA8_BODY(DWM_RQ_R) PWA8_OPS);
+    } else {
+        __asm__ volatile(PWA8_BODY(DWM_RQ_L) PWA8_OPS);
+    }
+}
+
 /* rows shorter than this keep the C blocks: the assembly's setup outweighs a few blocks
  * (8 pixels of cin 24: 1.93 instructions per MAC against 1.60) */
 #define PWA_MIN_PX 16
@@ -910,16 +952,12 @@ static TT_MVE_INLINE void pw_asm_blocks(int8_t *y, const int8_t *p, int32_t n4, 
  * tail loads stay inside x (all of them without a tail); returns the pixels done. Not
  * inlined: its constants would crowd the C blocks' registers. */
 static __attribute__((noinline)) int32_t pw_asm(int8_t *y, const int8_t *x, int32_t npx,
-                                                int32_t cin, int32_t cout, const int8_t *w,
-                                                int32_t init, const rq_chan *r,
-                                                const tt_q8_requant *q)
+                                                int32_t cin, const int8_t *w, const dwm_k *k)
 {
-    dwm_k kk;
-    const dwm_k *const k = &kk;
     const int32_t full = cin >> 4, tail = cin & 15;
     /* block p's last tail load ends at (p + 3) cin + 16 (full + 1) <= npx cin */
     int32_t n4 = npx >> 2;
-    if (tail) {
+    if (tail && full) { /* (cin 8 loads two whole pixels at a time) */
         const int32_t room = npx * cin - 16 * (full + 1) - 3 * cin; /* p * cin <= room */
         const int32_t last = room >= 0 ? room / cin : -1;           /* the largest p */
         const int32_t nb = last >= 0 ? last / 4 + 1 : 0;
@@ -928,16 +966,10 @@ static __attribute__((noinline)) int32_t pw_asm(int8_t *y, const int8_t *x, int3
     if (n4 <= 0) {
         return 0;
     }
-    kk.init = init;
-    kk.mult = r->mult;
-    kk.right = r->right;
-    kk.sh = r->right ? r->right : r->left;
-    kk.oo = q->out_offset;
-    kk.y4 = 4 * cout;
-    kk.lo = vdupq_n_s32(q->act_min);
-    kk.hi = vdupq_n_s32(q->act_max);
-    kk.poffs = dwm_pair_offsets(cout);
     switch (full * 16 + tail) {
+    case 8:
+        pw_asm8(y, x, n4, w, k);
+        break;
     case 16: pw_asm_blocks(y, x, n4, cin, w, k, 1, 0); break;
     case 24: pw_asm_blocks(y, x, n4, cin, w, k, 1, 8); break;
     case 32: pw_asm_blocks(y, x, n4, cin, w, k, 2, 0); break;
@@ -958,16 +990,34 @@ void tt_q8_pw_mve(int8_t *y, const int8_t *x, int32_t npx, const int8_t *w, cons
     const int32_t off = q->in_offset;
     int32_t oc;
 
+#if defined(TT_DWM_ASM)
+    /* the assembly blocks' constants shared by the channels */
+    const int asm_ok = cin >= 8 && cin <= 56 && (cin & 7) == 0 && npx >= PWA_MIN_PX;
+    dwm_k k;
+    if (asm_ok) {
+        k.oo = q->out_offset;
+        k.y4 = 4 * cout;
+        k.lo = vdupq_n_s32(q->act_min);
+        k.hi = vdupq_n_s32(q->act_max);
+        k.poffs = cin == 8 ? dwm_pair01(cout) : dwm_pair_offsets(cout);
+    }
+#endif
+
     for (oc = 0; oc < cout; ++oc) {
         const int8_t *wr = w + oc * cin, *xp = x;
-        const rq_chan r = rq_chan_of(q, oc);
         const int32_t init = (int32_t)((uint32_t)off * (uint32_t)row_sum(wr, cin) +
                                        (uint32_t)(b != NULL ? b[oc] : 0));
         int8_t *yp = y + oc;
         int32_t n = npx;
 #if defined(TT_DWM_ASM)
-        if (cin >= 16 && cin <= 56 && (cin & 7) == 0 && n >= PWA_MIN_PX) {
-            const int32_t done = pw_asm(yp, xp, n, cin, cout, wr, init, &r, q); /* first */
+        if (asm_ok) { /* the assembly blocks first */
+            const int32_t sh = q->shift[oc];
+            int32_t done;
+            k.init = init;
+            k.mult = q->mult[oc];
+            k.right = sh < 0 ? sh : 0;
+            k.sh = sh;
+            done = pw_asm(yp, xp, n, cin, wr, &k);
             xp += done * cin;
             yp += done * cout;
             n -= done;
@@ -976,6 +1026,7 @@ void tt_q8_pw_mve(int8_t *y, const int8_t *x, int32_t npx, const int8_t *w, cons
         if (n == 0) {
             continue;
         }
+        const rq_chan r = rq_chan_of(q, oc);
         if (cin <= 16 && r.left) {
             pw_short(yp, xp, n, wr, cin, cout, init, &r, offs, 1);
         } else if (cin <= 16) {
