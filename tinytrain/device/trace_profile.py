@@ -7,9 +7,14 @@ runs with `-d exec,nochain,in_asm`: QEMU prints each translated block's instruct
 (`IN: symbol` and one line per instruction) and a line each time a block starts (`nochain`:
 every block returns to the loop that logs it). Instructions per block times executions per
 block is an exact count (under `-icount`, one instruction per virtual nanosecond, the same
-code runs whatever the host's load). The trace covers the twin's whole life: boot, the hello
-and the sample's transfer besides the step; functions are named with their source file (from
-the build's call-graph files) so the firmware's link code reads apart from the kernels.
+code runs whatever the host's load). A block's size comes from the halfwords its listing
+shows, decoded again by Thumb's length rule: QEMU's disassembler does not know the Helium and
+low-overhead-loop encodings, shows such a 32-bit instruction as a `.byte` line for its first
+halfword and a 16-bit instruction for its second, and may then read the next instruction's
+first halfword as part of a 32-bit one, so a line is not an instruction. The trace covers the
+twin's whole life: boot, the hello and the sample's transfer besides the step; functions are
+named with their source file (from the build's call-graph files) so the firmware's link code
+reads apart from the kernels.
 """
 
 from __future__ import annotations
@@ -27,13 +32,31 @@ from tinytrain.device.bench import _samples, twin_instructions_per_tick
 from tinytrain.device.runner import load_program_info, open_program
 
 _EXEC = re.compile(r"^Trace \d+: \S+ \[[0-9a-f]+/([0-9a-f]+)/")
-_INSN = re.compile(r"^0x([0-9a-f]{8}):")
+_INSN = re.compile(r"^0x([0-9a-f]{8}):  ([0-9a-f]{4})(?: ([0-9a-f]{4}))?(?:\s|$)")
 # a call-graph node (GCC's -fcallgraph-info): "name\nfile:line:col\n..." in its label
 _CI_NODE = re.compile(r'node: \{ title: "[^"]+" label: "([^"\\]+)\\n([^"\\:]+):\d+:\d+')
 
 
 # a function with no call-graph node: libc's assembly, or one of ours defined in an asm block
 UNKNOWN = "? (asm or libc)"
+
+
+def _is_wide(halfword: int) -> bool:
+    """A Thumb instruction starting with this halfword is 32-bit (0b11101, 0b11110, 0b11111
+    in its top five bits), else 16-bit."""
+    return halfword >> 11 in (0x1D, 0x1E, 0x1F)
+
+
+def count_instructions(halfwords: Iterable[int]) -> int:
+    """Instructions in a run of Thumb code that starts on an instruction."""
+    n, tail = 0, False
+    for h in halfwords:
+        if tail:
+            tail = False
+        else:
+            n += 1
+            tail = _is_wide(h)
+    return n
 
 
 @dataclass(frozen=True)
@@ -49,13 +72,16 @@ def parse_trace(lines: Iterable[str]) -> list[Block]:
     starts without a listing (the log began after it was translated) is skipped."""
     sizes: dict[int, tuple[int, str]] = {}
     runs: Counter[int] = Counter()
-    name, first, n = "", -1, 0
+    name, first, end = "", -1, -1
+    code: list[int] = []  # the block's halfwords, in address order
 
     def close() -> None:
-        nonlocal first, n
+        nonlocal first, end
+        n = count_instructions(code)
         if first >= 0 and n:
             sizes[first] = (n, name)
-        first, n = -1, 0
+        first, end = -1, -1
+        code.clear()
 
     for line in lines:
         if line.startswith("Trace "):
@@ -69,9 +95,16 @@ def parse_trace(lines: Iterable[str]) -> list[Block]:
         else:
             m = _INSN.match(line)
             if m:
+                pc = int(m.group(1), 16)
                 if first < 0:
-                    first = int(m.group(1), 16)
-                n += 1
+                    first = pc
+                elif pc != end:  # not contiguous (never seen): count the parts apart
+                    n = count_instructions(code)
+                    code.clear()
+                    code.extend([0] * n)  # n narrow halfwords: n instructions
+                words = [int(w, 16) for w in m.group(2, 3) if w]
+                code.extend(words)
+                end = pc + 2 * len(words)
             else:
                 close()
     close()
