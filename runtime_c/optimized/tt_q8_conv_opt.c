@@ -247,17 +247,18 @@ static int32_t ctx_init(cv_ctx *cx, const int8_t *w, const int32_t *b, int32_t c
     }
     /* |x + in_offset| <= 256, |w| <= 128: |sum| <= k * 2^15 */
     cx->blim = (int32_t)((1 << 30) - k * 32768);
-    { /* fast_channel of every channel, the bias in a loop of its own (no test per channel) */
+    { /* fast_channel of every channel: one loop with the bias, another without */
         uint32_t slow = 0;
-        for (oc = 0; oc < cout; ++oc) {
-            slow |= slow_rq(q->mult[oc], q->shift[oc]);
-        }
-        uint32_t big = 0; /* a bias past the bound: is its channel dead? (rare: 2 loops) */
-        for (oc = 0; b != NULL && oc < cout; ++oc) {
-            big |= slow_bias(b[oc], cx->blim);
-        }
-        for (oc = 0; (big >> 31) && oc < cout; ++oc) {
-            slow |= slow_bias(b[oc], cx->blim) & (0u - (uint32_t)q->mult[oc]);
+        if (b != NULL) {
+            for (oc = 0; oc < cout; ++oc) {
+                const int32_t m = q->mult[oc];
+                slow |= slow_rq(m, q->shift[oc]) |
+                        (slow_bias(b[oc], cx->blim) & (0u - (uint32_t)m));
+            }
+        } else {
+            for (oc = 0; oc < cout; ++oc) {
+                slow |= slow_rq(q->mult[oc], q->shift[oc]);
+            }
         }
         cx->fast = !(slow >> 31);
     }
