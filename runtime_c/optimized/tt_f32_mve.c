@@ -145,7 +145,7 @@ void tt_cs_pw_input_s8_mve(float *planes, int32_t ps, const float *dy, const int
  * d_i(p) = dy[i * ds + p] * w_scale[c0 + i] (tt_cs_pw_input_add_s8(_g)_opt's arithmetic,
  * contiguous outputs). Lanes are four outputs j; the weight vectors stay in registers while
  * the pixels stream past. Four channels: each block of four dx loaded and stored once for
- * the four; one channel: eight columns a pixel. Two or three channels go one at a time,
+ * the four; one channel: up to 24 columns a pixel. Two or three channels go one at a time,
  * which adds to every element in the same order. */
 #define SINK_PX 64 /* pixels per pass: their d_i, 4 x 64 floats on the stack */
 
@@ -197,21 +197,7 @@ static void sink_four(float *dx, int32_t dx_c, const float *dd, const int8_t *ro
     }
 }
 
-/* one channel (dd[4 p]), eight whole columns j .. j + 7 */
-static void sink_one8(float *dx, int32_t dx_c, const float *dd, const int8_t *row, int32_t np)
-{
-    const float32x4_t w0 = vcvtq_f32_s32(vldrbq_s32(row));
-    const float32x4_t w1 = vcvtq_f32_s32(vldrbq_s32(row + 4));
-    int32_t p;
-
-    for (p = 0; p < np; ++p, dx += dx_c, dd += 4) {
-        const float d = dd[0];
-        vstrwq_f32(dx, vaddq_f32(vldrwq_f32(dx), vmulq_n_f32(w0, d)));
-        vstrwq_f32(dx + 4, vaddq_f32(vldrwq_f32(dx + 4), vmulq_n_f32(w1, d)));
-    }
-}
-
-/* one channel, columns j .. j + 3 (lanes cols; `full`: all four, unpredicated) */
+/* one channel (dd[p], contiguous), columns j .. j + 3 (lanes cols; `full`: all four) */
 static void sink_one4(float *dx, int32_t dx_c, const float *dd, const int8_t *row, int32_t np,
                       mve_pred16_t cols, int full)
 {
@@ -219,13 +205,109 @@ static void sink_one4(float *dx, int32_t dx_c, const float *dd, const int8_t *ro
     int32_t p;
 
     if (full) {
-        for (p = 0; p < np; ++p, dx += dx_c, dd += 4) {
-            vstrwq_f32(dx, vaddq_f32(vldrwq_f32(dx), vmulq_n_f32(w0, dd[0])));
+        for (p = 0; p < np; ++p, dx += dx_c) {
+            vstrwq_f32(dx, vaddq_f32(vldrwq_f32(dx), vmulq_n_f32(w0, dd[p])));
         }
         return;
     }
-    for (p = 0; p < np; ++p, dx += dx_c, dd += 4) {
-        vstrwq_p_f32(dx, vaddq_f32(vldrwq_z_f32(dx, cols), vmulq_n_f32(w0, dd[0])), cols);
+    for (p = 0; p < np; ++p, dx += dx_c) {
+        vstrwq_p_f32(dx, vaddq_f32(vldrwq_z_f32(dx, cols), vmulq_n_f32(w0, dd[p])), cols);
+    }
+}
+
+#if defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
+/* one channel, m = 1 .. 6 whole column vectors j .. j + 4 m - 1: their weights stay in
+ * registers (with the two temporaries, all eight Q registers at m = 6), per pixel its d
+ * (LDR with writeback), per vector load / VMUL / VADD / store, the step to the next pixel's
+ * row and the LE: 4 m + 3 instructions per 4 m MACs (27 per 24 at m = 6, where the C loops
+ * of eight columns took 13 per 8 with a call per 8 columns) */
+#define SK_V(W, OFF)                                                                         \
+    "vldrw.u32 %q[v], [%[o], #" OFF "]\n\t"                                                  \
+    "vmul.f32 %q[t], %q[" W "], %[d]\n\t"                                                    \
+    "vadd.f32 %q[v], %q[v], %q[t]\n\t"                                                       \
+    "vstrw.32 %q[v], [%[o], #" OFF "]\n\t"
+#define SK_LOOP(BODY)                                                                        \
+    "dls lr, %[n]\n"                                                                         \
+    "1:\n\t"                                                                                 \
+    "ldr %[d], [%[dd]], #4\n\t" BODY "add %[o], %[o], %[step]\n\t"                           \
+    "le lr, 1b"
+#define SK_OUT [v] "=&w"(v), [t] "=&w"(t), [d] "=&r"(d), [o] "+r"(dx), [dd] "+r"(dd)
+#define SK_IN [step] "r"(4 * dx_c), [n] "r"(np)
+#define SK_W(i) vcvtq_f32_s32(vldrbq_s32(row + 4 * (i)))
+
+static void sink_one_regs(float *dx, int32_t dx_c, const float *dd, const int8_t *row,
+                          int32_t np, int32_t m)
+{
+    float32x4_t v, t;
+    uint32_t d;
+
+    switch (m) {
+    case 6:
+        __asm__ volatile(SK_LOOP(SK_V("w0", "0") SK_V("w1", "16") SK_V("w2", "32")
+                                     SK_V("w3", "48") SK_V("w4", "64") SK_V("w5", "80"))
+                         : SK_OUT
+                         : SK_IN, [w0] "w"(SK_W(0)), [w1] "w"(SK_W(1)), [w2] "w"(SK_W(2)),
+                           [w3] "w"(SK_W(3)), [w4] "w"(SK_W(4)), [w5] "w"(SK_W(5))
+                         : "lr", "memory");
+        break;
+    case 5:
+        __asm__ volatile(SK_LOOP(SK_V("w0", "0") SK_V("w1", "16") SK_V("w2", "32")
+                                     SK_V("w3", "48") SK_V("w4", "64"))
+                         : SK_OUT
+                         : SK_IN, [w0] "w"(SK_W(0)), [w1] "w"(SK_W(1)), [w2] "w"(SK_W(2)),
+                           [w3] "w"(SK_W(3)), [w4] "w"(SK_W(4))
+                         : "lr", "memory");
+        break;
+    case 4:
+        __asm__ volatile(SK_LOOP(SK_V("w0", "0") SK_V("w1", "16") SK_V("w2", "32")
+                                     SK_V("w3", "48"))
+                         : SK_OUT
+                         : SK_IN, [w0] "w"(SK_W(0)), [w1] "w"(SK_W(1)), [w2] "w"(SK_W(2)),
+                           [w3] "w"(SK_W(3))
+                         : "lr", "memory");
+        break;
+    case 3:
+        __asm__ volatile(SK_LOOP(SK_V("w0", "0") SK_V("w1", "16") SK_V("w2", "32"))
+                         : SK_OUT
+                         : SK_IN, [w0] "w"(SK_W(0)), [w1] "w"(SK_W(1)), [w2] "w"(SK_W(2))
+                         : "lr", "memory");
+        break;
+    case 2:
+        __asm__ volatile(SK_LOOP(SK_V("w0", "0") SK_V("w1", "16"))
+                         : SK_OUT
+                         : SK_IN, [w0] "w"(SK_W(0)), [w1] "w"(SK_W(1))
+                         : "lr", "memory");
+        break;
+    default:
+        __asm__ volatile(SK_LOOP(SK_V("w0", "0"))
+                         : SK_OUT
+                         : SK_IN, [w0] "w"(SK_W(0))
+                         : "lr", "memory");
+        break;
+    }
+}
+#undef SK_V
+#undef SK_LOOP
+#undef SK_OUT
+#undef SK_IN
+#undef SK_W
+#endif
+
+/* one channel's sink into the np pixels' rows, k columns (dd[p] contiguous) */
+static void sink_one(float *dx, int32_t dx_c, const float *dd, const int8_t *row, int32_t np,
+                     int32_t k)
+{
+    int32_t j = 0;
+
+#if defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
+    while (np > 0 && j + 4 <= k) {
+        const int32_t m = (k - j) / 4 < 6 ? (k - j) / 4 : 6;
+        sink_one_regs(dx + j, dx_c, dd, row + j, np, m);
+        j += 4 * m;
+    }
+#endif
+    for (; j < k; j += 4) {
+        sink_one4(dx + j, dx_c, dd, row + j, np, vctp32q((uint32_t)(k - j)), k - j >= 4);
     }
 }
 
@@ -233,34 +315,44 @@ void tt_cs_pw_input_add_s8_mve(float *dx, const float *dy, int32_t ds, const int
                                const float *w_scale, int32_t n, int32_t dx_c, int32_t k,
                                int32_t c0, int32_t cnt)
 {
-    float dd[4 * SINK_PX]; /* dd[4 p + i] = dy[i * ds + p] * w_scale[c0 + i] */
+    /* four channels: dd[4 p + i] = dy[i * ds + p] * w_scale[c0 + i]; fewer: channel i's at
+     * dd[i * SINK_PX + p] */
+    float dd[4 * SINK_PX];
     int32_t p0, p, i, j;
 
     for (p0 = 0; p0 < n; p0 += SINK_PX) {
         const int32_t np = n - p0 < SINK_PX ? n - p0 : SINK_PX;
         float *const o = dx + p0 * dx_c;
-        for (i = 0; i < cnt; ++i) { /* the products as the scalar code forms them */
-            const float s = w_scale[c0 + i];
-            for (p = 0; p < np; ++p) {
-                dd[4 * p + i] = dy[i * ds + p0 + p] * s;
+        if (cnt == 4) { /* the products as the scalar code forms them, interleaved by VST4 */
+            const float s0 = w_scale[c0], s1 = w_scale[c0 + 1], s2 = w_scale[c0 + 2];
+            const float s3 = w_scale[c0 + 3];
+            const float *const y = dy + p0;
+            for (p = 0; p + 4 <= np; p += 4) {
+                float32x4x4_t q;
+                q.val[0] = vmulq_n_f32(vldrwq_f32(y + p), s0);
+                q.val[1] = vmulq_n_f32(vldrwq_f32(y + ds + p), s1);
+                q.val[2] = vmulq_n_f32(vldrwq_f32(y + 2 * ds + p), s2);
+                q.val[3] = vmulq_n_f32(vldrwq_f32(y + 3 * ds + p), s3);
+                vst4q_f32(&dd[4 * p], q);
             }
-        }
-        if (cnt == 4) {
+            for (; p < np; ++p) {
+                dd[4 * p] = y[p] * s0, dd[4 * p + 1] = y[ds + p] * s1;
+                dd[4 * p + 2] = y[2 * ds + p] * s2, dd[4 * p + 3] = y[3 * ds + p] * s3;
+            }
             for (j = 0; j < k; j += 4) {
                 sink_four(o + j, dx_c, dd, &w[c0 * k + j], k, np,
                           vctp32q((uint32_t)(k - j)), k - j >= 4);
             }
             continue;
         }
-        for (i = 0; i < cnt; ++i) {
-            const int8_t *const row = &w[(c0 + i) * k];
-            for (j = 0; j + 8 <= k; j += 8) {
-                sink_one8(o + j, dx_c, dd + i, row + j, np);
+        for (i = 0; i < cnt; ++i) { /* one at a time: the same order for every element */
+            const float s = w_scale[c0 + i];
+            float *const di = dd + i * SINK_PX;
+            for (p = 0; p < np; p += 4) {
+                const mve_pred16_t m = vctp32q((uint32_t)(np - p));
+                vstrwq_p_f32(di + p, vmulq_n_f32(vldrwq_z_f32(dy + i * ds + p0 + p, m), s), m);
             }
-            for (; j < k; j += 4) {
-                sink_one4(o + j, dx_c, dd + i, row + j, np, vctp32q((uint32_t)(k - j)),
-                          k - j >= 4);
-            }
+            sink_one(o, dx_c, di, &w[(c0 + i) * k], np, k);
         }
     }
 }

@@ -725,6 +725,26 @@ static void test_pw_weight_tails(void)
     g_mode = -1;
 }
 
+/* the 1x1 sinks' column and pixel tails: every row length k from 1 to 60 (the Helium
+ * one-channel kernel's blocks of 1..6 column vectors, two and three blocks a row, 1..3
+ * columns left) with pixel counts across its 64-pixel passes and the four-channel source's
+ * VST4 of four pixels (1, 3, 6, 16, 67), rows packed into wider pixels or whole, a group of
+ * 1..4 channels each time (t_pw_input_add) */
+static void test_pw_sink_tails(void)
+{
+    static const int32_t ns[] = {1, 3, 6, 16, 67};
+    int32_t k, i;
+
+    for (k = 1; k <= 60; ++k) {
+        for (i = 0; i < (int32_t)(sizeof ns / sizeof ns[0]); ++i) {
+            const int32_t dx_c = k + ((k + i) & 1 ? rint_(1, 9) : 0);
+            const int32_t rows = rint_(4, 9); /* (one draw a statement, see test_random) */
+            const int32_t c = rint_(0, 3);
+            t_pw_input_add(ns[i], dx_c, k, rows, c, 0);
+        }
+    }
+}
+
 static void test_random(void)
 {
     tt_conv_geom g;
@@ -1056,6 +1076,7 @@ int main(void)
         test_block(&BLOCKS[i]);
     }
     test_pw_weight_tails();
+    test_pw_sink_tails();
     for (i = 0; i < CS_RANDOM; ++i) {
         test_random();
     }
