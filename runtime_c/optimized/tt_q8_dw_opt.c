@@ -428,23 +428,20 @@ TT_DW_INLINE int dw_fast_range(const tt_q8_requant *q)
  * offset) and right shift *e; 0 when its constants could overflow it (huge bias, e < 1, ...).
  * 2 acc must fit; |SRDHM| <= acc_bound + 1 and the constant (and -1) added to it must not
  * wrap: with acc_bound < 2^30 that holds for e <= 22 (|cst| <= 129 * 2^22). A dead channel
- * (m == 0, shift -1 from the compiler) starts from 0 instead of its bias (dw_live_bias), which
- * may be saturated: SMMLAR(2 acc, 0, cst - t) >> e = out_offset + ((2^(e-1) - t) >> e)
- * = out_offset, as the reference's SRDHM(acc, 0) = 0 gives whatever the bias. */
-TT_DW_INLINE int32_t dw_live_bias(const dw_job *J, int32_t c)
-{
-    return J->b != NULL && J->q->mult[c] != 0 ? J->b[c] : 0;
-}
+ * (m == 0, shift -1 from the compiler) starts from 0 instead of its bias (dw_setup,
+ * dw_pl_consts_k), which may be saturated: SMMLAR(2 acc, 0, cst - t) >> e = out_offset +
+ * ((2^(e-1) - t) >> e) = out_offset, as the reference's SRDHM(acc, 0) = 0 gives whatever the
+ * bias. */
 
 TT_DW_INLINE int dw_fast_channel(int32_t *m, int32_t *cst, int32_t *e, int32_t c,
                                  uint32_t sum_bound, const dw_job *J)
 {
     const tt_q8_requant *q = J->q;
-    const int32_t bias = dw_live_bias(J, c);
+    const int32_t mc = q->mult[c], bias = J->b != NULL && mc != 0 ? J->b[c] : 0;
     const uint32_t acc_bound = (bias < 0 ? 0u - (uint32_t)bias : (uint32_t)bias) + sum_bound;
     int ok = 1;
 
-    *m = q->mult[c];
+    *m = mc;
     *e = -q->shift[c];
     *cst = 0;
     if (*m < 0 || *e < 1 || *e > 31 || acc_bound >= (1u << 30)) {
@@ -490,7 +487,8 @@ static void dw_setup(dw_consts *k, uint32_t *wb, int32_t c0, const dw_job *J)
     }
     for (j = 0; j < 4; ++j) {
         /* the start values stay within the bounds above (2 |bias| + the offset's share) */
-        const int32_t ini = k->fast ? 2 * dw_live_bias(J, c0 + j) : 0;
+        const int32_t ini =
+            k->fast && J->b != NULL && k->mc[j].w[0] != 0 ? 2 * J->b[c0 + j] : 0;
         k->ini_b[j / 2].w[j % 2] = ini;
         k->ini_i[j / 2].w[j % 2] = ini + 2 * q->in_offset * sw[j];
     }
@@ -1474,7 +1472,7 @@ TT_DW_INLINE int dw_pl_consts_k(uint32_t *kc, int32_t c0, const dw_job *J, const
         if (!dw_fast_channel(&sc[1], &sc[2], &sc[3], c0 + j, sum_bound, J)) {
             return 0;
         }
-        sc[0] = 2 * dw_live_bias(J, c0 + j);
+        sc[0] = J->b != NULL && sc[1] != 0 ? 2 * J->b[c0 + j] : 0;
         for (r = 0; r < k; ++r, wr += nk) {
             for (t = 0; t < h; ++t) {
                 const uint32_t v0 = (uint32_t)(2 * wj[r * k + 2 * t]) & 0xFFFFu;
