@@ -9,9 +9,14 @@
  * every value, NaN payloads included, comes out as the reference's assignment stores it.
  */
 #include "tt_kernels.h"
+#include "tt_mve.h"
 
 #include <stdint.h>
 #include <string.h>
+
+#if TT_MVE
+#include <arm_mve.h>
+#endif
 
 #if defined(__ARM_FEATURE_DSP)
 #include <arm_acle.h>
@@ -36,19 +41,30 @@ void tt_q8_clamp_mask_opt(uint8_t *mask, const int8_t *y, int32_t n, int32_t lo,
 {
     int32_t i = 0, j;
 
+#if TT_MVE
+    if (lo >= -128 && lo <= 127 && hi >= -128 && hi <= 127) { /* both int8 lanes */
+        /* Helium: sixteen bytes compared a VPT block, whose predicate is the sixteen bits
+         * of the mask in element order (bit j of a lane pair's byte: element j) */
+        for (; i + 16 <= n; i += 16) {
+            const int8x16_t v = vldrbq_s8(y + i);
+            const mve_pred16_t p = vcmpltq_m_n_s8(v, (int8_t)hi, vcmpgtq_n_s8(v, (int8_t)lo));
+            memcpy(mask + (i >> 3), &p, 2);
+        }
+    }
+#endif
 #if defined(__ARM_FEATURE_DSP)
     if (lo >= -128 && hi <= 127 && lo < hi) { /* lanes: lo + 1 as int8, hi - lo - 1 <= 254 */
         const uint32_t lo1 = 0x01010101u * (uint8_t)(int8_t)(lo + 1);
         const uint32_t rng = 0x01010101u * (uint32_t)(hi - lo - 1); /* 0 .. 254 */
-        const int8_t *const ye = y + (n & ~7);
+        const int8_t *yp = y + i, *const ye = y + (n & ~7); /* from the Helium blocks' end */
         uint32_t ones = 0x01010101u, k0 = 0x08040201u, k1 = 0x80402010u;
-        uint8_t *m = mask;
+        uint8_t *m = mask + (i >> 3);
         /* in registers: one MUL below, not GCC's two shifted adds; no literal loads */
         __asm__("" : "+r"(ones), "+r"(k0), "+r"(k1));
-        for (; y != ye; y += 8) {
+        for (; yp < ye; yp += 8) {
             uint32_t a, b;
-            memcpy(&a, y, 4);
-            memcpy(&b, y + 4, 4);
+            memcpy(&a, yp, 4);
+            memcpy(&b, yp + 4, 4);
             /* bit j of byte j (element j), then bit 4 + j (element 4 + j); one multiply
              * adds the four bytes' disjoint bits into the top byte */
             a = pick4(a, lo1, rng, 0u, k0);
@@ -56,7 +72,6 @@ void tt_q8_clamp_mask_opt(uint8_t *mask, const int8_t *y, int32_t n, int32_t lo,
             *m++ = (uint8_t)((a * ones) >> 24);
         }
         i = n & ~7;
-        y -= i;
     }
 #endif
     for (; i + 8 <= n; i += 8) {

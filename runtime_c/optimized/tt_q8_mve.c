@@ -736,7 +736,7 @@ void tt_q8_dw_mve(const tt_rows *y, const tt_rows *x, int32_t oy0, int32_t oy1,
     for (m = 0; m < nrot; ++m) { /* buffer byte j * kh + slot from weight ky * kw + j, with
                                   * slot = (m + ky) mod kh; zeros past the taps */
         int32_t j;
-        memset(tbl[m], 0, 16 * (size_t)nch);
+        dwm_set((int8_t *)tbl[m], 0, 16 * nch);
         for (ky = 0; ky < kh; ++ky) {
             const int32_t slot = m + ky < kh ? m + ky : m + ky - kh;
             for (j = 0; j < kw; ++j) {
@@ -786,8 +786,8 @@ void tt_q8_dw_mve(const tt_rows *y, const tt_rows *x, int32_t oy0, int32_t oy1,
         /* the slack is read against zero weights: keep it defined */
         dwm_set(buf + G.ncols * kh, 0, DWM_SLACK);
         /* the padding columns, every slot: the rows' fills leave them alone */
-        memset(buf, G.zp, (size_t)(G.jlo * kh));
-        memset(buf + G.jhi * kh, G.zp, (size_t)((G.ncols - G.jhi) * kh));
+        dwm_set(buf, G.zp, G.jlo * kh);
+        dwm_set(buf + G.jhi * kh, G.zp, (G.ncols - G.jhi) * kh);
         if (ring) { /* a channel's rows in turn, each input row filled once */
             for (c = 0; c < C; ++c) {
                 int32_t have = DWM_NONE, iy;
@@ -929,14 +929,11 @@ static TT_MVE_INLINE void pw_asm8(int8_t *y, const int8_t *p, int32_t n4, const 
     int32x4_t v;
     int8x16_t x;
     int32_t s0, s1;
-    int8_t h[16] = {0};
-    int8x16_t wl, wh;
-
-    memcpy(h, w, 8);
-    wl = vldrbq_s8(h);
-    memset(h, 0, 8);
-    memcpy(h + 8, w, 8);
-    wh = vldrbq_s8(h);
+    /* the row in the low half (a predicated load), and in the high half (a byte gather whose
+     * lanes 8..15 read w[0..7], the others predicated off: zeros, no access) */
+    const int8x16_t wl = vldrbq_z_s8(w, vctp8q(8));
+    const uint8x16_t hi8 = vsubq_n_u8(vidupq_n_u8(0, 1), 8); /* lanes 8..15 read w[0..7] */
+    const int8x16_t wh = vldrbq_gather_offset_z_s8(w, hi8, (mve_pred16_t)0xFF00);
     if (k->right) {
         __asm__ volatile(PWA8_BODY(DWM_RQ_R) PWA8_OPS);
     } else {
