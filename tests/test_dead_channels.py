@@ -3,7 +3,7 @@ weights ~1e-20 underflow a channel's requantisation multiplier to 0 (its int32 b
 decayed ones give right shifts past 22. The compiler gives a zero multiplier shift -1 (the
 optimised kernels' fast requantisation wants a right shift; every kernel gives such a channel
 out_offset whatever its shift), and the int8 forward stays what it was: the C build (optimised
-kernels) against the numpy reference with the old shift 0."""
+and reference kernels) against the numpy reference with the old shift 0."""
 
 from __future__ import annotations
 
@@ -86,10 +86,11 @@ def _old_shifts(nodes) -> list:
     return out
 
 
-@pytest.mark.parametrize("update", ["none", "full"])
-def test_dead_channels_forward_unchanged(model, tmp_path, update):
+@pytest.mark.parametrize("update,kernels", [("none", "optimized"), ("full", "optimized"),
+                                            ("none", "reference")])
+def test_dead_channels_forward_unchanged(model, tmp_path, update, kernels):
     path, calib = model
-    opts = Options(update=update, quantize="int8", calib=calib, kernels="optimized")
+    opts = Options(update=update, quantize="int8", calib=calib, kernels=kernels)
     g, _ = compile_model(path, opts)
     convs = _convs(g.nodes)
     assert len(convs) == 4
