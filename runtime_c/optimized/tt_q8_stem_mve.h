@@ -16,7 +16,7 @@
  * dilation 1, an int8 input zero point, an activation range inside int8 */
 int tt_q8_stem_mve_ok(const tt_conv_geom *g, const tt_q8_requant *q);
 /* Output rows [oy0, oy1) (rings as tt_conv2d_s8_row; a whole tensor is a ring as tall as
- * the tensor); b may be NULL. Stack ~2.3 KB. */
+ * the tensor); b may be NULL. Stack ~2.8 KB (a 1.5 KB column buffer, 16 channels' weights). */
 void tt_q8_stem_mve(const tt_rows *y, const tt_rows *x, int32_t oy0, int32_t oy1,
                     const int8_t *w, const int32_t *b, const tt_conv_geom *g,
                     const tt_q8_requant *q);
