@@ -574,7 +574,7 @@ static int dwm_plane_ok(const tt_rows *y, const tt_rows *x, const tt_conv_geom *
 
 /* The plane's columns: ncol columns of nrow input rows (rs bytes apart) from src (channel
  * c's first byte), each column's bytes together at dst, Hp apart: one 8-row gather and one
- * contiguous store per 8 bytes. */
+ * contiguous store per 8 bytes (a narrowing store with writeback: its base in r0-r7, "l"). */
 static TT_MVE_INLINE void dwm_fill_plane(uint8_t *dst, const uint8_t *src, int32_t ncol,
                                          int32_t nrow, int32_t C, int32_t Hp, int32_t rs,
                                          uint16x8_t so)
@@ -595,7 +595,7 @@ static TT_MVE_INLINE void dwm_fill_plane(uint8_t *dst, const uint8_t *src, int32
                      "add %[dst], %[dst], %[Hp]\n\t"
                      "subs %[n], %[n], #1\n\t"
                      "bne 1b"
-                     : [v] "=&w"(v), [sp] "=&r"(sp), [dp] "=&r"(dp), [src] "+r"(src),
+                     : [v] "=&w"(v), [sp] "=&r"(sp), [dp] "=&l"(dp), [src] "+r"(src),
                        [dst] "+r"(dst), [n] "+r"(ncol)
                      : [nrow] "r"(nrow), [so] "w"(so), [rs8] "r"(8 * rs), [C] "r"(C),
                        [Hp] "r"(Hp)
