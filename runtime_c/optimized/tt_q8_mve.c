@@ -913,14 +913,15 @@ static TT_MVE_INLINE void pw_asm_blocks(int8_t *y, const int8_t *p, int32_t n4, 
     "vmov %q[v][2], %q[v][0], %[s1], %[s0]\n\t"                                            \
     "vldrb.8 %q[x], [%[p]], #16\n\t"                                                      \
     "vmladav.s8 %[s0], %q[x], %q[wl]\n\tvmladav.s8 %[s1], %q[x], %q[wh]\n\t"               \
-    "vmov %q[v][3], %q[v][1], %[s1], %[s0]\n\t" DWM_INIT_MEM RQ DWM_OO_MEM DWM_CLAMP         \
-        DWM_STORE "le lr, 1b"
+    "vmov %q[v][3], %q[v][1], %[s1], %[s0]\n\t" DWM_INIT RQ DWM_OO DWM_CLAMP DWM_STORE      \
+    "le lr, 1b"
+/* eleven general registers: the start value and output offset stay in registers */
 #define PWA8_OPS                                                                           \
     : [v] "=&w"(v), [x] "=&w"(x), [s0] "=&Te"(s0), [s1] "=&Te"(s1), [p] "+r"(p),           \
       [y] "+r"(y)                                                                          \
     : [n] "r"(n4), [mult] "r"(k->mult), [sh] "r"(k->sh), [offs] "w"(k->poffs),             \
-      [y4] "r"(k->y4), [kp] "r"(k), [wl] "w"(wl), [wh] "w"(wh), [lo] "w"(k->lo),           \
-      [hi] "w"(k->hi)                                                                      \
+      [y4] "r"(k->y4), [init] "r"(k->init), [oo] "r"(k->oo), [wl] "w"(wl), [wh] "w"(wh),   \
+      [lo] "w"(k->lo), [hi] "w"(k->hi)                                                     \
     : "lr", "memory"
 
 static TT_MVE_INLINE void pw_asm8(int8_t *y, const int8_t *p, int32_t n4, const int8_t *w,
