@@ -2154,6 +2154,11 @@ void tt_cs_dw_input_s8_opt(float *dx, const float *dy, const int8_t *w, const fl
 {
     const int8_t *wc = &w[c * g->kh * g->kw];
 
+#if TT_MVE_F32 /* Helium: small planes at stride 1, four dx a lane vector, the same sums */
+    if (tt_cs_dw_input_mve(dx, dy, wc, NULL, w_scale[c], g)) {
+        return;
+    }
+#endif
     if (!dwg_small(dx, dy, wc, NULL, w_scale[c], g) &&
         !dw_input_small(dx, dy, wc, NULL, w_scale[c], g) &&
         !dw_input_fast(dx, dy, wc, NULL, w_scale[c], g)) {
@@ -2166,6 +2171,11 @@ void tt_cs_dw_input_f32_opt(float *dx, const float *dy, const float *w, const tt
 {
     const float *wc = &w[c * g->kh * g->kw];
 
+#if TT_MVE_F32 /* Helium: small planes at stride 1, four dx a lane vector, the same sums */
+    if (tt_cs_dw_input_mve(dx, dy, NULL, wc, 1.0f, g)) {
+        return;
+    }
+#endif
     if (!dwg_small(dx, dy, NULL, wc, 1.0f, g) &&
         !dw_input_small(dx, dy, NULL, wc, 1.0f, g) && !dw_input_fast(dx, dy, NULL, wc, 1.0f, g)) {
         tt_cs_dw_input_f32(dx, dy, w, g, c);

@@ -118,7 +118,21 @@ void tt_cs_pw_input_s8_mve(float *planes, int32_t ps, const float *dy, const int
 
     for (o0 = 0; o0 < cout; o0 += SRC_OB) {
         const int32_t nb = cout - o0 < SRC_OB ? cout - o0 : SRC_OB;
-        for (o = 0; o < nb; ++o) { /* (float)w is exact; the product rounds as the scalar's */
+        o = 0;
+        if (cnt == 4) { /* four outputs a pass, their scales in two LDRDs */
+            const int8_t *r = &w[o0 * cin + c0];
+            const float *sc = &w_scale[o0];
+            for (; o + 4 <= nb; o += 4, r += 4 * cin, sc += 4) {
+                const float s0 = sc[0], s1 = sc[1], s2 = sc[2], s3 = sc[3];
+                vstrwq_f32(&wq[4 * o], vmulq_n_f32(vcvtq_f32_s32(vldrbq_s32(r)), s0));
+                vstrwq_f32(&wq[4 * o + 4], vmulq_n_f32(vcvtq_f32_s32(vldrbq_s32(r + cin)), s1));
+                vstrwq_f32(&wq[4 * o + 8],
+                           vmulq_n_f32(vcvtq_f32_s32(vldrbq_s32(r + 2 * cin)), s2));
+                vstrwq_f32(&wq[4 * o + 12],
+                           vmulq_n_f32(vcvtq_f32_s32(vldrbq_s32(r + 3 * cin)), s3));
+            }
+        }
+        for (; o < nb; ++o) { /* (float)w is exact; the product rounds as the scalar's */
             const int32x4_t v = vldrbq_z_s32(&w[(o0 + o) * cin + c0], chans);
             vstrwq_f32(&wq[4 * o], vmulq_n_f32(vcvtq_f32_s32(v), w_scale[o0 + o]));
         }
@@ -596,4 +610,129 @@ void tt_cs_sr_row_s8_mve(int8_t *row, const float *acc, float x_scale, float s, 
                        [xs] "r"(xs), [s] "r"(sb)
                      : "lr", "memory");
 }
+#endif
+
+#if TT_MVE_F32
+/* ---- the depthwise input gradient of one channel, 3x3 at stride 1 on planes 4 or 8 wide
+ * (as dw_input_small): the reference's d = dy * sc (fp32 weights: dy itself) in a
+ * zero-padded plane P with a fixed row pitch (8 floats for w = 4, 12 for w = 8), then
+ * dx[iy, ix] = sum over u, t < 3 of P[(iy + u) * pitch + ix + t] * w[8 - 3 u - t] (the
+ * kernel reversed), (u, t) ascending from +0: the reference's terms in its order, the
+ * padding's 0 * w (+-0, the weights finite) changing no sum. Lanes are four dx of a row.
+ * Four lane vectors (two rows of 8, four of 4) share each weight, every load at a constant
+ * offset from one base (inline asm): per tap one LDR and four load / VMUL / VADD, 13
+ * instructions per 16 MACs with the padding's, where the FPU rows took 79 per 72. */
+#define DWI_P 200 /* the padded plane, floats on the stack (8x8: 10 rows of 12, 4x4: 6 of 8) */
+
+/* one lane vector: dx[iy, ix .. ix + 3] from P's rows iy .. iy + 2 (b: P + iy * pitch + ix) */
+static void dwi_one(float *o, const float *b, int32_t pitch, const float *wf)
+{
+    float32x4_t a = vdupq_n_f32(0.0f);
+    int32_t u, t;
+
+    for (u = 0; u < 3; ++u) {
+        for (t = 0; t < 3; ++t) {
+            a = vaddq_f32(a, vmulq_n_f32(vldrwq_f32(b + u * pitch + t), wf[8 - 3 * u - t]));
+        }
+    }
+    vstrwq_f32(o, a);
+}
+
+#if defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
+/* tap (U, T) of the four vectors at byte offsets O0..O3 from b, the pitch PB bytes */
+#define DWI_V(X, A, U, T, PB, O)                                                              \
+    "vldrw.u32 %q[" X "], [%[b], #(" #U "*" PB "+" #T "*4+" O ")]\n\t"                      \
+    "vmul.f32 %q[" X "], %q[" X "], %[wt]\n\t"                                               \
+    "vadd.f32 %q[" A "], %q[" A "], %q[" X "]\n\t"
+#define DWI_T(U, T, PB, O0, O1, O2, O3)                                                      \
+    "ldr %[wt], [%[wf], #(32-" #U "*12-" #T "*4)]\n\t" DWI_V("x0", "a0", U, T, PB, O0)          \
+        DWI_V("x1", "a1", U, T, PB, O1) DWI_V("x0", "a2", U, T, PB, O2)                       \
+            DWI_V("x1", "a3", U, T, PB, O3)
+#define DWI_R(U, PB, O0, O1, O2, O3)                                                         \
+    DWI_T(U, 0, PB, O0, O1, O2, O3) DWI_T(U, 1, PB, O0, O1, O2, O3)                           \
+        DWI_T(U, 2, PB, O0, O1, O2, O3)
+#define DWI_ASM(PB, O0, O1, O2, O3)                                                          \
+    __asm__("vmov.i32 %q[a0], #0\n\tvmov.i32 %q[a1], #0\n\t"                                  \
+            "vmov.i32 %q[a2], #0\n\tvmov.i32 %q[a3], #0\n\t" DWI_R(0, PB, O0, O1, O2, O3)     \
+                DWI_R(1, PB, O0, O1, O2, O3) DWI_R(2, PB, O0, O1, O2, O3)                     \
+            : [a0] "=&w"(a0), [a1] "=&w"(a1), [a2] "=&w"(a2), [a3] "=&w"(a3),                 \
+              [x0] "=&w"(x0), [x1] "=&w"(x1), [wt] "=&r"(wt)                                  \
+            : [b] "r"(b), [wf] "r"(wf), "m"(*(const float(*)[DWI_P])P),                       \
+              "m"(*(const float(*)[9])wf))
+#endif
+
+int tt_cs_dw_input_mve(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
+                       const tt_conv_geom *g)
+{
+    const int32_t h = g->h, w = g->w, pitch = w == 4 ? 8 : 12;
+    const int32_t r0 = 2 - g->pt, q0 = 2 - g->pl;
+    const int32_t oh = g->oh < h + 2 - r0 ? g->oh : h + 2 - r0;
+    const int32_t ow = g->ow < w + 2 - q0 ? g->ow : w + 2 - q0;
+    float P[DWI_P], wc[12];
+    const float *wf = wfl;
+    int32_t i, oy, ox, iy = 0;
+
+    if (g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->kh != 3 || g->kw != 3 ||
+        !(w == 4 || w == 8) || h <= 0 || r0 < 0 || q0 < 0 || (h + 2) * pitch > DWI_P) {
+        return 0;
+    }
+    if (wq != NULL) { /* int8 weights as floats (exact) */
+        vstrwq_f32(wc, vcvtq_f32_s32(vldrbq_s32(wq)));
+        vstrwq_f32(wc + 4, vcvtq_f32_s32(vldrbq_s32(wq + 4)));
+        wc[8] = (float)wq[8];
+        wf = wc;
+    } else {
+        for (i = 0; i < 9; ++i) {
+            if (!(wfl[i] - wfl[i] == 0.0f)) { /* inf or NaN: 0 * w would add a NaN */
+                return 0;
+            }
+        }
+    }
+    for (i = 0; i < (h + 2) * pitch; i += 4) {
+        vstrwq_f32(&P[i], vdupq_n_f32(0.0f));
+    }
+    for (oy = 0; oy < oh; ++oy) { /* the rows and columns that meet dx */
+        const float *const d = &dy[oy * g->ow];
+        float *const pr = &P[(oy + r0) * pitch + q0];
+        for (ox = 0; ox < ow; ox += 4) {
+            const mve_pred16_t m = vctp32q((uint32_t)(ow - ox));
+            const float32x4_t dv = vldrwq_z_f32(&d[ox], m);
+            vstrwq_p_f32(&pr[ox], wq != NULL ? vmulq_n_f32(dv, sc) : dv, m);
+        }
+    }
+#if defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
+    {
+        float32x4_t a0, a1, a2, a3, x0, x1;
+        uint32_t wt;
+        if (w == 8) {
+            for (; iy + 2 <= h; iy += 2) { /* rows iy, iy + 1: vectors at 0, 4, 12, 16 */
+                const float *const b = &P[iy * 12];
+                float *const o = &dx[iy * 8];
+                DWI_ASM("48", "0", "16", "48", "64");
+                vstrwq_f32(o, a0), vstrwq_f32(o + 4, a1);
+                vstrwq_f32(o + 8, a2), vstrwq_f32(o + 12, a3);
+            }
+        } else {
+            for (; iy + 4 <= h; iy += 4) { /* rows iy .. iy + 3 */
+                const float *const b = &P[iy * 8];
+                float *const o = &dx[iy * 4];
+                DWI_ASM("32", "0", "32", "64", "96");
+                vstrwq_f32(o, a0), vstrwq_f32(o + 4, a1);
+                vstrwq_f32(o + 8, a2), vstrwq_f32(o + 12, a3);
+            }
+        }
+    }
+#endif
+    for (; iy < h; ++iy) {
+        for (ox = 0; ox < w; ox += 4) {
+            dwi_one(&dx[iy * w + ox], &P[iy * pitch + ox], pitch, wf);
+        }
+    }
+    return 1;
+}
+#undef DWI_P
+#undef DWI_V
+#undef DWI_T
+#undef DWI_R
+#undef DWI_ASM
 #endif

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "tt_mve.h"
+#include "tt_reference.h"
 
 #if TT_MVE_F32
 /* 1x1 input gradient, planes c0 .. c0 + cnt - 1 (cnt <= 4) as tt_cs_pw_input_s8_g_opt */
@@ -28,6 +29,11 @@ void tt_cs_pw_wgrad4_s8_mve(float *acc, int32_t as, const float *dy, int32_t ds,
 /* a weight row's stochastic rounding, as cs_sr_row (the same bytes) */
 void tt_cs_sr_row_s8_mve(int8_t *row, const float *acc, float x_scale, float s, uint32_t key,
                          uint32_t idx0, int32_t n);
+/* one channel's depthwise input gradient on a small plane at stride 1, 3x3 (int8 weights wq
+ * with scale sc, or fp32 wfl), as dw_input_small: 1 if done, 0 if not its geometry or the
+ * weights are not finite */
+int tt_cs_dw_input_mve(float *dx, const float *dy, const int8_t *wq, const float *wfl, float sc,
+                       const tt_conv_geom *g);
 #endif
 
 #endif /* TT_F32_MVE_H */
