@@ -363,7 +363,7 @@ static inline int32_t rq_by(int32_t a2, const cv_rq *r, const cv_ctx *cx, int32_
 
 /* channels oc and oc1 both take the fast requantisation (the per-pair test of a call that
  * is not all fast: cx->fast 0, run_buf / run_ws) */
-static CV_NOINLINE int32_t pair_fast(const cv_ctx *cx, int32_t oc, int32_t oc1)
+static CV_INLINE int32_t pair_fast(const cv_ctx *cx, int32_t oc, int32_t oc1)
 {
     const tt_q8_requant *q = cx->q;
     const int32_t b0 = cx->b != NULL ? cx->b[oc] : 0, b1 = cx->b != NULL ? cx->b[oc1] : 0;
@@ -642,6 +642,9 @@ static void extend_pair(int32_t *wx, const int8_t *w0, const int8_t *w1, int32_t
         }                                                                                 \
     } while (0)
 
+/* extending a channel pair's weights (~8 instructions per group) pays from 3 pixel pairs on */
+#define CV_EXT_MIN_PX 6
+
 /* General path, pair layout: channels oc, oc1 (oc1 == oc: a repeated channel) of npx pixels,
  * any requantisation; a call whose channels are not all fast sends the pairs the fast
  * requantisation refuses here, and the rest keep the fast kernels (per pair, not per call:
@@ -653,14 +656,23 @@ static CV_HOT CV_NOINLINE void any_pair(int8_t *y, const int32_t *buf, int32_t n
     const int8_t *const w0 = cx->w + oc * k, *const w1 = cx->w + oc1 * k;
     const int32_t i0 = channel_init(cx, oc, 2), i1 = channel_init(cx, oc1, 2);
     const cv_rq r0 = rq_kind(cx, oc), r1 = rq_kind(cx, oc1);
+    const int32_t ext = kp <= CV_WX && npx >= CV_EXT_MIN_PX; /* as run_fast's kernels */
+    int32_t wx[CV_WX];
     int32_t p;
 
+    if (ext) {
+        extend_pair(wx, w0, w1, k);
+    }
     for (p = 0; p < npx; p += 2) {
         const int32_t *xp = buf + (p >> 1) * kp;
         int8_t *const y0 = y + p * cout;
         int8_t *const y1 = p + 1 < npx ? y0 + cout : y0;
         int32_t a00 = i0, a01 = i1, a10 = i0, a11 = i1;
-        CV_MAC2x2(xp, w0, w1, k, 0, k & 3);
+        if (ext) {
+            CV_MAC2x2_X(xp, wx, kp >> 2, 0);
+        } else {
+            CV_MAC2x2(xp, w0, w1, k, 0, k & 3);
+        }
         y0[oc] = (int8_t)rq_by(a00, &r0, cx, oc);
         y1[oc] = (int8_t)rq_by(a10, &r0, cx, oc);
         y0[oc1] = (int8_t)rq_by(a01, &r1, cx, oc1);
@@ -767,9 +779,6 @@ CV_XS_FN(xs_24x_c, 6, 0, 1, 1)
 CV_XS_FN(xs_27x, 7, 0, 0, 1) /* the 3x3x3 stem (7 groups, the last one padded) */
 CV_XS_FN(xs_27x_c, 7, 0, 1, 1)
 #undef CV_XS_FN
-
-/* extending a channel pair's weights (~8 instructions per group) pays from 3 pixel pairs on */
-#define CV_EXT_MIN_PX 6
 
 /* The 3x3x3 stem's blocks in assembly (fast requantisation, no clamp, an even cout): 14
  * registers beside the loop's memory reads, which GCC 12 allocates when it optimises for
@@ -1199,8 +1208,10 @@ static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, cons
     int32_t w0l, w0h, w1l, w1h, w2l = 0, w2h = 0, w3l = 0, w3h = 0, x0, x1;
     uint32_t u;
 
+    cv_rq r = {2, 0, 0, 0};
     if (mode == 2) {
         init = channel_init(cx, oc, 2);
+        r = rq_kind(cx, oc); /* decided once for the channel */
     } else {
         init = bias_x(cx->b, oc, 2);
         m = cx->q->mult[oc];
@@ -1284,7 +1295,7 @@ static CV_INLINE void ws_channel(int8_t *y, const int32_t *xp, int32_t npx, cons
             a = smlad(x1, w3h, smlad(x0, w3l, a));
         }
         if (mode == 2) {
-            a = rq_any(a, cx, oc);
+            a = rq_by(a, &r, cx, oc);
         } else {
             a = rq_fast(a, m, c, e);
             if (mode == 1) a = tt_sat8(a, lo, hi);
