@@ -77,7 +77,7 @@ def test_conv_opt_instructions_per_mac_m7(tmp_path):
     assert dead, out
     assert float(dead.group(1)) <= 1.02 * opt and float(dead.group(2)) <= 1.02 * opt_row, out
     # and one near-dead channel (right shift 27) sends only its channel pair to the general
-    # path, not the layer (2.89 / 2.97 per MAC before; 1.35 / 1.51 measured)
+    # path, not the layer (2.89 / 2.97 per MAC before; 1.33 / 1.48 measured)
     near = re.search(r"one near-dead channel: opt\s+([\d.]+)\s+opt_row\s+([\d.]+)", out)
     assert near, out
     assert float(near.group(1)) <= 1.15 * opt and float(near.group(2)) <= 1.15 * opt_row, out
