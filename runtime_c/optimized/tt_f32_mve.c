@@ -666,7 +666,7 @@ int tt_cs_dw_input_mve(float *dx, const float *dy, const int8_t *wq, const float
 {
     const int32_t h = g->h, w = g->w, pitch = w == 4 ? 8 : 12;
     const int32_t r0 = 2 - g->pt, q0 = 2 - g->pl;
-    const int32_t oh = g->oh < h + 2 - r0 ? g->oh : h + 2 - r0;
+    int32_t oh = g->oh < h + 2 - r0 ? g->oh : h + 2 - r0;
     const int32_t ow = g->ow < w + 2 - q0 ? g->ow : w + 2 - q0;
     float P[DWI_P], wc[12];
     const float *wf = wfl;
@@ -690,6 +690,23 @@ int tt_cs_dw_input_mve(float *dx, const float *dy, const int8_t *wq, const float
     }
     for (i = 0; i < (h + 2) * pitch; i += 4) {
         vstrwq_f32(&P[i], vdupq_n_f32(0.0f));
+    }
+    if (ow == w && g->ow == w) { /* "same" pads: whole rows of d, 4 a VMUL (or a copy) */
+        const float *d = dy;
+        float *pr = &P[r0 * pitch + q0];
+        for (oy = 0; oy < oh && wq != NULL; ++oy, d += w, pr += pitch) {
+            vstrwq_f32(pr, vmulq_n_f32(vldrwq_f32(d), sc));
+            if (w == 8) {
+                vstrwq_f32(pr + 4, vmulq_n_f32(vldrwq_f32(d + 4), sc));
+            }
+        }
+        for (oy = 0; oy < oh && wq == NULL; ++oy, d += w, pr += pitch) {
+            vstrwq_f32(pr, vldrwq_f32(d));
+            if (w == 8) {
+                vstrwq_f32(pr + 4, vldrwq_f32(d + 4));
+            }
+        }
+        oh = 0;
     }
     for (oy = 0; oy < oh; ++oy) { /* the rows and columns that meet dx */
         const float *const d = &dy[oy * g->ow];
