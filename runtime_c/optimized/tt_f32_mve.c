@@ -362,9 +362,13 @@ void tt_cs_pw_input_add_s8_mve(float *dx, const float *dy, int32_t ds, const int
         for (i = 0; i < cnt; ++i) { /* one at a time: the same order for every element */
             const float s = w_scale[c0 + i];
             float *const di = dd + i * SINK_PX;
-            for (p = 0; p < np; p += 4) {
+            const float *const y = dy + i * ds + p0;
+            for (p = 0; p + 4 <= np; p += 4) {
+                vstrwq_f32(di + p, vmulq_n_f32(vldrwq_f32(y + p), s));
+            }
+            if (p < np) { /* the last 1..3 pixels */
                 const mve_pred16_t m = vctp32q((uint32_t)(np - p));
-                vstrwq_p_f32(di + p, vmulq_n_f32(vldrwq_z_f32(dy + i * ds + p0 + p, m), s), m);
+                vstrwq_p_f32(di + p, vmulq_n_f32(vldrwq_z_f32(y + p, m), s), m);
             }
             sink_one(o, dx_c, di, &w[(c0 + i) * k], np, k);
         }
