@@ -292,7 +292,7 @@ HELIUM_BENCHES = (
        r"^bench pw_input_add_s8 .* opt\s+([\d.]+)", FLOOR_HELIUM_FP32, "VFMA"))),
     ("test_dw_opt.c", ("tt_q8_core.c", "tt_q8_binary.c", "tt_q8_dw_opt.c", "tt_q8_mve.c"),
      "TT_DW_BENCH",
-     (("int8 depthwise forward (tt_q8_dw_mve; 4x4 3x3 maps stay on the DSP kernels)",
+     (("int8 depthwise forward (tt_q8_dw_mve)",
        r"^dw (?!.*dead).* opt\s+([\d.]+) instr/MAC", FLOOR_HELIUM_INT8, "VMLADAV"),)),
 )
 

@@ -502,7 +502,8 @@ static int32_t dwm_weights(int8x16_t *wv, const int8_t *wc, const uint8_t *tbl, 
 
 typedef struct {
     int32_t Hp, Wp, st; /* padded plane; st: a window to the next along the row (s Hp) */
-    uint8x16_t oa, ob;  /* the window's offsets, and the next window's */
+    uint8x16_t oa, ob;  /* the window's offsets, and the next window's (K <= 16) */
+    uint8x16_t oa1;     /* taps 16..31's offsets (K > 16) */
     uint32x4_t poffs;   /* dwm_pair01 */
     uint16x8_t so;      /* the fill's gather: eight input rows */
 } dwm_plane;
@@ -567,9 +568,10 @@ static int dwm_plane_ok(const tt_rows *y, const tt_rows *x, const tt_conv_geom *
                         int32_t oy0, int32_t oy1)
 {
     const int32_t Hp = (g->oh - 1) * g->sh + g->kh, Wp = (g->ow - 1) * g->sw + g->kw;
-    return oy0 == 0 && oy1 == g->oh && x->rows >= g->h && y->rows >= g->oh &&
-           g->kh * g->kw <= 16 && Hp * Wp <= DWM_BUF &&
-           (g->kw - 1 + g->sw) * Hp + g->kh - 1 <= 255 && 8 * x->row_bytes <= 65535;
+    const int32_t K = g->kh * g->kw;
+    return oy0 == 0 && oy1 == g->oh && x->rows >= g->h && y->rows >= g->oh && K <= 32 &&
+           Hp * Wp <= DWM_BUF && 8 * x->row_bytes <= 65535 &&
+           (g->kw - 1 + (K <= 16 ? g->sw : 0)) * Hp + g->kh - 1 <= 255;
 }
 
 /* The plane's columns: ncol columns of nrow input rows (rs bytes apart) from src (channel
@@ -629,6 +631,71 @@ static TT_MVE_INLINE void dwm_plane_blocks(int8_t *y, const int8_t *p, int32_t n
     }
 }
 
+/* 17..32 taps (5x5): two gathers a window, one window per base step; the range from memory */
+#define DWM_GDOT2(S)                                                                       \
+    "vldrb.u8 %q[x], [%[p], %q[oa]]\n\tvmladav.s8 %[" S "], %q[x], %q[w0]\n\t"             \
+    "vldrb.u8 %q[x], [%[p], %q[oa1]]\n\tvmladava.s8 %[" S "], %q[x], %q[w1]\n\t"           \
+    "add %[p], %[p], %[st]\n\t"
+#define DWM_PLANE2_BODY(RQ)                                                                \
+    "dls lr, %[n]\n"                                                                       \
+    "1:\n\t" DWM_GDOT2("s0") DWM_GDOT2("s1") DWM_PAIRS_12 DWM_GDOT2("s0") DWM_GDOT2("s1")  \
+    DWM_PAIRS_34 DWM_INIT_MEM RQ DWM_OO_MEM DWM_CLAMP_MEM DWM_STORE "le lr, 1b"
+#define DWM_PLANE2_OPS                                                                     \
+    : DWM_OUT                                                                              \
+    : [n] "r"(n4), [st] "r"(P->st), [mult] "r"(k->mult), [sh] "r"(k->sh),                  \
+      [offs] "w"(P->poffs), [y4] "r"(k->y4), [kp] "r"(k), [w0] "w"(w0), [w1] "w"(w1),      \
+      [oa] "w"(P->oa), [oa1] "w"(P->oa1)                                                   \
+    : "lr", "memory"
+
+static TT_MVE_INLINE void dwm_plane2_blocks(int8_t *y, const int8_t *p, int32_t n4,
+                                            int8x16_t w0, int8x16_t w1, const dwm_plane *P,
+                                            const dwm_k *k)
+{
+    int32x4_t v;
+    int8x16_t x;
+    int32_t s0, s1;
+    if (k->right) {
+        __asm__ volatile(DWM_PLANE2_BODY(DWM_RQ_R) DWM_PLANE2_OPS);
+    } else {
+        __asm__ volatile(DWM_PLANE2_BODY(DWM_RQ_L) DWM_PLANE2_OPS);
+    }
+}
+
+/* channel c of the whole map, 17..32 taps (its weights w0, w1, its constants k) */
+static void dwm_plane2_channel(const tt_rows *y, const tt_rows *x, int8x16_t w0, int8x16_t w1,
+                               const tt_conv_geom *g, int8_t *buf, const dwm_plane *P,
+                               const dwm_k *k, int32_t c)
+{
+    const int32_t C = g->cin, ow = g->ow, n4 = ow >> 2;
+    const int32_t ncol = g->w < P->Wp - g->pl ? g->w : P->Wp - g->pl;
+    const int32_t nrow = g->h < P->Hp - g->pt ? g->h : P->Hp - g->pt;
+    int32_t oy, ox;
+
+    if (ncol > 0 && nrow > 0) {
+        dwm_fill_plane((uint8_t *)buf + g->pl * P->Hp + g->pt, (const uint8_t *)x->base + c,
+                       ncol, nrow, C, P->Hp, x->row_bytes, P->so);
+    }
+    for (oy = 0; oy < g->oh; ++oy) {
+        const int8_t *const p = buf + oy * g->sh;
+        int8_t *const yr = y->base + oy * y->row_bytes + c;
+        if (n4 > 0) {
+            dwm_plane2_blocks(yr, p, n4, w0, w1, P, k);
+        }
+        for (ox = 4 * n4; ox < ow; ox += 4) { /* the last 1-3 outputs of the row */
+            const int32_t n = ow - ox;
+            int32_t a[3], j;
+            for (j = 0; j < 3; ++j) {
+                const int8_t *const q = p + (ox + (j < n ? j : n - 1)) * P->st;
+                a[j] = vmladavaq_s8(vmladavq_s8(vldrbq_gather_offset_s8(q, P->oa), w0),
+                                    vldrbq_gather_offset_s8(q, P->oa1), w1);
+            }
+            vstrbq_scatter_offset_p_s32(yr + ox * C, k->offs,
+                                        dwm_rq(lanes4(a[0], a[1], a[2], a[2]), k),
+                                        vctp32q((uint32_t)n));
+        }
+    }
+}
+
 /* channel c of the whole map (its weights w0, its constants k) */
 static void dwm_plane_channel(const tt_rows *y, const tt_rows *x, int8x16_t w0,
                               const tt_conv_geom *g, int8_t *buf, const dwm_plane *P,
@@ -671,17 +738,20 @@ static void dwm_plane_init(dwm_plane *P, int8_t *buf, const tt_conv_geom *g, int
                            int32_t rs)
 {
     const int32_t kh = g->kh, kw = g->kw;
-    uint8_t oa[16], ob[16];
+    uint8_t oa[32], ob[16];
     int32_t t;
 
     P->Hp = (g->oh - 1) * g->sh + kh;
     P->Wp = (g->ow - 1) * g->sw + kw;
     P->st = g->sw * P->Hp;
-    for (t = 0; t < 16; ++t) { /* tap t = ky kw + kx at kx Hp + ky (zero weights past K) */
+    for (t = 0; t < 32; ++t) { /* tap t = ky kw + kx at kx Hp + ky (zero weights past K) */
         oa[t] = (uint8_t)(t < kh * kw ? (t % kw) * P->Hp + t / kw : 0);
-        ob[t] = (uint8_t)(oa[t] + P->st);
+    }
+    for (t = 0; t < 16; ++t) {
+        ob[t] = (uint8_t)(oa[t] + P->st); /* K <= 16 only: dwm_plane_ok */
     }
     P->oa = vldrbq_u8(oa);
+    P->oa1 = vldrbq_u8(oa + 16);
     P->ob = vldrbq_u8(ob);
     P->poffs = dwm_pair01(g->cin);
     P->so = vmulq_n_u16(vidupq_n_u16(0, 1), (uint16_t)rs);
@@ -765,13 +835,20 @@ void tt_q8_dw_mve(const tt_rows *y, const tt_rows *x, int32_t oy0, int32_t oy1,
         dwm_plane_init(&P, buf, g, G.zp, x->row_bytes);
         for (c = 0; c < C; ++c) { /* the weights in their own order: no table */
             const int8x16_t w0 = vldrbq_z_s8(w + c * K, pk);
+            const int8x16_t w1 = K > 16 ? vldrbq_z_s8(w + c * K + 16, vctp8q((uint32_t)(K - 16)))
+                                        : vdupq_n_s8(0);
             const int32_t sh = q->shift[c];
-            k.init = (int32_t)((uint32_t)q->in_offset * (uint32_t)vaddvq_s8(w0) +
+            k.init = (int32_t)((uint32_t)q->in_offset *
+                                   (uint32_t)vaddvaq_s8(vaddvq_s8(w0), w1) +
                                (uint32_t)(b != NULL ? b[c] : 0));
             k.mult = q->mult[c];
             k.right = sh < 0 ? sh : 0;
             k.sh = sh;
-            dwm_plane_channel(y, x, w0, g, buf, &P, &k, c);
+            if (K > 16) {
+                dwm_plane2_channel(y, x, w0, w1, g, buf, &P, &k, c);
+            } else {
+                dwm_plane_channel(y, x, w0, g, buf, &P, &k, c);
+            }
         }
         return;
     }
