@@ -31,6 +31,16 @@ def test_conv_opt_matches_reference(target, tmp_path):
     assert "conv_opt: 0 failures" in r.stdout
 
 
+@pytest.mark.skipif(not ckernel.available("m55"), reason="needs arm-none-eabi-gcc and QEMU")
+@pytest.mark.parametrize("opt", ["-Os", "-O0"])
+def test_conv_opt_helium_c_paths_m55(opt, tmp_path):
+    """At -Os and -O0 GCC cannot allocate the Helium kernels' assembly blocks (pointwise and
+    stem), which give way to their C forms: the reference's bytes on the M55 twin too."""
+    r = ckernel.run(PROGRAM, "m55", tmp_path, sources=SOURCES, opt=opt)
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "conv_opt: 0 failures" in r.stdout
+
+
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_conv_opt_in_bounds_host_sanitizers(tmp_path):
     """Every tensor in its own exact-size heap block under AddressSanitizer (and UBSan): the

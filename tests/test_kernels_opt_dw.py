@@ -76,13 +76,16 @@ def test_dw_helium_m55(tmp_path):
     assert opts["dw 32x32 c48 k7 s2 full"] <= HELIUM_DW_7X7_MAX, r.stdout
 
 
-@pytest.mark.skipif(not ckernel.available("m4"), reason=TWIN)
+@pytest.mark.parametrize("target", [
+    pytest.param("m4", marks=pytest.mark.skipif(not ckernel.available("m4"), reason=TWIN)),
+    pytest.param("m55", marks=pytest.mark.skipif(not ckernel.available("m55"), reason=TWIN)),
+])
 @pytest.mark.parametrize("opt", ["-Os", "-O0"])
-def test_dw_opt_at_size_and_debug_levels_matches_reference(opt, tmp_path):
+def test_dw_opt_at_size_and_debug_levels_matches_reference(opt, target, tmp_path):
     """GCC 12 cannot allocate the DSP blocks' registers at -Os or -O0 (a user's IDE default and
-    a debug build): the kernel must still compile there, taking its portable path, and give
-    the reference's bytes on the Cortex-M4F twin."""
-    r = ckernel.run(PROGRAM, "m4", tmp_path, sources=SOURCES, opt=opt)
+    a debug build), nor the Helium blocks': the kernels must still compile there, taking their
+    C paths, and give the reference's bytes on the Cortex-M4F and the M55 twins."""
+    r = ckernel.run(PROGRAM, target, tmp_path, sources=SOURCES, opt=opt)
     assert r.returncode == 0, r.stdout[-3000:]
     assert "dw_opt: 0 failures" in r.stdout
 
