@@ -239,7 +239,7 @@ typedef struct {
 } dwm_geo;
 
 /* input row `row` (NULL: a padding row) of channel c into its slot; the padding columns
- * hold zp already (dwm_tt_q8_dw_mve writes them once a block) */
+ * hold zp already (tt_q8_dw_mve writes them once a block) */
 static TT_MVE_INLINE void dwm_fill_row(int8_t *buf, const int8_t *row, int32_t c,
                                        int32_t slot, const dwm_geo *G)
 {
@@ -264,10 +264,10 @@ static TT_MVE_INLINE void dwm_fill_row(int8_t *buf, const int8_t *row, int32_t c
 /* Four outputs' sums go into v's lanes two at a time (VMOV's pair form: lanes 2 and 0, then
  * 3 and 1). Which of the pair's registers lands in the lower lane is the one thing here the
  * emulator alone vouches for, so the store offsets are put into their lanes by the same two
- * instructions (dwm_pair_offsets): each output meets its own offset either way. Then the
- * start value and rq4's arithmetic, specialised. R: a right shift (the usual case), the sum's start value
- * added, VQRDMULH, the saturating -1 on negative lanes, VRSHL by the negative count; L: a
- * left shift and no right shift. */
+ * instructions (dwm_pair_offsets, dwm_pair01): each output meets its own offset either way.
+ * Then the start value and rq4's arithmetic, specialised. R: a right shift (the usual case):
+ * VQRDMULH, the saturating -1 on negative lanes, VRSHL by the negative count; L: a left
+ * shift (or none) and VQRDMULH. */
 #define DWM_RQ_R                                                                           \
     "vqrdmulh.s32 %q[v], %q[v], %[mult]\n\t"                                               \
     "vshr.s32 %q[x], %q[v], #31\n\t"                                                       \
