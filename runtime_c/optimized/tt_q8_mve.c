@@ -264,7 +264,7 @@ static TT_MVE_INLINE void dwm_fill_row(int8_t *buf, const int8_t *row, int32_t c
 /* Four outputs' sums go into v's lanes two at a time (VMOV's pair form: lanes 2 and 0, then
  * 3 and 1). Which of the pair's registers lands in the lower lane is the one thing here the
  * emulator alone vouches for, so the store offsets are put into their lanes by the same two
- * instructions (dwm_pair_offsets, dwm_pair01): each output meets its own offset either way.
+ * instructions (tt_mve_pair_offsets, dwm_pair01): each output meets its own offset either way.
  * Then the start value and rq4's arithmetic, specialised. R: a right shift (the usual case):
  * VQRDMULH, the saturating -1 on negative lanes, VRSHL by the negative count; L: a left
  * shift (or none) and VQRDMULH. */
@@ -327,17 +327,6 @@ typedef char dwm_k_offsets[offsetof(dwm_k, init) == 0 && offsetof(dwm_k, oo) == 
                                ? 1
                                : -1];
 
-/* outputs 0..3 at 0, C, 2 C, 3 C, in the lanes DWM_BODY's VMOVs put their sums */
-static uint32x4_t dwm_pair_offsets(int32_t C)
-{
-    uint32x4_t v = vdupq_n_u32(0);
-    const int32_t o0 = 0, o1 = C, o2 = 2 * C, o3 = 3 * C;
-    __asm__("vmov %q[v][2], %q[v][0], %[o2], %[o0]\n\t"
-            "vmov %q[v][3], %q[v][1], %[o3], %[o1]"
-            : [v] "+w"(v)
-            : [o0] "r"(o0), [o1] "r"(o1), [o2] "r"(o2), [o3] "r"(o3));
-    return v;
-}
 #endif
 
 #if defined(TT_DWM_ASM)
@@ -828,7 +817,7 @@ void tt_q8_dw_mve(const tt_rows *y, const tt_rows *x, int32_t oy0, int32_t oy1,
     k.hi = vdupq_n_s32(q->act_max);
     k.offs = vmulq_n_u32(vidupq_n_u32(0, 1), (uint32_t)C);
 #if defined(TT_DWM_ASM)
-    k.poffs = dwm_pair_offsets(C);
+    k.poffs = tt_mve_pair_offsets(C);
     if (nrot == 0) {
         const mve_pred16_t pk = vctp8q((uint32_t)K);
         dwm_plane P;
@@ -1074,7 +1063,7 @@ void tt_q8_pw_mve(int8_t *y, const int8_t *x, int32_t npx, const int8_t *w, cons
         k.y4 = 4 * cout;
         k.lo = vdupq_n_s32(q->act_min);
         k.hi = vdupq_n_s32(q->act_max);
-        k.poffs = cin == 8 ? dwm_pair01(cout) : dwm_pair_offsets(cout);
+        k.poffs = cin == 8 ? dwm_pair01(cout) : tt_mve_pair_offsets(cout);
     }
 #endif
 

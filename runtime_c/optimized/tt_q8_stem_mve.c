@@ -278,12 +278,7 @@ static STEM_INLINE void stem_pair(int8_t *y, const int8_t *p, const stem_w *wa,
  * STEM_BODY's VMOVs and narrowings put them */
 static uint16x8_t stem_offsets(int32_t C)
 {
-    uint32x4_t v = vdupq_n_u32(0);
-    const int32_t o0 = 0, o1 = C, o2 = 2 * C, o3 = 3 * C;
-    __asm__("vmov %q[v][2], %q[v][0], %[o2], %[o0]\n\t"
-            "vmov %q[v][3], %q[v][1], %[o3], %[o1]"
-            : [v] "+w"(v)
-            : [o0] "r"(o0), [o1] "r"(o1), [o2] "r"(o2), [o3] "r"(o3));
+    const uint32x4_t v = tt_mve_pair_offsets(C);
     return vmovntq_u32(vmovnbq_u32(vdupq_n_u16(0), v), vaddq_n_u32(v, 1));
 }
 
