@@ -281,7 +281,7 @@ HELIUM_BENCHES = (
                ("int8 3x3x3 stem forward, by rows (tt_q8_stem_mve)",
                 r"^reg .*3->16\s+k3 s2 .* opt_row\s+([\d.]+)", 2 / 27, "VMLADAV"))),
     ("test_cs_opt.c", ("tt_channel_stream.c", "tt_q8_core.c", "tt_q8_master.c",
-                       "tt_f32_bwd_opt.c", "tt_f32_mve.c"), "CS_BENCH",
+                       "tt_f32_bwd_opt.c", "tt_f32_mve.c", "tt_f32_mask_mve.c"), "CS_BENCH",
      (("1x1 input gradient, 4 planes (tt_cs_pw_input_s8_mve)",
        r"^bench pw_input_s8_g .* opt\s+([\d.]+)", FLOOR_HELIUM_FP32, "VFMA"),
       ("1x1 input gradient, 1 plane (tt_cs_pw_input_s8_mve)",

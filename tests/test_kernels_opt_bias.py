@@ -16,7 +16,8 @@ SOURCES = [ckernel.RUNTIME[f] for f in ("tt_q8_core.c", "tt_row_backward.c", "tt
                                          "tt_conv2d_f32.c", "tt_dense_f32.c", "tt_sparse_f32.c",
                                          "tt_pool_f32.c", "tt_f32_bwd_opt.c",
                                          "tt_channel_stream.c", "tt_q8_master.c",
-                                         "tt_f32_mve.c")]  # the M55's row rounding
+                                         "tt_f32_mve.c",  # the M55's row rounding
+                                         "tt_f32_mask_mve.c")]
 TWIN = "needs arm-none-eabi-gcc and QEMU"
 
 

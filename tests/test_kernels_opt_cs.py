@@ -6,7 +6,7 @@ tests/ckernel/test_cs_opt.c runs both over the inverted-residual blocks of the t
 networks and random geometries and fails on any difference (bit for bit, except
 tt_cs_pw_input_s8_opt: within its rounding bound PW_SRC_TOL). It prints a hash of every
 optimised kernel's outputs: the twins must produce the host's bits. With CS_BENCH it prints
-instructions per MAC on the M7 twin instead.
+instructions per MAC on the M7 twin instead (and per element of the M55's channel mask).
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from tests import ckernel
 PROGRAM = ckernel.HERE / "test_cs_opt.c"
 SOURCES = [ckernel.RUNTIME[f]
            for f in ("tt_channel_stream.c", "tt_q8_core.c", "tt_q8_master.c", "tt_f32_bwd_opt.c",
-                     "tt_f32_mve.c")]
+                     "tt_f32_mve.c", "tt_f32_mask_mve.c")]
 KERNELS = 20
 needs_host = pytest.mark.skipif(not ckernel.available("host"), reason="no host gcc")
 needs_twins = pytest.mark.skipif(not ckernel.available("m7"),
                                  reason="arm-none-eabi-gcc / qemu-system-arm missing")
 
 
-def _hashes(target: str, work) -> dict[str, str]:
-    r = ckernel.run(PROGRAM, target, work, sources=SOURCES)
+def _hashes(target: str, work, opt: str = "-O2") -> dict[str, str]:
+    r = ckernel.run(PROGRAM, target, work, sources=SOURCES, opt=opt)
     assert r.returncode == 0 and r.stdout.rstrip().endswith("OK"), r.stdout
     hashes = dict(re.findall(r"^hash (\S+) ([0-9a-f]{8})", r.stdout, re.M))
     assert len(hashes) == KERNELS, r.stdout
@@ -54,6 +54,15 @@ def test_twin_matches_reference_and_host_bits(target, host_hashes, tmp_path):
     assert _hashes(target, tmp_path) == host_hashes
 
 
+@needs_host
+@needs_twins
+@pytest.mark.parametrize("opt", ["-Os", "-O0"])
+def test_m55_helium_c_forms_match_host_bits(opt, host_hashes, tmp_path):
+    """At -Os and -O0 the Helium kernels' assembly blocks give way to their C forms (the
+    mask's intrinsics loop among them): the reference's bytes and the host's on the M55 too."""
+    assert _hashes("m55", tmp_path, opt) == host_hashes
+
+
 POINTWISE = ("pw_input_s8", "pw_input_f32", "pw_input_add_s8", "pw_input_add_f32",
              "pw_weight_sgd_f32")
 
@@ -71,3 +80,19 @@ def test_m7_instructions_per_mac(tmp_path):
             assert opt < ref, (name, h, ref, opt)
         if name in POINTWISE and int(h) >= 8:  # 8x8 planes and up; 4x4 pay per-call setup
             assert opt <= 3.0, (name, h, opt)
+
+
+MASK_M55_MAX = 2.2  # tt_cs_mask_mve: 12 instructions per 8 pixels + ~37 a call; 2.07 at 8x8
+
+
+@needs_twins
+def test_m55_mask_instructions_per_element(tmp_path):
+    r = ckernel.run(PROGRAM, "m55", tmp_path, sources=SOURCES, defines=["CS_BENCH"])
+    assert r.returncode == 0, r.stdout
+    rows = re.findall(r"^bench mask \(/elem\)\s+h(\d+) .* ref\s+([\d.]+)\s+opt\s+([\d.]+)",
+                      r.stdout, re.M)
+    assert len(rows) >= 10, r.stdout
+    for h, ref, opt in rows:
+        assert float(opt) < float(ref) / 3, (h, ref, opt)
+        if int(h) >= 8:  # a 4x4 map's 16 pixels share the call's ~37 instructions: 3.75
+            assert float(opt) <= MASK_M55_MAX, (h, opt)

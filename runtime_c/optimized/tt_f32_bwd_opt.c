@@ -18,6 +18,7 @@
  * weight gradient from int8 x stays near 4 instructions per MAC: each x element is used once
  * per call, so its conversion to float (sxtab + vmov + vcvt) cannot be shared.
  */
+#include "tt_f32_mask_mve.h"
 #include "tt_f32_mve.h"
 #include "tt_kernels.h"
 #include "tt_q8_round.h"
@@ -1445,6 +1446,10 @@ void tt_cs_mask_opt(float *out, const float *in, const uint8_t *mask, int32_t n,
 
     if ((ch & 7) == 0) {
         /* the bit sits at the same position of every pixel's byte */
+#if TT_MVE_F32 /* Helium: four pixels a lane vector, every pixel (a jump: the same arguments) */
+        tt_cs_mask_mve(out, in, mask, n, ch, c);
+        return;
+#endif
         by_bit[c & 7](out, in, &mask[c >> 3], ch >> 3, n);
         p = n & ~3;
     }

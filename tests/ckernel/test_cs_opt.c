@@ -745,6 +745,25 @@ static void test_pw_sink_tails(void)
     }
 }
 
+/* the masks' pixel tails where every pixel's bit sits at one position (ch a multiple of 8,
+ * the Helium kernel's eight-pixel passes): every n from 1 to 24 and a few longer ones (a
+ * pass or more plus 0..7 pixels), each channel byte and bit position now and then, in place
+ * and not (t_masks) */
+static void test_mask_tails(void)
+{
+    static const int32_t chs[] = {8, 16, 40};
+    static const int32_t longer[] = {37, 67, 130};
+    int32_t n, i;
+
+    for (n = 1; n <= 27; ++n) {
+        for (i = 0; i < (int32_t)(sizeof chs / sizeof chs[0]); ++i) {
+            const int32_t ch = chs[i];
+            const int32_t len = n <= 24 ? n : longer[n - 25];
+            t_masks(len, ch, rint_(0, ch - 1));
+        }
+    }
+}
+
 static void test_random(void)
 {
     tt_conv_geom g;
@@ -1077,6 +1096,7 @@ int main(void)
     }
     test_pw_weight_tails();
     test_pw_sink_tails();
+    test_mask_tails();
     for (i = 0; i < CS_RANDOM; ++i) {
         test_random();
     }
