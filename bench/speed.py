@@ -281,7 +281,8 @@ HELIUM_BENCHES = (
                ("int8 3x3x3 stem forward, by rows (tt_q8_stem_mve)",
                 r"^reg .*3->16\s+k3 s2 .* opt_row\s+([\d.]+)", 2 / 27, "VMLADAV"))),
     ("test_cs_opt.c", ("tt_channel_stream.c", "tt_q8_core.c", "tt_q8_master.c",
-                       "tt_f32_bwd_opt.c", "tt_f32_mve.c", "tt_f32_mask_mve.c"), "CS_BENCH",
+                       "tt_f32_bwd_opt.c", "tt_f32_mve.c", "tt_f32_mask_mve.c", "tt_f32_fma.c"),
+     "CS_BENCH TT_F32_FMA=1",  # the M55 boards fuse the 1x1 sums (--fp32-mac auto)
      (("1x1 input gradient, 4 planes (tt_cs_pw_input_s8_mve)",
        r"^bench pw_input_s8_g .* opt\s+([\d.]+)", FLOOR_HELIUM_FP32, "VFMA"),
       ("1x1 input gradient, 1 plane (tt_cs_pw_input_s8_mve)",
@@ -309,7 +310,7 @@ def _helium_kernels() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for program, files, define, kernels in HELIUM_BENCHES:
             res = ckernel.run(ckernel.HERE / program, "m55", Path(tmp) / program,
-                              sources=[ckernel.RUNTIME[f] for f in files], defines=[define])
+                              sources=[ckernel.RUNTIME[f] for f in files], defines=define.split())
             if res.returncode != 0:
                 raise SystemExit(f"{program} failed on the M55 twin:\n{res.stdout[-2000:]}")
             for name, pattern, floor, how in kernels:

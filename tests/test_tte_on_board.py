@@ -2,7 +2,9 @@
 Corstone-300's (Cortex-M55: the Helium kernels) over the serial link, with int8 samples on the
 wire: losses and read-back parameters bit-identical to the host build of the same model (int8
 forward is integer arithmetic; the fp32 backward is built with -ffp-contract=off and the loss
-uses tinytrain's own expf/logf on both)."""
+uses tinytrain's own expf/logf on both). The Corstone-300 fuses the 1x1 backward's
+multiply-adds (its board's fp32_fma: Helium's VFMA); its host build does so with --fp32-mac
+fused, and the two agree bit for bit."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.tte_schemes import MAIN_SCHEME, NETWORKS, SCHEMES, TTE_PEAK_KB
+from tinytrain.boards import load_board
 from tinytrain.device.state_file import read as read_saved
 
 STEPS = 20  # the issue's bar: at least 20 training steps on the twin
@@ -40,10 +43,13 @@ def test_tte_scheme_trains_on_the_twin_like_the_host(name, board, tmp_path, cli,
     np.savez(tmp_path / "train.npz", x=rng.uniform(0, 1, (STEPS, 3, 128, 128))
              .astype(np.float32), y=rng.integers(0, 10, STEPS))
     plan = SCHEMES[(name, MAIN_SCHEME[name])]
-    for b in ("host", board):
+    fused = load_board(board).fp32_fma
+    for b in ("host", board):  # the host's --fp32-mac as the board's auto
         cli("build", model, "--out", tmp_path / b, "--board", b, "--update", plan,
-            "--quantize", "int8", "--calib", tmp_path / "calib.npz")
+            "--quantize", "int8", "--calib", tmp_path / "calib.npz",
+            "--fp32-mac", "fused" if fused else "separate")
     report = json.loads((tmp_path / board / "report.json").read_text())
+    assert report["fp32_mac"] == ("fused" if board == "corstone300" else "separate")
     s = report["sram_bytes"]
     assert s["arena"] + s["trainable_params"] <= TTE_PEAK_KB[name] * 1024, s
     assert report["firmware"]["sram_used"] <= SRAM_CEILING, report["firmware"]

@@ -90,6 +90,9 @@ class Board:
     stack_bytes: int = 0
     # instructions per fp32 MAC on a core without an FPU (libgcc's soft-float), measured
     soft_float_per_mac: float = 0.0
+    # the channel-streamed 1x1 backward's multiply-adds fused by default (Helium's float lanes:
+    # VFMA is their only multiply-accumulate; TT_F32_FMA in runtime_c/reference/tt_reference.h)
+    fp32_fma: bool = False
     qemu: QemuTwin | None = None
     flash: dict[str, object] = field(default_factory=dict)
     toml: str = ""  # the board file's path when it lies outside the package
@@ -221,7 +224,8 @@ def load_board(name: str) -> Board:
             flash_page_bytes=lay.get("flash_page_kb", 0) * 1024,
             flash_end=lay.get("flash_end", 0),
             stack_bytes=lay.get("stack_kb", 0) * 1024,
-            soft_float_per_mac=tc.get("soft_float_instructions_per_mac", 0.0), qemu=twin,
+            soft_float_per_mac=tc.get("soft_float_instructions_per_mac", 0.0),
+            fp32_fma=bool(tc.get("fp32_fma", False)), qemu=twin,
             flash=d.get("flash", {}))
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
         raise OptionError(f"board file {path} is invalid: {e}") from None

@@ -18,6 +18,7 @@
  * weight gradient from int8 x stays near 4 instructions per MAC: each x element is used once
  * per call, so its conversion to float (sxtab + vmov + vcvt) cannot be shared.
  */
+#include "tt_f32_fma.h"
 #include "tt_f32_mask_mve.h"
 #include "tt_f32_mve.h"
 #include "tt_kernels.h"
@@ -403,6 +404,9 @@ void tt_cs_pw_input_s8_opt(float *plane, const float *dy, const int8_t *w, const
 #if TT_MVE_F32 /* Helium: four pixels a lane vector, the same sums */
     tt_cs_pw_input_s8_mve(plane, 0, dy, w, w_scale, n, cout, cin, c, 1);
     return;
+#elif TT_F32_FMA /* a fused build elsewhere: the same sums in C */
+    tt_cs_pw_input_s8_fma(plane, 0, dy, w, w_scale, n, cout, cin, c, 1);
+    return;
 #endif
     for (o0 = 0; o0 < cout; o0 += CS_OB) {
         const int32_t nb = cout - o0 < CS_OB ? cout - o0 : CS_OB;
@@ -553,6 +557,9 @@ void tt_cs_pw_input_s8_g_opt(float *planes, int32_t ps, const float *dy, const i
                                 cnt - 4);
     }
     return;
+#elif TT_F32_FMA
+    tt_cs_pw_input_s8_fma(planes, ps, dy, w, w_scale, n, cout, cin, c0, cnt);
+    return;
 #endif
     /* a short group, or outputs too few for pixel pairs through the columns (the one-channel
      * kernel streams the pixels past weights held in registers there): channel by channel */
@@ -684,6 +691,10 @@ void tt_cs_pw_input_add_s8_opt(float *dx, const float *dy, const int8_t *w,
         return;
     }
 #endif
+#if TT_F32_FMA /* a fused build: scattered outputs (and contiguous ones without Helium) */
+    tt_cs_pw_input_add_s8_fma(dx, dy, 0, w, w_scale, n, dx_c, idx, k, c, 1);
+    return;
+#endif
     pw_sink(dx, dy, NULL, &w[c * k], w_scale[c], 1, n, dx_c, idx, k);
 }
 
@@ -768,6 +779,10 @@ void tt_cs_pw_input_add_s8_g_opt(float *dx, const float *dy, int32_t ds, const i
         return;
     }
 #endif
+#if TT_F32_FMA
+    tt_cs_pw_input_add_s8_fma(dx, dy, ds, w, w_scale, n, dx_c, idx, k, c0, cnt);
+    return;
+#endif
     if (cnt != 4 || idx != NULL) { /* scattered or a last, partial group: a channel at a time */
         for (i = 0; i < cnt; ++i) {
             tt_cs_pw_input_add_s8_opt(dx, dy + i * ds, w, w_scale, n, dx_c, idx, k, c0 + i);
@@ -843,6 +858,13 @@ static void pw_wgrad_s8(float *acc, const float *dy, const int8_t *x, int32_t x_
     const int32_t nz = -x_zp;
     int32_t p, j = 0;
 
+#if TT_MVE_F32 /* Helium: four columns a lane vector, the same sums */
+    tt_cs_pw_wgrad_s8_mve(acc, dy, x, x_zp, n, k, nb);
+    return;
+#elif TT_F32_FMA /* a fused build elsewhere: the same sums in C */
+    tt_cs_pw_wgrad_s8_fma(acc, 0, dy, 0, x, x_zp, n, k, nb, 1);
+    return;
+#endif
     for (; j + 16 <= nb; j += 16) {
         cs_w8 a = {{0.0f}}, b = {{0.0f}};
         for (p = 0; p < n; ++p) {
@@ -1116,6 +1138,9 @@ static void pw_wgrad4_s8(float *acc, const float *dy, int32_t ds, const int8_t *
 #if TT_MVE_F32 /* Helium: four columns a lane vector, each x vector converted once for 4 rows */
     tt_cs_pw_wgrad4_s8_mve(acc, CS_JB, dy, ds, x, x_zp, n, k, nb);
     return;
+#elif TT_F32_FMA
+    tt_cs_pw_wgrad_s8_fma(acc, CS_JB, dy, ds, x, x_zp, n, k, nb, 4);
+    return;
 #endif
 #if defined(CS_G4_ASM)
     for (; j + 4 <= nb && n > 0; j += 4) {
@@ -1264,6 +1289,9 @@ static void pw_wgrad_f32(float *acc, const float *dy, const float *x, int32_t n,
 
 #if TT_MVE_F32 /* Helium: four columns a lane vector, the same sums */
     tt_cs_pw_wgrad_f32_mve(acc, dy, x, n, k, nb);
+    return;
+#elif TT_F32_FMA
+    tt_cs_pw_wgrad_f32_fma(acc, dy, x, n, k, nb);
     return;
 #endif
 #if CS_VFP

@@ -6,8 +6,10 @@
  * Bit-identical with the kernels of tt_f32_bwd_opt.c they stand in for (which run on the host
  * and the other cores): every float is the same product, added in the same order, each lane
  * an output of its own. Helium's float multiply-accumulate (VFMA) rounds once where the
- * reference rounds the product and the sum, so a MAC here is VMUL then VADD: two instructions
- * per four MACs, twice the fused floor, and host and twin agree bit for bit.
+ * reference rounds the product and the sum. So a MAC (MV_MAC) is VMUL then VADD, two
+ * instructions per four MACs, unless the build fuses the 1x1 sums (TT_F32_FMA, see
+ * tt_reference.h: the boards with Helium's float lanes do): then it is one VFMA, and a host
+ * build made with the same option (tt_f32_fma.c's fmaf loops) agrees bit for bit.
  */
 #include "tt_f32_mve.h"
 
@@ -16,6 +18,27 @@
 #include <string.h>
 
 #define SRC_OB 64 /* outputs per weight chunk of the source (4 x 64 floats on the stack) */
+
+/* a + v * r in the lanes (r a core register), and two of them sharing v (T, T0, T1: vector
+ * temporaries, unused when fused); mv_mac the same for the C loops */
+#if TT_F32_FMA
+#define MV_MAC(A, T, V, R) "vfma.f32 %q[" A "], %q[" V "], %[" R "]\n\t"
+#define MV_MAC2(A0, A1, T0, T1, V, R0, R1) MV_MAC(A0, T0, V, R0) MV_MAC(A1, T1, V, R1)
+static inline float32x4_t mv_mac(float32x4_t a, float32x4_t v, float r)
+{
+    return vfmaq_n_f32(a, v, r);
+}
+#else
+#define MV_MAC(A, T, V, R)                                                                   \
+    "vmul.f32 %q[" T "], %q[" V "], %[" R "]\n\tvadd.f32 %q[" A "], %q[" A "], %q[" T "]\n\t"
+#define MV_MAC2(A0, A1, T0, T1, V, R0, R1)                                                   \
+    "vmul.f32 %q[" T0 "], %q[" V "], %[" R0 "]\n\tvmul.f32 %q[" T1 "], %q[" V "], %[" R1 "]\n\t" \
+    "vadd.f32 %q[" A0 "], %q[" A0 "], %q[" T0 "]\n\tvadd.f32 %q[" A1 "], %q[" A1 "], %q[" T1 "]\n\t"
+static inline float32x4_t mv_mac(float32x4_t a, float32x4_t v, float r)
+{
+    return vaddq_f32(a, vmulq_n_f32(v, r));
+}
+#endif
 
 /* ---- the source: planes c0 + j (j < cnt <= 4, ps floats apart) of a 1x1 conv's input
  * gradient, plane[p] = sum over o ascending of dy[p, o] * (w_scale[o] * w[o, c0 + j]), from
@@ -47,15 +70,9 @@ static void src_four(float *const *pl, int32_t p, const float *d, const float *w
                          "1:\n\t"
                          "vldrw.u32 %q[dv], [%q[ad], #4]!\n\t"
                          "ldrd %[w0], %[w1], [%[wq]], #8\n\t"
-                         "vmul.f32 %q[t0], %q[dv], %[w0]\n\t"
-                         "vmul.f32 %q[t1], %q[dv], %[w1]\n\t"
-                         "vadd.f32 %q[a0], %q[a0], %q[t0]\n\t"
-                         "vadd.f32 %q[a1], %q[a1], %q[t1]\n\t"
+                         MV_MAC2("a0", "a1", "t0", "t1", "dv", "w0", "w1")
                          "ldrd %[w0], %[w1], [%[wq]], #8\n\t"
-                         "vmul.f32 %q[t0], %q[dv], %[w0]\n\t"
-                         "vmul.f32 %q[t1], %q[dv], %[w1]\n\t"
-                         "vadd.f32 %q[a2], %q[a2], %q[t0]\n\t"
-                         "vadd.f32 %q[a3], %q[a3], %q[t1]\n\t"
+                         MV_MAC2("a2", "a3", "t0", "t1", "dv", "w0", "w1")
                          "le lr, 1b"
                          : [a0] "+w"(a0), [a1] "+w"(a1), [a2] "+w"(a2), [a3] "+w"(a3),
                            [ad] "+w"(ad), [dv] "=&w"(dv), [t0] "=&w"(t0), [t1] "=&w"(t1),
@@ -65,10 +82,10 @@ static void src_four(float *const *pl, int32_t p, const float *d, const float *w
     } else {
         for (o = 0; o < nb; ++o, ++d, wq += 4) {
             const float32x4_t dv = vldrwq_gather_shifted_offset_z_f32(d, offs, px);
-            a0 = vaddq_f32(a0, vmulq_n_f32(dv, wq[0]));
-            a1 = vaddq_f32(a1, vmulq_n_f32(dv, wq[1]));
-            a2 = vaddq_f32(a2, vmulq_n_f32(dv, wq[2]));
-            a3 = vaddq_f32(a3, vmulq_n_f32(dv, wq[3]));
+            a0 = mv_mac(a0, dv, wq[0]);
+            a1 = mv_mac(a1, dv, wq[1]);
+            a2 = mv_mac(a2, dv, wq[2]);
+            a3 = mv_mac(a3, dv, wq[3]);
         }
     }
     vstrwq_p_f32(pl[0] + p, a0, px), vstrwq_p_f32(pl[1] + p, a1, px);
@@ -86,8 +103,8 @@ static void src_one8(float *pl, const float *d, const float *wq, int32_t nb, int
 
     for (o = 0; o < nb; ++o, wq += 4) {
         const float w = wq[0];
-        a0 = vaddq_f32(a0, vmulq_n_f32(vldrwq_gather_shifted_offset_f32(d + o, offs), w));
-        a1 = vaddq_f32(a1, vmulq_n_f32(vldrwq_gather_shifted_offset_f32(d1 + o, offs), w));
+        a0 = mv_mac(a0, vldrwq_gather_shifted_offset_f32(d + o, offs), w);
+        a1 = mv_mac(a1, vldrwq_gather_shifted_offset_f32(d1 + o, offs), w);
     }
     vstrwq_f32(pl, a0), vstrwq_f32(pl + 4, a1);
 }
@@ -100,8 +117,7 @@ static void src_one4(float *pl, const float *d, const float *wq, int32_t nb, uin
     int32_t o;
 
     for (o = 0; o < nb; ++o, wq += 4) {
-        a0 = vaddq_f32(a0, vmulq_n_f32(vldrwq_gather_shifted_offset_z_f32(d + o, offs, px),
-                                       wq[0]));
+        a0 = mv_mac(a0, vldrwq_gather_shifted_offset_z_f32(d + o, offs, px), wq[0]);
     }
     vstrwq_p_f32(pl, a0, px);
 }
@@ -182,15 +198,9 @@ static void sink_four(float *dx, int32_t dx_c, const float *dd, const int8_t *ro
                          "1:\n\t"
                          "vldrw.u32 %q[v], [%[o]]\n\t"
                          "ldrd %[d0], %[d1], [%[dd]], #8\n\t"
-                         "vmul.f32 %q[t], %q[w0], %[d0]\n\t"
-                         "vadd.f32 %q[v], %q[v], %q[t]\n\t"
-                         "vmul.f32 %q[t], %q[w1], %[d1]\n\t"
-                         "vadd.f32 %q[v], %q[v], %q[t]\n\t"
+                         MV_MAC("v", "t", "w0", "d0") MV_MAC("v", "t", "w1", "d1")
                          "ldrd %[d0], %[d1], [%[dd]], #8\n\t"
-                         "vmul.f32 %q[t], %q[w2], %[d0]\n\t"
-                         "vadd.f32 %q[v], %q[v], %q[t]\n\t"
-                         "vmul.f32 %q[t], %q[w3], %[d1]\n\t"
-                         "vadd.f32 %q[v], %q[v], %q[t]\n\t"
+                         MV_MAC("v", "t", "w2", "d0") MV_MAC("v", "t", "w3", "d1")
                          "vstrw.32 %q[v], [%[o]]\n\t"
                          "add %[o], %[o], %[step]\n\t"
                          "le lr, 1b"
@@ -203,10 +213,10 @@ static void sink_four(float *dx, int32_t dx_c, const float *dd, const int8_t *ro
     }
     for (p = 0; p < np; ++p, dx += dx_c, dd += 4) {
         float32x4_t v = vldrwq_z_f32(dx, cols);
-        v = vaddq_f32(v, vmulq_n_f32(w0, dd[0]));
-        v = vaddq_f32(v, vmulq_n_f32(w1, dd[1]));
-        v = vaddq_f32(v, vmulq_n_f32(w2, dd[2]));
-        v = vaddq_f32(v, vmulq_n_f32(w3, dd[3]));
+        v = mv_mac(v, w0, dd[0]);
+        v = mv_mac(v, w1, dd[1]);
+        v = mv_mac(v, w2, dd[2]);
+        v = mv_mac(v, w3, dd[3]);
         vstrwq_p_f32(dx, v, cols);
     }
 }
@@ -220,12 +230,12 @@ static void sink_one4(float *dx, int32_t dx_c, const float *dd, const int8_t *ro
 
     if (full) {
         for (p = 0; p < np; ++p, dx += dx_c) {
-            vstrwq_f32(dx, vaddq_f32(vldrwq_f32(dx), vmulq_n_f32(w0, dd[p])));
+            vstrwq_f32(dx, mv_mac(vldrwq_f32(dx), w0, dd[p]));
         }
         return;
     }
     for (p = 0; p < np; ++p, dx += dx_c) {
-        vstrwq_p_f32(dx, vaddq_f32(vldrwq_z_f32(dx, cols), vmulq_n_f32(w0, dd[p])), cols);
+        vstrwq_p_f32(dx, mv_mac(vldrwq_z_f32(dx, cols), w0, dd[p]), cols);
     }
 }
 
@@ -236,9 +246,7 @@ static void sink_one4(float *dx, int32_t dx_c, const float *dd, const int8_t *ro
  * row and the LE: 4 m + 3 instructions per 4 m MACs (27 per 24 at m = 6, where the C loops
  * of eight columns took 13 per 8 with a call per 8 columns) */
 #define SK_V(W, OFF)                                                                         \
-    "vldrw.u32 %q[v], [%[o], #" OFF "]\n\t"                                                  \
-    "vmul.f32 %q[t], %q[" W "], %[d]\n\t"                                                    \
-    "vadd.f32 %q[v], %q[v], %q[t]\n\t"                                                       \
+    "vldrw.u32 %q[v], [%[o], #" OFF "]\n\t" MV_MAC("v", "t", W, "d")                         \
     "vstrw.32 %q[v], [%[o], #" OFF "]\n\t"
 #define SK_LOOP(BODY)                                                                        \
     "dls lr, %[n]\n"                                                                         \
@@ -384,7 +392,7 @@ void tt_cs_pw_input_add_s8_mve(float *dx, const float *dy, int32_t ds, const int
  * pixel the step to the next row of x (an ADD, or the first load's writeback when the block
  * is the whole row): 28 instructions per 32 MACs at W = 16. */
 #define WG_LD(T, OFF) "vldrw.u32 %q[" T "], [%[x], #" OFF "]\n\t"
-#define WG_MA(T, A, R) "vmul.f32 %q[" T "], %q[" T "], %[" R "]\n\tvadd.f32 %q[" A "], %q[" A "], %q[" T "]\n\t"
+#define WG_MA(T, A, R) MV_MAC(A, T, T, R)
 /* one pixel's W columns with dy in core register R; FIRST loads the first vector (and
  * steps x when the rows are contiguous), STEP steps x otherwise */
 #define WG_PIX16(R, FIRST, O1, O2, O3, STEP)                                               \
@@ -474,7 +482,7 @@ void tt_cs_pw_wgrad_f32_mve(float *acc, const float *dy, const float *x, int32_t
         const mve_pred16_t cols = vctp32q((uint32_t)(nb - j));
         float32x4_t a = vdupq_n_f32(0.0f);
         for (p = 0; p < n; ++p) {
-            a = vaddq_f32(a, vmulq_n_f32(vldrwq_z_f32(&x[p * k + j], cols), dy[p]));
+            a = mv_mac(a, vldrwq_z_f32(&x[p * k + j], cols), dy[p]);
         }
         vstrwq_p_f32(&acc[j], a, cols);
     }
@@ -488,12 +496,9 @@ void tt_cs_pw_wgrad_f32_mve(float *acc, const float *dy, const float *x, int32_t
  * VADD of -zp, VCVT) feeds the four rows. Two pixels an iteration, each row's two dy in one
  * LDRD: 29 instructions per 32 MACs. */
 #define W4_ROW(D, A)                                                                         \
-    "ldrd %[r0], %[r1], [%[" D "]], #8\n\t"                                                  \
-    "vmul.f32 %q[t], %q[x0], %[r0]\n\tvadd.f32 %q[" A "], %q[" A "], %q[t]\n\t"               \
-    "vmul.f32 %q[t], %q[x1], %[r1]\n\tvadd.f32 %q[" A "], %q[" A "], %q[t]\n\t"
+    "ldrd %[r0], %[r1], [%[" D "]], #8\n\t" MV_MAC(A, "t", "x0", "r0") MV_MAC(A, "t", "x1", "r1")
 #define W4_ROW1(D, A)                                                                        \
-    "ldr %[r0], [%[" D "]]\n\t"                                                              \
-    "vmul.f32 %q[t], %q[x0], %[r0]\n\tvadd.f32 %q[" A "], %q[" A "], %q[t]\n\t"
+    "ldr %[r0], [%[" D "]]\n\t" MV_MAC(A, "t", "x0", "r0")
 
 static void w4_block(float *acc, int32_t as, const float *dy, int32_t ds, const int8_t *x,
                      int32_t nz, int32_t n, int32_t k)
@@ -551,10 +556,31 @@ void tt_cs_pw_wgrad4_s8_mve(float *acc, int32_t as, const float *dy, int32_t ds,
             float32x4_t a = vdupq_n_f32(0.0f);
             for (p = 0; p < n; ++p) {
                 const int32x4_t v = vsubq_n_s32(vldrbq_z_s32(&x[p * k + j], cols), x_zp);
-                a = vaddq_f32(a, vmulq_n_f32(vcvtq_f32_s32(v), d[p]));
+                a = mv_mac(a, vcvtq_f32_s32(v), d[p]);
             }
             vstrwq_p_f32(&acc[i * as + j], a, cols);
         }
+    }
+}
+#endif
+
+#if TT_MVE_F32
+/* one row's sums from int8 x (pw_wgrad_s8): acc[j] = sum over p < n of dy[p] *
+ * (float)(x[p * k + j] - x_zp), p ascending, from +0; four columns a lane vector (the last
+ * 1..3 predicated) */
+void tt_cs_pw_wgrad_s8_mve(float *acc, const float *dy, const int8_t *x, int32_t x_zp,
+                           int32_t n, int32_t k, int32_t nb)
+{
+    int32_t j, p;
+
+    for (j = 0; j < nb; j += 4) {
+        const mve_pred16_t cols = vctp32q((uint32_t)(nb - j));
+        float32x4_t a = vdupq_n_f32(0.0f);
+        for (p = 0; p < n; ++p) {
+            const int32x4_t v = vsubq_n_s32(vldrbq_z_s32(&x[p * k + j], cols), x_zp);
+            a = mv_mac(a, vcvtq_f32_s32(v), dy[p]);
+        }
+        vstrwq_p_f32(&acc[j], a, cols);
     }
 }
 #endif

@@ -26,6 +26,9 @@ void tt_cs_pw_wgrad_f32_mve(float *acc, const float *dy, const float *x, int32_t
 /* four rows' sums from int8 x, as pw_wgrad4_s8: acc[i * as + j], row i from dy + i * ds */
 void tt_cs_pw_wgrad4_s8_mve(float *acc, int32_t as, const float *dy, int32_t ds,
                             const int8_t *x, int32_t x_zp, int32_t n, int32_t k, int32_t nb);
+/* one row's sums from int8 x, as pw_wgrad_s8: acc[j], j < nb */
+void tt_cs_pw_wgrad_s8_mve(float *acc, const float *dy, const int8_t *x, int32_t x_zp,
+                           int32_t n, int32_t k, int32_t nb);
 /* a weight row's stochastic rounding, as cs_sr_row (the same bytes) */
 void tt_cs_sr_row_s8_mve(int8_t *row, const float *acc, float x_scale, float s, uint32_t key,
                          uint32_t idx0, int32_t n);

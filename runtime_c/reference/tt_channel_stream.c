@@ -26,7 +26,7 @@ void tt_cs_pw_input_s8(float *plane, const float *dy, const int8_t *w, const flo
         float acc = 0.0f;
         for (o = 0; o < cout; ++o) {
             const float d = dy[p * cout + o] * w_scale[o];
-            acc += d * (float)w[o * cin + c];
+            acc = tt_cs_fmac(acc, d, (float)w[o * cin + c]);
         }
         plane[p] = acc;
     }
@@ -268,7 +268,8 @@ void tt_cs_pw_input_add_s8(float *dx, const float *dy, const int8_t *w, const fl
         const float d = dy[p] * w_scale[c];
         float *out = &dx[p * dx_c];
         for (j = 0; j < k; ++j) {
-            out[tt_channel(idx, j)] += d * (float)row[j];
+            float *const o = &out[tt_channel(idx, j)];
+            *o = tt_cs_fmac(*o, d, (float)row[j]);
         }
     }
 }
@@ -323,7 +324,7 @@ void tt_cs_pw_weight_sgd_s8(int8_t *w, uint8_t *shadow, const float *dy, const i
     for (j = 0; j < k; ++j) {
         float acc = 0.0f;
         for (p = 0; p < n; ++p) {
-            acc += dy[p] * (float)((int32_t)x[p * k + j] - x_zp);
+            acc = tt_cs_fmac(acc, dy[p], (float)((int32_t)x[p * k + j] - x_zp));
         }
         pw_step_s8(w, shadow, acc, x_scale, k, w_cin, idx, c, j, step, u);
     }
@@ -363,7 +364,7 @@ void tt_cs_pw_weight_sgd_s8f(int8_t *w, uint8_t *shadow, const float *dy, const 
     for (j = 0; j < k; ++j) {
         float acc = 0.0f;
         for (p = 0; p < n; ++p) {
-            acc += dy[p] * xf[p * k + j];
+            acc = tt_cs_fmac(acc, dy[p], xf[p * k + j]);
         }
         pw_step_s8(w, shadow, acc, x_scale, k, w_cin, idx, c, j, step, u);
     }
@@ -379,7 +380,7 @@ void tt_cs_pw_weight_sgd_f32(float *w, float *m, const float *dy, const float *x
         float *wp = &w[c * w_cin + tt_channel(idx, j)];
         float acc = 0.0f;
         for (p = 0; p < n; ++p) {
-            acc += dy[p] * x[p * k + j];
+            acc = tt_cs_fmac(acc, dy[p], x[p * k + j]);
         }
         *wp = tt_sgd_elem(*wp, acc, m != NULL ? &m[c * k + j] : NULL, lr, momentum, wd);
     }

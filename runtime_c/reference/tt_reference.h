@@ -18,8 +18,28 @@
 #ifndef TT_REFERENCE_H
 #define TT_REFERENCE_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* TT_F32_FMA (the build's -DTT_F32_FMA=1, `tinytrain build --fp32-mac fused`): the sums of the
+ * channel-streamed 1x1 backward (input gradient source and sinks, weight gradients: the
+ * kernels tt_cs_fmac marks) round each multiply-add once, as Helium's VFMA does. Cores with
+ * Helium's float lanes build so (boards' `fp32_fma`): a separate VMUL and VADD cost twice
+ * the instructions. Everything else, and every build without it, rounds product and sum. */
+#ifndef TT_F32_FMA
+#define TT_F32_FMA 0
+#endif
+
+/* acc + a * b in the channel-streamed 1x1 sums: fused under TT_F32_FMA, else rounded twice */
+static inline float tt_cs_fmac(float acc, float a, float b)
+{
+#if TT_F32_FMA
+    return fmaf(a, b, acc);
+#else
+    return acc + a * b;
+#endif
+}
 
 /* Geometry of a 2-D convolution or pooling window, precomputed at compile time. */
 typedef struct {

@@ -25,7 +25,7 @@ from tinytrain.device.link.device import state_mismatch
 from tinytrain.device.qemu import TWIN_FLASH
 from tinytrain.errors import DataError, OptionError
 from tinytrain.passes.add_loss import LOSSES
-from tinytrain.passes.pipeline import KERNELS, Options, pipeline
+from tinytrain.passes.pipeline import FP32_MACS, KERNELS, Options, pipeline
 from tinytrain.quant.update import ROUNDINGS
 from tinytrain.version import __version__
 
@@ -214,6 +214,14 @@ def build(
                                 "M4F/M7; the same loops in portable C elsewhere); reference: "
                                 "only the portable reference kernels. int8 results are "
                                 "identical."),
+    fp32_mac: str = typer.Option("auto", "--fp32-mac", rich_help_panel=TARGET,
+                                 help=f"{_choices(FP32_MACS)} How the fp32 backward's "
+                                 "channel-streamed 1x1 sums (input and weight gradients) "
+                                 "multiply-add. fused: one rounding (Helium's VFMA, half the "
+                                 "instructions of a VMUL and a VADD); separate: product and "
+                                 "sum rounded; auto: fused on boards with Helium (Cortex-M55), "
+                                 "separate elsewhere. A host build with --fp32-mac fused "
+                                 "computes what such a board does, bit for bit."),
     prefix: str = typer.Option("tt", rich_help_panel=TARGET,
                                help="Name of the model's C API: PREFIX_init, "
                                "PREFIX_train_step, PREFIX_INPUT_SIZE, ... (lowercase letters, "
@@ -237,7 +245,7 @@ def build(
                                                               qas, rounding, seed),
                        update=update, memory_passes=memory_passes, quantize=quantize,
                        calib=calib, kernels=kernels, prefix=prefix, new_head=new_head,
-                       remat=remat, profile_members=profile_members,
+                       remat=remat, profile_members=profile_members, fp32_mac=fp32_mac,
                        **_headroom(weight_headroom, quantize))
         parse_remat(remat)
         if dump_ir is not None:

@@ -173,10 +173,12 @@ def kernel_sites(g: Graph, cg: CContext) -> str:
 
 
 def render(g: Graph, plan: Plan, board: Board | str, kernels: str = "optimized",
-           prefix: str = DEFAULT_PREFIX, generic: frozenset[str] = frozenset()) -> dict[str, str]:
+           prefix: str = DEFAULT_PREFIX, generic: frozenset[str] = frozenset(),
+           fp32_fma: bool = False) -> dict[str, str]:
     """Return {relative path: file text} for the whole generated project. `prefix` names the
     model's public C symbols (check_prefix); `generic` names the optimised kernel families
-    kept generic to fit the board's flash (device/kernel_choice.py)."""
+    kept generic to fit the board's flash (device/kernel_choice.py); `fp32_fma` fuses the
+    channel-streamed 1x1 backward's multiply-adds (-DTT_F32_FMA=1, pipeline.fp32_fma)."""
     board = load_board(board) if isinstance(board, str) else board
     check_prefix(prefix)
     cg = CContext(g, plan, optimized=kernels == "optimized", prefix=prefix, generic=generic)
@@ -228,6 +230,7 @@ def render(g: Graph, plan: Plan, board: Board | str, kernels: str = "optimized",
         "board": board.name,
         "cc": board.cc,
         "cflags": board.cflags,
+        "fp32_fma": fp32_fma,
     }
     if board.is_mcu:
         layout = flash_layout(g, board)

@@ -25,7 +25,7 @@ from tinytrain.device.kernel_choice import Family, fit_kernels, kernel_report
 from tinytrain.device.toolchain import compile_project
 from tinytrain.errors import BuildError, FlashOverflow, OptionError, TinyTrainError
 from tinytrain.ir import Graph
-from tinytrain.passes.pipeline import KERNELS, Options, compile_model
+from tinytrain.passes.pipeline import FP32_MACS, KERNELS, Options, compile_model, fp32_fma
 from tinytrain.reports.layers import LayerCapture
 from tinytrain.reports.memory import PEAK_KEYS, memory_details
 from tinytrain.reports.report import memory_report
@@ -120,6 +120,9 @@ def check_build(opts: Options, out: Path) -> None:
     check_prefix(opts.prefix)
     if opts.kernels not in KERNELS:
         raise OptionError(f"--kernels must be one of {', '.join(KERNELS)}, got {opts.kernels!r}")
+    if opts.fp32_mac not in FP32_MACS:
+        raise OptionError(f"--fp32-mac must be one of {', '.join(FP32_MACS)}, "
+                          f"got {opts.fp32_mac!r}")
     check_out_dir(Path(out))
 
 
@@ -171,7 +174,9 @@ def _write_build(g: Graph, plan: Any, board: Board, model: Path, out: Path, opts
     (device/kernel_choice.py) and links again."""
     generic: list[Family] = []
     with staged(Path(out), PROGRAM_JSON, NOT_A_BUILD.format(out=out)) as tmp:
-        files = render(g, plan, board, kernels=opts.kernels, prefix=opts.prefix)
+        fused = fp32_fma(opts, board)
+        report["fp32_mac"] = "fused" if fused else "separate"
+        files = render(g, plan, board, kernels=opts.kernels, prefix=opts.prefix, fp32_fma=fused)
         write_files(files, tmp)
         if chosen is not None:  # the chosen plan's TOML and the measurements, for next time
             write_files(chosen.files(), tmp)
@@ -185,7 +190,7 @@ def _write_build(g: Graph, plan: Any, board: Board, model: Path, out: Path, opts
             except FlashOverflow as e:
                 generic = fit_kernels(tmp, board, generic, e)
             files = render(g, plan, board, kernels=opts.kernels, prefix=opts.prefix,
-                           generic=frozenset(f.name for f in generic))
+                           generic=frozenset(f.name for f in generic), fp32_fma=fused)
             write_files({k: v for k, v in files.items()  # make recompiles what changed
                          if not (tmp / k).exists() or (tmp / k).read_text() != v}, tmp)
         if board.is_mcu:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tinytrain.boards import load_board, sram_limits
+from tinytrain.boards import Board, load_board, sram_limits
 from tinytrain.errors import ModelError
 from tinytrain.ir import Graph
 from tinytrain.ops import get_op
@@ -34,6 +34,7 @@ from tinytrain.passes.weight_headroom import TRAINED_WEIGHT_HEADROOM, widen_trai
 from tinytrain.passes.x_float import convert_update_inputs
 
 KERNELS = ("optimized", "reference")
+FP32_MACS = ("auto", "fused", "separate")
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,14 @@ class Options:
     # count the ops inside row and channel streams one by one too (`tinytrain bench` lists
     # them); costs a few instructions per member call, so off by default
     profile_members: bool = False
+    # the channel-streamed 1x1 backward's fp32 multiply-adds: "fused" (one rounding, TT_F32_FMA),
+    # "separate" (product and sum rounded), "auto": the board's `fp32_fma` (Helium cores fuse)
+    fp32_mac: str = "auto"
+
+
+def fp32_fma(opts: Options, board: Board) -> bool:
+    """Whether the build fuses the channel-streamed 1x1 backward's multiply-adds."""
+    return opts.fp32_mac == "fused" or (opts.fp32_mac == "auto" and board.fp32_fma)
 
 
 def load_model(path: Path) -> Graph:

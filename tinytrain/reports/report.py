@@ -102,6 +102,9 @@ def summary(r: dict[str, Any]) -> str:
         + (f"  recompute {m['recompute']:,} (+{100 * m['recompute'] / step:.1f} %)"
            if m.get("recompute") and (step := m["forward"] + m["backward"]) else ""),
     ]
+    if r.get("fp32_mac") == "fused":
+        lines.append("  fp32 1x1 backward sums: fused multiply-adds (--fp32-mac fused; a host "
+                     "build with the same option computes the same bits)")
     if r.get("soft_float"):
         sf = r["soft_float"]
         lines.append(f"  fp32 in soft-float (no FPU on this core): ~{sf['instructions_per_mac']:g}"
