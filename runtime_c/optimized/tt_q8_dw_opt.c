@@ -29,7 +29,8 @@
  * Add: LiteRT's per-input rescale RDBPOT(SRDHM((x + off) << 20, m), e) is exactly
  * SMMLAR((x + off) << 21, m, 2^(e-1) - [x + off < 0]) >> e by the same argument (or
  * (x + off) << 19 for the usual m = 2^30, e = 0 of the input with the larger scale); the sum
- * is rescaled likewise. Constants are hoisted and 4 results are packed per store.
+ * is rescaled likewise. Constants are hoisted and 4 results are packed per store. On Helium
+ * cores (Cortex-M55) the add runs tt_q8_add_mve.c's kernel instead, sixteen elements a block.
  *
  * On Cortex-M4/M7 the inner blocks are inline assembly of DSP instructions: the equivalent
  * arm_acle.h intrinsics come out of GCC 12 with split 64-bit loads, separate rotations and
@@ -38,6 +39,7 @@
  * a portable C path computes the same integers.
  */
 #include "tt_kernels.h"
+#include "tt_q8_add_mve.h"
 #include "tt_q8_lanes.h"
 #include "tt_q8_mve.h"
 
@@ -1961,9 +1963,17 @@ static void add_run(int8_t *y, const int8_t *a, const int8_t *b, int32_t n,
                     const tt_q8_add *p)
 {
     add_k k;
-    int ka = add_kind(p->a_mult, p->a_shift), kb = add_kind(p->b_mult, p->b_shift);
+    int ka, kb;
     int32_t i;
 
+#if TT_MVE
+    /* Helium: sixteen elements a block, LiteRT's constants and more (tt_q8_add_mve.c) */
+    if (tt_q8_add_mve(y, a, b, n, p)) {
+        return;
+    }
+#endif
+    ka = add_kind(p->a_mult, p->a_shift);
+    kb = add_kind(p->b_mult, p->b_shift);
     /* Ranges: |x + off| <= 383, so (x + off) << 21 fits; a rescaled input is at most
      * 383 * 2^19 for any m < 2^31, twice their sum < 2^29.6; the output's SRDHM is below
      * 2^28.6 and |2^(e-1) + out_offset * 2^e| <= 129 * 2^22 for e <= 22: no SMMLAR wraps. */

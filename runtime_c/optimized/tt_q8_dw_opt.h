@@ -43,7 +43,8 @@ void tt_conv2d_s8_dw_pk_row(const tt_rows *y, const tt_rows *x, int32_t oy, cons
 /* Elementwise add of two same-shape contiguous tensors of n elements (no broadcast, so not
  * tt_add_s8's signature: the code generator picks it by geometry, not by name). Fast
  * path for LiteRT's constants (left_shift 20, out_shift in [-22, -1], int8 offsets and
- * activation range); anything else runs the reference arithmetic. */
+ * activation range; on Helium cores tt_q8_add_mve.h's, out_shift down to -31); anything else
+ * runs the reference arithmetic. */
 void tt_add_s8_opt(int8_t *y, const int8_t *a, const int8_t *b, int32_t n,
                    const tt_q8_add *p);
 /* row r of a same-shape add, operands and result in rings (as tt_add_s8_row) */

@@ -349,6 +349,131 @@ static void test_add_limits(int32_t *id)
     }
 }
 
+/* A rescale of one input: linear (LiteRT's for the input of the larger scale), ordinary,
+ * tiny (every rounding tie visible) or extreme (shift down to -31, multiplier 0 or 2^31 - 1) */
+static void random_add_input(int32_t *mult_, int32_t *shift_)
+{
+    switch (rnd(0, 5)) {
+    case 0:
+    case 1: *mult_ = 1 << 30; *shift_ = 0; break;
+    case 2: *mult_ = rnd(1, 1 << 12); *shift_ = rnd(-5, -1); break;
+    case 3:
+        *mult_ = rnd(0, 2) == 0 ? rnd(0, 1) * 0x7FFFFFFF : (int32_t)(th_rand(&seed) >> 1);
+        *shift_ = rnd(-31, -1);
+        break;
+    default:
+        *mult_ = (int32_t)(0x40000000u + (th_rand(&seed) & 0x3FFFFFFFu));
+        *shift_ = rnd(-8, -1);
+        break;
+    }
+}
+
+/* Random constants over every path of the optimised adds (the Helium kernel: a linear input
+ * folded into the other's rounding for shifts 1..3, other shifts, both or neither input
+ * linear, clamped or not), input offsets over the whole accepted [-255, 255], output shifts
+ * 1..31; one case in eight outside the fast paths (the reference arithmetic's fallback).
+ * Lengths from 1 up, most with a tail past a multiple of 16; the bytes past the output must
+ * stay as they were, and the row form runs the same constants on rings. */
+static void test_add_sweep(int32_t *id)
+{
+    int32_t i;
+    for (i = 0; i < 240; ++i) {
+        const int32_t n = i % 4 == 0 ? rnd(1, 40) : 16 * rnd(1, 20) + rnd(0, 15);
+        const int32_t h = rnd(1, 3);
+        const int32_t shape[4] = {1, 1, h, n}, str[4] = {h * n, h * n, n, 1};
+        int8_t *a = xbuf, *b = xbuf + h * n;
+        tt_rows ar, br, yr;
+        tt_q8_add p;
+        int32_t r;
+
+        p.a_offset = rnd(0, 7) == 0 ? (rnd(0, 1) ? 255 : -255) : rnd(-255, 255);
+        p.b_offset = rnd(0, 7) == 0 ? (rnd(0, 1) ? 255 : -255) : rnd(-255, 255);
+        p.out_offset = rnd(-128, 127);
+        p.left_shift = 20;
+        random_add_input(&p.a_mult, &p.a_shift);
+        random_add_input(&p.b_mult, &p.b_shift);
+        /* the sum is up to 2^28.6: a multiplier near 2^(10 + shift) keeps the outputs
+         * inside int8, where the output rounding's ties show (often for small shifts) */
+        r = rnd(0, 2);
+        p.out_shift = r == 0 ? rnd(-6, -1) : (r == 1 ? rnd(-31, -7) : rnd(-22, -15));
+        r = -p.out_shift + 10 + rnd(-3, 1);
+        p.out_mult = r >= 31 ? (int32_t)(0x40000000u + (th_rand(&seed) & 0x3FFFFFFFu))
+                             : (int32_t)((1u << r) + (th_rand(&seed) & ((1u << r) - 1)));
+        if (rnd(0, 1)) {
+            p.act_min = -128;
+            p.act_max = 127;
+        } else {
+            p.act_min = rnd(-128, 127);
+            p.act_max = rnd(p.act_min, 127);
+        }
+        if (rnd(0, 7) == 0) { /* outside the fast paths */
+            switch (rnd(0, 4)) {
+            case 0: p.out_shift = rnd(0, 2); break;
+            case 1: p.left_shift = rnd(17, 19); break;
+            case 2: p.a_offset = rnd(0, 1) ? 256 : -256; break;
+            case 3: p.b_mult = (1 << 30) + 1; p.b_shift = 0; break;
+            default: p.out_mult = -p.out_mult; break;
+            }
+        }
+        fill(a, 2 * h * n);
+        if (i % 3 == 1) {
+            /* The inputs' rounding (and its ties) show only where a sum's last bit moves an
+             * output: one input at its zero point (0 rescaled), the other small (a tiny
+             * multiplier), the output's shift 1..3. */
+            int8_t *const z = rnd(0, 1) ? a : b;
+            int32_t *const zo = z == a ? &p.a_offset : &p.b_offset;
+            int32_t *const m = z == a ? &p.b_mult : &p.a_mult;
+            int32_t *const e = z == a ? &p.b_shift : &p.a_shift;
+            *zo = rnd(-127, 128);
+            memset(z, -*zo, (size_t)(h * n));
+            *m = rnd(1, 1 << 12);
+            *e = rnd(-6, -1);
+            if (rnd(0, 1)) { /* the other linear, as LiteRT has it */
+                *(z == a ? &p.a_mult : &p.b_mult) = 1 << 30;
+                *(z == a ? &p.a_shift : &p.b_shift) = 0;
+            }
+            p.out_mult = (int32_t)(0x40000000u + (th_rand(&seed) & 0x3FFFFFFFu));
+            p.out_shift = rnd(-3, -1);
+            p.left_shift = 20;
+        } else if (rnd(0, 7) == 0) { /* the extremes of both inputs */
+            memset(a, rnd(0, 1) ? 0x80 : 0x7F, (size_t)n);
+            memset(b, rnd(0, 1) ? 0x80 : 0x7F, (size_t)n);
+        }
+        tt_add_s8(yref, a, b, shape, str, str, &p);
+        memset(yopt, 0x5A, (size_t)(h * n + 16));
+        tt_add_s8_opt(yopt, a, b, h * n, &p);
+        if (check(yref, yopt, h * n, "add_sweep", *id)) {
+            ++*id;
+            continue;
+        }
+        for (r = h * n; r < h * n + 16; ++r) {
+            if (yopt[r] != 0x5A) {
+                say("MISMATCH add_sweep: a byte past the output written\n");
+                ++failures;
+                break;
+            }
+        }
+        ar.base = ring;
+        ar.rows = 2;
+        ar.row_bytes = n;
+        br.base = ring + 2 * n;
+        br.rows = 2;
+        br.row_bytes = n;
+        yr.base = yring;
+        yr.rows = 2;
+        yr.row_bytes = n;
+        for (r = 0; r < h; ++r) {
+            memcpy(tt_row(&ar, r), a + r * n, (size_t)n);
+            memcpy(tt_row(&br, r), b + r * n, (size_t)n);
+            tt_add_s8_row_opt(&yr, &ar, &br, r, &p);
+            if (check(yref + r * n, tt_row(&yr, r), n, "add_sweep_row", *id)) {
+                break;
+            }
+        }
+        ++*id;
+    }
+}
+
 /* The limits of the depthwise fast requantisation: every shift, extreme offsets and biases
  * at the overflow bound, on 1x1 convolutions (accumulator = (x + in_offset) * w + bias). */
 static void test_dw_requant_limits(int32_t *id)
@@ -491,6 +616,8 @@ static void run_tests(void)
         }
     }
     test_add_limits(&id);
+    seed = 777u;
+    test_add_sweep(&id);
     snprintf(s, sizeof s, "add: %ld cases\n", (long)id);
     say(s);
 }
@@ -563,13 +690,15 @@ static void bench_dw_dead(int32_t h, int32_t c, int32_t k, int32_t st, int32_t r
     say(s);
 }
 
-static void bench_add(int32_t h, int32_t c, int32_t clamp)
+/* bshift: the rescaled input's right shift (LiteRT: 1 or 2 where the inputs' scales are
+ * within 4x of each other), 0: random (1..6) */
+static void bench_add(int32_t h, int32_t c, int32_t clamp, int32_t bshift)
 {
     const int32_t n = h * h * c;
     const int32_t shape[4] = {1, h, h, c}, str[4] = {n, h * c, c, 1};
     tt_q8_add p;
     uint32_t t0, tref, topt;
-    char s[160], ra[16], rb[16];
+    char s[160], ra[16], rb[16], tag[16];
 
     fill(xbuf, 2 * n);
     random_add_params(&p, 0);
@@ -579,6 +708,9 @@ static void bench_add(int32_t h, int32_t c, int32_t clamp)
         p.act_min = -128;
         p.act_max = 127;
     }
+    if (bshift) {
+        p.b_shift = -bshift;
+    }
     t0 = th_ticks();
     tt_add_s8(yref, xbuf, xbuf + n, shape, str, str, &p);
     tref = th_elapsed(t0);
@@ -586,9 +718,13 @@ static void bench_add(int32_t h, int32_t c, int32_t clamp)
     tt_add_s8_opt(yopt, xbuf, xbuf + n, n, &p);
     topt = th_elapsed(t0);
     check(yref, yopt, n, "bench", 0);
-    snprintf(s, sizeof s, "add %2ldx%-2ld c%-3ld %s | ref %s opt %s instr/element\n",
-             (long)h, (long)h, (long)c, clamp ? "clamp" : "full ", fmt2(ra, tref, (uint32_t)n),
-             fmt2(rb, topt, (uint32_t)n));
+    tag[0] = '\0';
+    if (bshift) {
+        snprintf(tag, sizeof tag, " b>>%ld", (long)bshift);
+    }
+    snprintf(s, sizeof s, "add %2ldx%-2ld c%-3ld %s%s | ref %s opt %s instr/element\n",
+             (long)h, (long)h, (long)c, clamp ? "clamp" : "full ", tag,
+             fmt2(ra, tref, (uint32_t)n), fmt2(rb, topt, (uint32_t)n));
     say(s);
 }
 
@@ -633,10 +769,13 @@ static void run_bench(void)
     bench_dw_dead(64, 48, 3, 2, 1, 1);
     bench_dw_dead(16, 48, 5, 1, 2, 1);
     bench_dw_dead(32, 48, 7, 2, 0, 1);
-    bench_add(32, 16, 0);
-    bench_add(32, 16, 1);
-    bench_add(8, 48, 0);
-    bench_add(4, 96, 0);
+    bench_add(32, 16, 0, 0);
+    bench_add(32, 16, 1, 0);
+    bench_add(8, 48, 0, 0);
+    bench_add(4, 96, 0, 0);
+    bench_add(16, 24, 0, 1);
+    bench_add(16, 24, 1, 1);
+    bench_add(16, 24, 0, 5);
 }
 
 #ifdef TT_DW_BENCH
