@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.library_helpers import (
@@ -21,10 +22,12 @@ from tests.library_helpers import (
     build,
     digits,
     host_losses,
+    ir_samples,
     parse,
     torch_model,
     write_samples,
 )
+from tinytrain.device.runner import HostProgram  # noqa: E402
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("cmake", "gcc", "g++")),
@@ -105,6 +108,52 @@ target_link_libraries(example PRIVATE mlp_model)
     ex = _ok(subprocess.run([str(exe / "example")], capture_output=True, text=True))
     losses = [float(ln.split()[3]) for ln in ex.splitlines() if ln.startswith("step")]
     assert len(losses) == 20 and losses[-1] < 0.1 * losses[0]
+
+
+def _host_params(build_dir, x, y) -> dict[str, bytes]:
+    """The build's own host program trained on x, y: its trained parameters' bytes."""
+    xs = ir_samples(build_dir, x)
+    with HostProgram(build_dir) as dev:
+        for s, t in zip(xs, y, strict=True):
+            dev.train(s, np.int32(t))
+        return {k: np.ascontiguousarray(v).tobytes() for k, v in dev.get_params().items()}
+
+
+def test_fused_build_exports_a_fused_runtime(tmp_path, cli):
+    """A --fp32-mac fused build (the Cortex-M55 boards' default) exports a runtime whose
+    channel-streamed 1x1 sums fuse as the build's do, with no macro from the project: the
+    exported C trains as the build's tt_host, bit for bit, which the separate build does not
+    (its fp32 1x1 weight gradients round otherwise)."""
+    from tests.torch_models import MobileNetV2
+
+    onnx = torch_model(lambda: MobileNetV2(0.35, 32, 10), tmp_path / "mbv2.onnx", 3)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (STEPS, 3, 32, 32)).astype(np.float32)
+    y = rng.integers(0, 10, STEPS).astype(np.int32)
+    builds = {mac: build(onnx, tmp_path / mac, "--prefix", "mb", "--lr", "0.05", "--momentum",
+                         "0.9", "--fp32-mac", mac) for mac in ("fused", "separate")}
+    assert "tt_cs_pw_weight_sgd_f32" in (builds["fused"] / "model.c").read_text()
+    want = _host_params(builds["fused"], x, y)
+    separate = _host_params(builds["separate"], x, y)
+    assert any(want[k] != separate[k] for k in want)  # the fused sums round otherwise
+    lib = tmp_path / "mb_cmake"
+    cli("export-lib", builds["fused"], "--format", "cmake", "--out", lib)
+    assert "#define TT_F32_FMA 1" in (lib / "runtime" / "tt_reference.h").read_text()
+    write_samples(tmp_path / "samples.h", "samples", builds["fused"], x, y)
+    defs = 'MODEL=mb MODEL_UP=MB MODEL_HEADER="mb_model.h"'
+    _project(tmp_path / "app", f"""
+add_subdirectory({lib} mb)
+add_executable(train_c {LIB_C}/train.c)
+target_link_libraries(train_c PRIVATE tinytrain::mb)
+target_include_directories(train_c PRIVATE {tmp_path})
+target_compile_definitions(train_c PRIVATE {defs})
+""")
+    _ok(_cmake(tmp_path / "app", tmp_path))
+    run = parse(_ok(subprocess.run([str(tmp_path / "cmake-build" / "train_c")],
+                                   capture_output=True, text=True)))
+    assert run.losses == host_losses(builds["fused"], x, y)
+    assert {k: v for k, (_, v) in run.params.items()} == want, \
+        "the exported runtime does not fuse as its build"
 
 
 def test_two_prefixed_models_train_in_one_program(models, tmp_path, cli):

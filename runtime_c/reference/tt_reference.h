@@ -26,7 +26,9 @@
  * channel-streamed 1x1 backward (input gradient source and sinks, weight gradients: the
  * kernels tt_cs_fmac marks) round each multiply-add once, as Helium's VFMA does. Cores with
  * Helium's float lanes build so (boards' `fp32_fma`): a separate VMUL and VADD cost twice
- * the instructions. Everything else, and every build without it, rounds product and sum. */
+ * the instructions. Everything else, and every build without it, rounds product and sum.
+ * A library exported from a fused build (tinytrain export-lib) has this default set to 1:
+ * its runtime computes the build's bits whatever the project's flags. */
 #ifndef TT_F32_FMA
 #define TT_F32_FMA 0
 #endif

@@ -18,13 +18,16 @@ REPORT_JSON = "report.json"
 MEMORY_JSON = "memory.json"
 
 
-def program_info(g: Graph, board: Board, prefix: str = "tt") -> dict[str, Any]:
-    """What the runner and exporter need to know about the built program."""
+def program_info(g: Graph, board: Board, prefix: str = "tt",
+                 fp32_fma: bool = False) -> dict[str, Any]:
+    """What the runner and exporter need to know about the built program (`fp32_fma`: built
+    with --fp32-mac fused, which the exported library's runtime must be too)."""
     label = next(t for t in g.tensors.values() if t.kind == "label")
     x = g.t(g.inputs[0])
     return {
         "board": board.ref,  # a name, or the path of a board file outside the package
         "c_prefix": prefix,  # the model's C names (tinytrain export-lib names its files so)
+        "fp32_mac": "fused" if fp32_fma else "separate",
         "model_id": model_id(g),
         "profile_ops": profile_ops(g),
         # counted after the ops' counters, when count_members (Options.profile_members)

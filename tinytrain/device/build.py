@@ -181,7 +181,8 @@ def _write_build(g: Graph, plan: Any, board: Board, model: Path, out: Path, opts
         if chosen is not None:  # the chosen plan's TOML and the measurements, for next time
             write_files(chosen.files(), tmp)
         shutil.copyfile(model, tmp / ("source_model" + Path(model).suffix.lower()))
-        info = json.dumps(program_info(g, board, opts.prefix), indent=1, sort_keys=True)
+        info = json.dumps(program_info(g, board, opts.prefix, fused), indent=1,
+                          sort_keys=True)
         (tmp / PROGRAM_JSON).write_text(info + "\n")
         while True:
             try:

@@ -41,6 +41,13 @@ def pragma(optimize: str) -> str:
 """
 
 
+# A build made with --fp32-mac fused computes the channel-streamed 1x1 sums with fused
+# multiply-adds (TT_F32_FMA, runtime_c/reference/tt_reference.h): its exported runtime gets
+# that default, so no build system has to pass a macro (one setting per project's runtime).
+FMA_DEFAULT = ("#ifndef TT_F32_FMA\n#define TT_F32_FMA 0\n#endif",
+               "#ifndef TT_F32_FMA\n#define TT_F32_FMA 1 /* exported from a --fp32-mac fused build "
+               "*/\n#endif")
+
 MODEL_PRAGMA = pragma('"fp-contract=off"')
 RUNTIME_PRAGMA = pragma('"O2", "fp-contract=off"')  # -O2: see RUNTIME_OPT
 _INCLUDE = '#include "model.h"\n'
@@ -90,8 +97,11 @@ def load_sources(build_dir: Path) -> LibrarySources:
     except (OSError, UnicodeDecodeError) as e:
         raise BuildError(f"{build_dir} is an incomplete build ({e}); rebuild it with "
                          "`tinytrain build`") from None
-    if model_c.count(_INCLUDE) != 1 or "tt_kernels.h" not in runtime:
+    if model_c.count(_INCLUDE) != 1 or "tt_kernels.h" not in runtime or \
+            runtime.get("tt_reference.h", "").count(FMA_DEFAULT[0]) != 1:
         raise BuildError(f"{build_dir}'s model.c or runtime/ is not what `tinytrain build` "
                          "wrote; rebuild it")
+    if info.get("fp32_mac") == "fused":
+        runtime["tt_reference.h"] = runtime["tt_reference.h"].replace(*FMA_DEFAULT)
     return LibrarySources(prefix, info, model_c.replace(_INCLUDE, f'#include "{prefix}_model.h"\n'),
                           model_h, runtime)
