@@ -7,19 +7,26 @@ in its own FLWR_HOME and ports, and the SuperLink it started is stopped by PID."
 from __future__ import annotations
 
 import json
+import logging
 import shutil
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 flwr = pytest.importorskip("flwr")
 
+from flwr.app import Error  # noqa: E402
+
 from tests.fleet_task import pretrained, turned_digits  # noqa: E402
 from tinytrain.device.build import build  # noqa: E402
 from tinytrain.device.runner import open_program  # noqa: E402
+from tinytrain.fleet import records as rec  # noqa: E402
+from tinytrain.fleet.aggregate import Master, Reply  # noqa: E402
 from tinytrain.fleet.local import accuracy  # noqa: E402
 from tinytrain.fleet.simulate import simulate, write_app  # noqa: E402
-from tinytrain.fleet.tensors import trained_tensors  # noqa: E402
+from tinytrain.fleet.strategy import SparseFedAvg  # noqa: E402
+from tinytrain.fleet.tensors import Trained, trained_tensors  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
 from tinytrain.passes.pipeline import Options  # noqa: E402
 
@@ -42,6 +49,56 @@ def fleet(tmp_path_factory):
     (d / "broken").mkdir()  # a device class whose build is missing: its nodes fail
     shutil.copy(d / "bias" / "program.json", d / "broken" / "program.json")
     return d
+
+
+class _Reply:
+    """What the strategy reads of a reply: Flower's public Message API (metadata.src_node_id,
+    has_error(), error, content). Flower builds a real Message only inside a run."""
+
+    def __init__(self, node: int, content=None, reason: str | None = None) -> None:
+        self.metadata, self.content = SimpleNamespace(src_node_id=node), content
+        self.error = Error(code=0, reason=reason) if reason else None
+
+    def has_error(self) -> bool:
+        return self.error is not None
+
+
+def test_strategy_counts_logs_and_skips_failed_replies() -> None:
+    """aggregate_train without a run: failed replies are counted, logged with their node and
+    reason as FedAvg logs them, and left out of the average; the others are averaged as
+    Master.update averages them, each with its own keys."""
+    w, b = Trained("w", (2, 3), "f32"), Trained("b", (3,), "f32")
+    start = {"w": np.zeros((2, 3), np.float32), "b": np.zeros(3, np.float32)}
+    plans = {3: [w, b], 9: [b]}
+    parts = {3: {"w": np.full((2, 3), 1.0, np.float32), "b": np.full(3, 2.0, np.float32)},
+             9: {"b": np.full(3, 5.0, np.float32)}}
+    samples = {3: 30, 9: 10}
+    strategy = SparseFedAvg(Master(start, {"w": w, "b": b}), {})
+    replies = [_Reply(n, rec.reply_content(parts[n], plans[n], samples[n], 0.5 * n))
+               for n in (3, 9)]
+    replies.insert(1, _Reply(5, reason="the twin died"))
+    logger, seen = logging.getLogger("flwr"), []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logger.addHandler(handler)
+    try:
+        arrays, metrics = strategy.aggregate_train(1, iter(replies))
+    finally:
+        logger.removeHandler(handler)
+    assert seen[:2] == ["aggregate_train: Received 2 results and 1 failures",
+                        "\t> Received error in reply from node 5: the twin died"]
+    assert seen[2] == ("tinytrain round 1: 2 devices (1 failed), 40 samples, loss 2.2500, "
+                       "uplink 48 B, downlink 0 B")  # no configure_train: nothing sent
+    assert (metrics["devices"], metrics["failed"], metrics[rec.SAMPLES]) == (2, 1, 40)
+    assert metrics["train-loss"] == (30 * 1.5 + 10 * 4.5) / 40
+    assert strategy.plans == plans
+    ref = Master(start, {"w": w, "b": b}).update(
+        [Reply(parts[n], plans[n], samples[n]) for n in (3, 9)])
+    got = rec.from_arrays(arrays)
+    assert got.keys() == ref.keys()
+    for name, v in ref.items():
+        assert np.array_equal(got[name], v), name
+    assert np.allclose(got["b"], 2.75) and np.allclose(got["w"], 1.0)
 
 
 def test_fleet_simulate_federates_mixed_plans(fleet, cli) -> None:

@@ -6,6 +6,9 @@ tinytrain devices replies with the trained elements of the tensors each device's
 strategy sends each device the tensors it trains, averages every element over the devices
 that trained it (aggregate.Master: a float master copy, requantised to each tensor's scale),
 and records per round the bytes that crossed the network and which nodes failed.
+
+Only Flower's public API: the strategy's public methods and the Message API (FedAvg's own
+reply check is private, so replies are sorted and their failures logged here, as it logs them).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from logging import INFO
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
-from flwr.common.logger import log
+from flwr.common import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
@@ -36,6 +39,23 @@ class RoundLog:
     loss: float = float("nan")
     downlink: dict[int, int] = field(default_factory=dict)  # node -> tensor bytes sent
     uplink: dict[int, int] = field(default_factory=dict)  # node -> tensor bytes received
+
+
+def split_replies(replies: Iterable[Message]) -> tuple[list[Message], list[Message]]:
+    """The replies that carry content and the failed ones, each failure logged with its node
+    and reason, in the words FedAvg's aggregate_train uses. Nothing else is checked: each
+    device's reply has its own keys (FedAvg's consistency check would refuse them)."""
+    if not replies:  # as FedAvg: an empty collection is not logged
+        return [], []
+    valid: list[Message] = []
+    errors: list[Message] = []
+    for m in replies:
+        (errors if m.has_error() else valid).append(m)
+    log(INFO, "aggregate_train: Received %s results and %s failures", len(valid), len(errors))
+    for m in errors:
+        log(INFO, "\t> Received error in reply from node %d: %s", m.metadata.src_node_id,
+            m.error.reason)
+    return valid, errors
 
 
 class SparseFedAvg(FedAvg):
@@ -72,7 +92,7 @@ class SparseFedAvg(FedAvg):
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        valid, errors = self._check_and_log_replies(replies, is_train=True, validate=False)
+        valid, errors = split_replies(replies)
         log_ = self.rounds[-1] if self.rounds and self.rounds[-1].round == server_round \
             else RoundLog(server_round)
         got = []
