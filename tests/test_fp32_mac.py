@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import tinytrain
+from tests.library_helpers import DIGITS_ONNX
 from tinytrain.device.state_file import read as read_saved
 
 torch = pytest.importorskip("torch")
@@ -80,6 +81,15 @@ def test_fused_host_build_trains_like_the_separate_one(tmp_path, case):
         np.testing.assert_allclose(fused_p[k], sep_p[k], rtol=FP32_RTOL, atol=FP32_ATOL,
                                    err_msg=k)
     assert any(not np.array_equal(fused_p[k], sep_p[k]) for k in sep_p)  # fused for real
+
+
+def test_fused_without_an_fpu_is_refused(tmp_path):
+    """The Pico's Cortex-M0+ has no FPU: its fmaf would be newlib's, which rounds twice."""
+    r = tinytrain("build", DIGITS_ONNX, "--board", "rp2040", "--out", tmp_path / "b",
+                  "--fp32-mac", "fused", check=False)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "needs an FPU with a fused multiply-add" in r.stderr + r.stdout
+    assert not (tmp_path / "b").exists()
 
 
 def test_unknown_fp32_mac_is_refused(tmp_path):

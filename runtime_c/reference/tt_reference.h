@@ -33,10 +33,16 @@
 #define TT_F32_FMA 0
 #endif
 
-/* acc + a * b in the channel-streamed 1x1 sums: fused under TT_F32_FMA, else rounded twice */
+/* acc + a * b in the channel-streamed 1x1 sums: fused under TT_F32_FMA, else rounded twice.
+ * On an FPU with VFMA the instruction itself, at every optimisation level: GCC calls the
+ * library's fmaf at -O0, and newlib's goes through double, rounding twice. */
 static inline float tt_cs_fmac(float acc, float a, float b)
 {
-#if TT_F32_FMA
+#if TT_F32_FMA && defined(__arm__) && defined(__ARM_FEATURE_FMA) && defined(__ARM_FP) && \
+    (__ARM_FP & 4)
+    __asm__("vfma.f32 %0, %1, %2" : "+t"(acc) : "t"(a), "t"(b));
+    return acc;
+#elif TT_F32_FMA
     return fmaf(a, b, acc);
 #else
     return acc + a * b;

@@ -136,6 +136,9 @@ def build(model: Path, out: Path, opts: Options, on_pass=None, max_sram: int | N
                           "tinytrain.autoplan.build_auto (as `tinytrain build` does)")
     board = load_board(opts.board)
     check_build(opts, Path(out))
+    if fp32_fma(opts, board) and board.soft_float_per_mac:  # newlib's fmaf rounds twice
+        raise OptionError(f"--fp32-mac fused needs an FPU with a fused multiply-add; "
+                          f"{board.name}'s {board.cpu} has no FPU: use --fp32-mac separate")
     if max_sram is not None:  # the budget --remat auto recomputes to meet
         opts = replace(opts, max_sram=max_sram)
     layers = LayerCapture(on_pass)  # the layers as --update numbers them, for the report
