@@ -61,8 +61,8 @@ static void src_four(float *const *pl, int32_t p, const float *d, const float *w
     }
     if (full && nb > 0) {
         /* per output: one gather through the four pixels' addresses (advanced by a float on
-         * the way), the four weights in two LDRDs, four VMUL / VADD pairs: 12 instructions
-         * per 16 MACs (GCC splits the LDRDs and keeps the gather's address apart) */
+         * the way), the four weights in two LDRDs, four MV_MACs: 12 instructions per 16
+         * MACs, 8 fused (GCC splits the LDRDs and keeps the gather's address apart) */
         uint32x4_t ad = vaddq_n_u32(vshlq_n_u32(offs, 2), (uint32_t)(uintptr_t)d - 4u);
         float32x4_t dv, t0, t1;
         uint32_t w0, w1;
@@ -190,8 +190,8 @@ static void sink_four(float *dx, int32_t dx_c, const float *dd, const int8_t *ro
     int32_t p;
 
     if (full && np > 0) {
-        /* per pixel: the block of dx, its four d in two LDRDs, four VMUL / VADD pairs in
-         * channel order, the store: 14 instructions per 16 MACs */
+        /* per pixel: the block of dx, its four d in two LDRDs, four MV_MACs in channel
+         * order, the store: 14 instructions per 16 MACs, 10 fused */
         float32x4_t v, t;
         uint32_t d0, d1;
         __asm__ volatile("dls lr, %[n]\n"
@@ -242,9 +242,9 @@ static void sink_one4(float *dx, int32_t dx_c, const float *dd, const int8_t *ro
 #if defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
 /* one channel, m = 1 .. 6 whole column vectors j .. j + 4 m - 1: their weights stay in
  * registers (with the two temporaries, all eight Q registers at m = 6), per pixel its d
- * (LDR with writeback), per vector load / VMUL / VADD / store, the step to the next pixel's
- * row and the LE: 4 m + 3 instructions per 4 m MACs (27 per 24 at m = 6, where the C loops
- * of eight columns took 13 per 8 with a call per 8 columns) */
+ * (LDR with writeback), per vector load / MV_MAC / store, the step to the next pixel's row
+ * and the LE: 4 m + 3 instructions per 4 m MACs, 3 m + 3 fused (27 per 24 at m = 6, where
+ * the C loops of eight columns took 13 per 8 with a call per 8 columns) */
 #define SK_V(W, OFF)                                                                         \
     "vldrw.u32 %q[v], [%[o], #" OFF "]\n\t" MV_MAC("v", "t", W, "d")                         \
     "vstrw.32 %q[v], [%[o], #" OFF "]\n\t"
@@ -388,9 +388,9 @@ void tt_cs_pw_input_add_s8_mve(float *dx, const float *dy, int32_t ds, const int
 /* ---- the 1x1 weight gradient from float x (pw_wgrad_f32): acc[j] = sum over p < n of
  * dy[p] * x[p * k + j], p ascending, from +0. Lanes are four columns j; a block of W = 16,
  * 8 or 4 columns keeps its sums in registers for the whole pixel loop, two pixels an
- * iteration (their dy in one LDRD). Per pixel and four columns: the load, VMUL, VADD; per
+ * iteration (their dy in one LDRD). Per pixel and four columns: the load and MV_MAC; per
  * pixel the step to the next row of x (an ADD, or the first load's writeback when the block
- * is the whole row): 28 instructions per 32 MACs at W = 16. */
+ * is the whole row): 28 instructions per 32 MACs at W = 16, 20 fused. */
 #define WG_LD(T, OFF) "vldrw.u32 %q[" T "], [%[x], #" OFF "]\n\t"
 #define WG_MA(T, A, R) MV_MAC(A, T, T, R)
 /* one pixel's W columns with dy in core register R; FIRST loads the first vector (and
@@ -494,7 +494,7 @@ void tt_cs_pw_wgrad_f32_mve(float *acc, const float *dy, const float *x, int32_t
  * p < n of dy_i[p] * (float)(x[p * k + j] - x_zp), dy_i = dy + i * ds, p ascending, from +0.
  * Lanes are four columns j, one vector of sums per row; each x vector converted once (VLDRB,
  * VADD of -zp, VCVT) feeds the four rows. Two pixels an iteration, each row's two dy in one
- * LDRD: 29 instructions per 32 MACs. */
+ * LDRD: 29 instructions per 32 MACs, 21 fused. */
 #define W4_ROW(D, A)                                                                         \
     "ldrd %[r0], %[r1], [%[" D "]], #8\n\t" MV_MAC(A, "t", "x0", "r0") MV_MAC(A, "t", "x1", "r1")
 #define W4_ROW1(D, A)                                                                        \
