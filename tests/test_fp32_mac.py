@@ -10,18 +10,16 @@ training, against the separate build of the same model."""
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
 import pytest
 
 from tests.conftest import tinytrain
 from tests.library_helpers import DIGITS_ONNX
-from tinytrain.device.state_file import read as read_saved
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 
-from tests.torch_models import MobileNetV2, export  # noqa: E402
+from tests.mbv2_training import mbv2_files, train_run  # noqa: E402
 from tests.tte_schemes import SCHEMES  # noqa: E402
 
 STEPS = 20
@@ -40,29 +38,20 @@ CASES = {  # --update and extra build options; int8 trains TTE's sparse scheme, 
 }
 
 
-def _train(path, d, out, case, mac):
+def _train(cli, path, d, out, case, mac):
     update, extra = CASES[case]
     if "--quantize" in extra:
         extra += ("--calib", d / "calib.npz")
-    tinytrain("build", path, "--out", out, "--update", update, *extra, "--fp32-mac", mac)
-    tinytrain("run", out, "--data", d / "train.npz", "--metrics", out / "m.jsonl", "--save",
-              out / "state.npz")
-    losses = [json.loads(line)["loss"] for line in open(out / "m.jsonl")]
-    return losses, read_saved(out / "state.npz").params
+    losses, params, _ = train_run(cli, path, d, out, "--update", update, *extra,
+                                  "--fp32-mac", mac)
+    return losses, params
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_fused_host_build_trains_like_the_separate_one(tmp_path, case):
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        path = export(MobileNetV2(0.35, RES, 10), tmp_path / "m.onnx")
-    rng = np.random.default_rng(0)
-    np.savez(tmp_path / "calib.npz", x=rng.uniform(0, 1, (4, 3, RES, RES)).astype(np.float32))
-    np.savez(tmp_path / "train.npz", x=rng.uniform(0, 1, (STEPS, 3, RES, RES))
-             .astype(np.float32), y=rng.integers(0, 10, STEPS))
-    sep, sep_p = _train(path, tmp_path, tmp_path / "sep", case, "separate")
-    fused, fused_p = _train(path, tmp_path, tmp_path / "fused", case, "fused")
+def test_fused_host_build_trains_like_the_separate_one(tmp_path, cli, case):
+    path = mbv2_files(tmp_path, RES, STEPS)
+    sep, sep_p = _train(cli, path, tmp_path, tmp_path / "sep", case, "separate")
+    fused, fused_p = _train(cli, path, tmp_path, tmp_path / "fused", case, "fused")
     code = (tmp_path / "fused" / "model.c").read_text()
     assert "tt_cs_pw_input_" in code and "tt_cs_pw_weight_sgd_" in code  # the fused kernels
     assert "-DTT_F32_FMA=1" in (tmp_path / "fused" / "Makefile").read_text()
