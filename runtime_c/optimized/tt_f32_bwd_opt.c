@@ -691,8 +691,9 @@ void tt_cs_pw_input_add_s8_opt(float *dx, const float *dy, const int8_t *w,
         return;
     }
 #endif
-#if TT_F32_FMA /* a fused build: scattered outputs (and contiguous ones without Helium) */
-    tt_cs_pw_input_add_s8_fma(dx, dy, 0, w, w_scale, n, dx_c, idx, k, c, 1);
+#if TT_F32_FMA /* a fused build: scattered outputs (and contiguous ones without Helium) take
+                  * the reference, whose tt_cs_fmac is these sums' fused arithmetic */
+    tt_cs_pw_input_add_s8(dx, dy, w, w_scale, n, dx_c, idx, k, c);
     return;
 #endif
     pw_sink(dx, dy, NULL, &w[c * k], w_scale[c], 1, n, dx_c, idx, k);
@@ -780,7 +781,7 @@ void tt_cs_pw_input_add_s8_g_opt(float *dx, const float *dy, int32_t ds, const i
     }
 #endif
 #if TT_F32_FMA
-    tt_cs_pw_input_add_s8_fma(dx, dy, ds, w, w_scale, n, dx_c, idx, k, c0, cnt);
+    tt_cs_pw_input_add_s8_g(dx, dy, ds, w, w_scale, n, dx_c, idx, k, c0, cnt);
     return;
 #endif
     if (cnt != 4 || idx != NULL) { /* scattered or a last, partial group: a channel at a time */

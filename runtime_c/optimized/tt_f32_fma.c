@@ -25,25 +25,6 @@ void tt_cs_pw_input_s8_fma(float *planes, int32_t ps, const float *dy, const int
     }
 }
 
-void tt_cs_pw_input_add_s8_fma(float *dx, const float *dy, int32_t ds, const int8_t *w,
-                               const float *w_scale, int32_t n, int32_t dx_c,
-                               const int32_t *idx, int32_t k, int32_t c0, int32_t cnt)
-{
-    int32_t i, p, j;
-
-    for (i = 0; i < cnt; ++i) {
-        const int8_t *const row = &w[(c0 + i) * k];
-        for (p = 0; p < n; ++p) {
-            const float d = dy[i * ds + p] * w_scale[c0 + i];
-            float *const out = &dx[p * dx_c];
-            for (j = 0; j < k; ++j) {
-                float *const e = &out[tt_channel(idx, j)];
-                *e = tt_cs_fmac(*e, d, (float)row[j]);
-            }
-        }
-    }
-}
-
 void tt_cs_pw_wgrad_s8_fma(float *acc, int32_t as, const float *dy, int32_t ds,
                            const int8_t *x, int32_t x_zp, int32_t n, int32_t k, int32_t nb,
                            int32_t rows)

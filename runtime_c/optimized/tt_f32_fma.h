@@ -1,8 +1,9 @@
 /* The channel-streamed 1x1 backward's sums with fused multiply-adds (TT_F32_FMA, see
  * tt_reference.h), in portable C: what a core without Helium's float lanes runs in a fused
- * build (a host build mirroring an M55's, `--fp32-mac fused`), and the M55 where its Helium
- * kernels do not reach (scattered outputs, one weight row from int8 x). Each is the
- * reference's loop with its tt_cs_fmac, bit for bit. */
+ * build (a host build mirroring an M55's, `--fp32-mac fused`). Each is the reference's loop
+ * with its tt_cs_fmac, bit for bit, where the optimised kernels group or split the work
+ * otherwise (the source's dy * (scale * w), the weight sums apart from their update); the
+ * sinks need no copy: the reference kernels themselves serve fused builds. */
 #ifndef TT_F32_FMA_H
 #define TT_F32_FMA_H
 
@@ -17,11 +18,6 @@
 void tt_cs_pw_input_s8_fma(float *planes, int32_t ps, const float *dy, const int8_t *w,
                            const float *w_scale, int32_t n, int32_t cout, int32_t cin,
                            int32_t c0, int32_t cnt);
-/* the sinks of channels c0 .. c0 + cnt - 1 in increasing c (channel c0 + i from dy + i * ds),
- * as tt_cs_pw_input_add_s8 */
-void tt_cs_pw_input_add_s8_fma(float *dx, const float *dy, int32_t ds, const int8_t *w,
-                               const float *w_scale, int32_t n, int32_t dx_c,
-                               const int32_t *idx, int32_t k, int32_t c0, int32_t cnt);
 /* `rows` weight rows' sums from int8 x: acc[i * as + j] = sum over p of dy_i[p] *
  * (x[p * k + j] - x_zp), dy_i = dy + i * ds, j < nb */
 void tt_cs_pw_wgrad_s8_fma(float *acc, int32_t as, const float *dy, int32_t ds,
