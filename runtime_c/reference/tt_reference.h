@@ -396,6 +396,17 @@ int8_t tt_q8_step_s8(int8_t w, uint8_t *shadow, float delta, const tt_q8_update 
 /* the same for one int32 bias element (idx: its channel) */
 int32_t tt_q8_step_s32(int32_t b, float delta, const tt_q8_update *u, uint32_t idx);
 
+/* ---- fleet drift correction (tt_fleet.c): p[e] -= lr * (mu * p[e] + b[e]) over the
+ * trained elements, b in the order the link hands them out (see tt_fleet.c) ---- */
+void tt_fleet_correct_f32(float *p, const float *b, int32_t outer, int32_t n_ch, int32_t inner,
+                          const int32_t *idx, int32_t k, float lr, float mu);
+void tt_fleet_correct_s8(int8_t *p, uint8_t *shadow, const float *b, int32_t outer,
+                         int32_t n_ch, int32_t inner, const int32_t *idx, int32_t k, float lr,
+                         float mu, const tt_q8_update *u);
+void tt_fleet_correct_s32(int32_t *p, const float *b, int32_t outer, int32_t n_ch,
+                          int32_t inner, const int32_t *idx, int32_t k, float lr, float mu,
+                          const tt_q8_update *u);
+
 /* ---- channel streaming (tt_channel_stream.c, tinytrain/passes/channel_stream.py) ----
  * Channel c's share of a backward sub-op. A plane is one channel of an HWC tensor stored
  * contiguously (n = H * W floats); whole tensors are HWC with `ch` channels. */

@@ -158,6 +158,15 @@ def build(
                                       help="With --update auto: plans and partial plans the "
                                       "search may visit (a count, not seconds: the same data "
                                       "give the same plan on any machine)."),
+    fleet_correction: bool = typer.Option(False, "--fleet-correction",
+                                          rich_help_panel=TRAINING,
+                                          help="For a federated fleet: a drift-correction "
+                                          "term in every step, p -= lr * (mu * p + b), "
+                                          "with one float of b per trained element. The "
+                                          "fleet's run fills b and mu each round and so "
+                                          "chooses the method: correction=scaffold (control "
+                                          "variates) or prox (FedProx's mu). Zero until "
+                                          "then, which changes nothing. Docs: Fleets."),
     memory_passes: bool = typer.Option(True, "--memory-passes/--no-memory-passes",
                                        rich_help_panel=MEMORY,
                                        help="Fused updates (batch 1), 1-bit ReLU masks, "
@@ -246,6 +255,7 @@ def build(
                        update=update, memory_passes=memory_passes, quantize=quantize,
                        calib=calib, kernels=kernels, prefix=prefix, new_head=new_head,
                        remat=remat, profile_members=profile_members, fp32_mac=fp32_mac,
+                       fleet_correction=fleet_correction,
                        **_headroom(weight_headroom, quantize))
         parse_remat(remat)
         if dump_ir is not None:

@@ -21,6 +21,7 @@ from tinytrain.ops import (
     dense_q8,
     dequantize_q8,
     dw_partial,
+    fleet_correction,
     fused_update,
     gather_channels,
     global_avg_pool,
@@ -74,6 +75,7 @@ _MODULES += (row_stream_backward,)  # a stem's backward run row by row
 _MODULES += (global_avg_pool_share, pooled_grad)  # per-channel pool gradient (passes/pool_grad.py)
 _MODULES += (dw_partial,)  # partial depthwise weight updates (passes/prune.py)
 _MODULES += (lstm, gru, rnn_recurrent_grad, seq_step)  # recurrent layers, trained by BPTT
+_MODULES += (fleet_correction,)  # the fleet's drift correction (passes/fleet_correction.py)
 
 REGISTRY.update({op.name: op for m in _MODULES for op in m.OPS})
 __all__ = ["REGISTRY", "OpDef", "get_op", "public_ops"]

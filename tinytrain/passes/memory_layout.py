@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph, Tensor
+from tinytrain.passes.fleet_correction import is_fleet_state
 
 if TYPE_CHECKING:
     from tinytrain.boards import Board
@@ -51,7 +52,11 @@ def constant_sram(g: Graph, board: Board) -> dict[str, int]:
     ts = list(g.tensors.values())
     sram = {"trainable_params": sum(t.nbytes for t in ts if t.kind == PARAM and t.trainable),
             "param_grads": sum(t.nbytes for t in ts if t.kind == PARAM_GRAD),
-            "optimizer_state": sum(t.nbytes for t in ts if t.kind == OPT_STATE)}
+            "optimizer_state": sum(t.nbytes for t in ts
+                                   if t.kind == OPT_STATE and not is_fleet_state(t.name))}
+    fleet = sum(t.nbytes for t in ts if t.kind == OPT_STATE and is_fleet_state(t.name))
+    if fleet:  # --fleet-correction's b and mu (passes/fleet_correction.py)
+        sram["fleet_correction"] = fleet
     if board.is_mcu:
         sram["link_buffers"] = link_buffer_bytes(g)
         sram["stack"] = board.stack_bytes

@@ -16,6 +16,7 @@ from tinytrain.passes.add_loss import add_loss
 from tinytrain.passes.autodiff import autodiff
 from tinytrain.passes.channel_group import group_update_rows
 from tinytrain.passes.channel_stream import stream_channels
+from tinytrain.passes.fleet_correction import add_fleet_correction
 from tinytrain.passes.fuse import fuse_updates
 from tinytrain.passes.inplace import run_in_place
 from tinytrain.passes.memory_layout import constant_sram
@@ -82,6 +83,8 @@ class Options:
     # the channel-streamed 1x1 backward's fp32 multiply-adds: "fused" (one rounding, TT_F32_FMA),
     # "separate" (product and sum rounded), "auto": the board's `fp32_fma` (Helium cores fuse)
     fp32_mac: str = "auto"
+    # a fleet's drift correction (SCAFFOLD / FedProx) in every step: passes/fleet_correction.py
+    fleet_correction: bool = False
 
 
 def fp32_fma(opts: Options, board: Board) -> bool:
@@ -143,6 +146,8 @@ def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
             ("remat", lambda g: remat_pass(g, opts, finish)),
             *later,
         ]
+    if opts.fleet_correction:  # last: on the parameters as the memory passes store them
+        passes.append(("fleet", add_fleet_correction))
     return passes
 
 

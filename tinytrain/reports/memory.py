@@ -19,7 +19,8 @@ ARENA_KINDS = ("input", "activations", "saved for backward", "gradients", "masks
                "outputs")
 # ... and the SRAM components that stay the same, by their names in report.json's sram_bytes.
 CONSTANT = {"trainable_params": "trainable params", "param_grads": "param gradients",
-            "optimizer_state": "optimizer state", "link_buffers": "link buffers",
+            "optimizer_state": "optimizer state", "fleet_correction": "fleet correction",
+            "link_buffers": "link buffers",
             "stack": "stack"}
 CATEGORIES = ARENA_KINDS + tuple(CONSTANT.values())
 PEAK_BUFFERS = 5  # the largest buffers named as live at the peak
@@ -105,7 +106,8 @@ def kb(n: float) -> str:
 
 SRAM_PARTS = (("arena", "arena"), ("trainable_params", "trainable params"),
               ("param_grads", "param gradients"), ("optimizer_state", "optimizer state"),
-              ("link_buffers", "link buffers"), ("stack", "stack"))
+              ("fleet_correction", "fleet correction"), ("link_buffers", "link buffers"),
+              ("stack", "stack"))
 UNPLANNED_PARTS = (("firmware_state", "firmware statics"), ("libc", "newlib"),
                    ("alignment", "alignment"))
 

@@ -1,0 +1,86 @@
+"""--fleet-correction: a drift-correction term in every optimizer step of a fleet's devices.
+
+Federated devices that each see a few classes drift toward them between averages. SCAFFOLD
+(Karimireddy et al., 2020) adds control variates c - c_i to every local gradient; FedProx
+(Li et al., 2020) pulls toward the round's global weights with mu * (w - w_global). Both are
+
+    p[e] -= lr * (mu * p[e] + b[e])
+
+after each step's own updates (ops/fleet_correction.py), with b = c - c_i - mu * w_global per
+trained element. So one node per trained tensor serves either method and both: the build adds
+the buffers, the fleet's run chooses the method and fills them each round over the link's
+state commands (tinytrain/fleet/correction.py). A term that is zero changes nothing, so a
+build with the correction and b = mu = 0 trains bit for bit as one without it.
+
+Cost: b is one float per trained element, plus mu: the planner prices them as training state
+(report.json's sram_bytes.fleet_correction). It runs last, on the graph the memory passes
+left, so b follows the parameters as stored (a packed partial weight's trained channels).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from tinytrain.ir import OPT_STATE, Graph, Node, Tensor
+from tinytrain.ops.base import size
+from tinytrain.quant.update import ROUNDINGS
+
+MU = "fleet_mu"
+B_SUFFIX = "_fleet_b"
+
+
+def is_fleet_state(name: str) -> bool:
+    """Whether a state tensor is the correction's (its own line in the SRAM breakdown)."""
+    return name == MU or name.endswith(B_SUFFIX)
+
+
+def salt(seed: int, name: str) -> int:
+    """The stochastic rounding salt of a parameter's int8 correction (apart from its update's:
+    the two roundings of one step draw independent numbers)."""
+    return zlib.crc32(f"{seed}:{name}:fleet".encode())
+
+
+def walk(g: Graph, name: str) -> tuple[dict, tuple[int, ...]]:
+    """The correction's walk over a parameter's trained elements (outer, n_ch, inner,
+    channels, k; see runtime_c/reference/tt_fleet.c) and the shape of its b, which is the
+    trained slice as the link hands it out (fleet.tensors.Trained.take)."""
+    shape = tuple(g.t(name).shape)
+    ch = g.meta.get("partial_channels", {}).get(name)
+    if name in g.meta.get("split_weights", {}) or ch is None:  # whole, or stored packed
+        return {"outer": 1, "n_ch": 1, "inner": size(shape), "channels": None, "k": 1}, shape
+    ch = [int(c) for c in ch]
+    if g.meta.get("partial_axis", {}).get(name) == 0:  # a depthwise weight's rows
+        return ({"outer": 1, "n_ch": shape[0], "inner": size(shape[1:]), "channels": ch,
+                 "k": len(ch)}, (len(ch), *shape[1:]))
+    return ({"outer": size(shape[:-1]), "n_ch": shape[-1], "inner": 1, "channels": ch,
+             "k": len(ch)}, (*shape[:-1], len(ch)))
+
+
+def add_fleet_correction(g: Graph) -> Graph:
+    """Append a fleet_correction node per trained parameter to the update phase."""
+    sgd = g.meta.get("sgd") or {}
+    params = list(g.params(trainable=True))
+    if not params:
+        return g
+    mu = Tensor(MU, (1,), OPT_STATE)
+    tensors, nodes = [mu], []
+    step = "rng_step"
+    for p in params:
+        attrs, b_shape = walk(g, p.name)
+        b = Tensor(f"{p.name}{B_SUFFIX}", b_shape, OPT_STATE)
+        tensors.append(b)
+        inputs = [p.name, b.name, mu.name]
+        attrs |= {"lr": sgd.get("lr", 0.0), "momentum": sgd.get("momentum", 0.0)}
+        if p.dtype in ("s8", "s32"):
+            if step not in g.tensors and all(t.name != step for t in tensors):
+                tensors.append(Tensor(step, (1,), OPT_STATE, dtype="s32"))
+            inputs.append(step)
+            shadow = f"{p.name}_shadow"
+            if p.dtype == "s8" and shadow in g.tensors:
+                inputs.append(shadow)
+            attrs |= {"mode": ROUNDINGS[sgd.get("rounding", "stochastic")],
+                      "salt": salt(int(sgd.get("seed", 0)), p.name)}
+        nodes.append(Node(f"{p.name}_fleet", "fleet_correction", tuple(inputs), (p.name,),
+                          attrs, phase="update"))
+    return g.with_tensors(tensors).replace(nodes=g.nodes + tuple(nodes),
+                                           meta={**g.meta, "fleet_correction": True})
