@@ -6,6 +6,8 @@ by 90 degrees, each device holding a few samples of a few classes (non-IID).
     python bench/fleet.py --nodes 20 --rounds 5 --plan bias,last:2 --json out.json
     python bench/fleet.py --max-sram 9,12.9,40       # 3 classes chosen by --update auto
     python bench/fleet.py --quantize int8 --lr 0.2 --momentum 0
+    python bench/fleet.py --correction scaffold --local-epochs 5   # SCAFFOLD on the devices
+    python bench/fleet.py --correction prox --mu 0.1                # FedProx
     python bench/fleet.py --max-sram 9,12.9,40 --plot docs/fleet-rounds.png   # make fleet-plot
 
 Every device is a host build driven over the link by Flower's simulation engine (`flwr run`,
@@ -41,6 +43,7 @@ from tinytrain.autoplan.choose import AutoOptions, build_auto  # noqa: E402
 from tinytrain.device.build import build  # noqa: E402
 from tinytrain.device.runner import load_program_info, open_program  # noqa: E402
 from tinytrain.device.train import evaluate, train  # noqa: E402
+from tinytrain.fleet.correction import METHODS  # noqa: E402
 from tinytrain.fleet.local import accuracy  # noqa: E402
 from tinytrain.fleet.partition import split  # noqa: E402
 from tinytrain.fleet.simulate import simulate  # noqa: E402
@@ -83,6 +86,9 @@ def main() -> None:
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--server-lr", type=float, default=1.0, help="FedAvgM's server step")
     ap.add_argument("--server-momentum", type=float, default=0.0)
+    ap.add_argument("--correction", choices=list(METHODS), default="none",
+                    help="the devices' drift correction (builds with --fleet-correction)")
+    ap.add_argument("--mu", type=float, default=0.0, help="FedProx's proximal weight")
     ap.add_argument("--quantize", choices=["int8"], help="int8 builds (plain SGD: --momentum 0)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
@@ -98,9 +104,10 @@ def main() -> None:
         np.savez(tmp / "test.npz", x=turned[TEST], y=y[TEST])
         np.savez(tmp / "auto.npz", x=turned[POOL][:AUTO_SAMPLES], y=y[POOL][:AUTO_SAMPLES])
         opts = Options(sgd=SGDConfig(lr=args.lr, momentum=args.momentum),
-                       quantize=args.quantize, calib=tmp / "auto.npz")
+                       quantize=args.quantize, calib=tmp / "auto.npz",
+                       fleet_correction=args.correction != "none")
         classes = args.max_sram.split(",") if args.max_sram else args.plan.split(",")
-        builds, plans = [], []
+        builds, plans, extra_sram = [], [], []
         for k, c in enumerate(classes):
             builds.append(tmp / f"class{k}")
             if args.max_sram:
@@ -109,13 +116,15 @@ def main() -> None:
                                     max_sram=int(float(c) * 1024))
                 plans.append(f"{c} KB: {report['auto_plan']['plan']}")
             else:
-                build(pre, builds[-1], replace(opts, update=c))
+                report = build(pre, builds[-1], replace(opts, update=c))
                 plans.append(c)
+            extra_sram.append(report["sram_bytes"].get("fleet_correction", 0))
         start = [accuracy(b, {}, tmp / "test.npz") for b in builds]
         run = simulate(builds, tmp / "pool.npz", tmp / "run", args.nodes, args.rounds,
                        local_epochs=args.local_epochs, partition=args.partition,
                        seed=args.seed, server_lr=args.server_lr,
-                       server_momentum=args.server_momentum, keep_rounds=True)
+                       server_momentum=args.server_momentum, keep_rounds=True,
+                       correction=args.correction, mu=args.mu)
         fleet = [accuracy(b, run.final, tmp / "test.npz") for b in builds]
         # round 0 is the start; each class's model with the tensors the server sent after round r
         by_round = [[start[k], *(accuracy(b, run.per_round[r], tmp / "test.npz")
@@ -157,7 +166,8 @@ def main() -> None:
     row = {"nodes": args.nodes, "rounds": args.rounds, "local_epochs": args.local_epochs,
            "partition": args.partition, "lr": args.lr, "momentum": args.momentum,
            "quantize": args.quantize, "server_lr": args.server_lr,
-           "server_momentum": args.server_momentum, "plans": plans, "start": start, "fleet": fleet,
+           "server_momentum": args.server_momentum, "correction": args.correction,
+           "mu": args.mu, "extra_sram": extra_sram, "plans": plans, "start": start, "fleet": fleet,
            "centralised": central, "centralised_best": central_best,
            "rounds_to_target": [rounds_to(by_round[k], central_best[k] - TARGET_GAP)
                                 for k in range(len(builds))],
@@ -169,17 +179,19 @@ def main() -> None:
            "failed": sum(len(r["failed"]) for r in run.rounds),
            "loss": [r["loss"] for r in run.rounds], "fleet_by_round": by_round,
            "test_samples": len(y[TEST])}
-    print("| plan | start | fleet | centralised (best epoch) | fleet − centralised | rounds to "
-          f"within {100 * TARGET_GAP:.0f} points of the best | each device alone | "
-          "uplink / downlink B per device and round |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| plan | correction | start | fleet | centralised (best epoch) | fleet − centralised "
+          f"| rounds to within {100 * TARGET_GAP:.0f} points of the best | each device alone | "
+          "uplink / downlink B per device and round | extra SRAM B |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    method = args.correction + (f" μ={args.mu:g}" if args.mu else "")
     for k, plan in enumerate(plans):
         hit = row["rounds_to_target"][k]
-        print(f"| `{plan}` | {100 * start[k]:.1f} % | {100 * fleet[k]:.1f} % | "
+        print(f"| `{plan}` | {method} | {100 * start[k]:.1f} % | {100 * fleet[k]:.1f} % | "
               f"{100 * central[k]:.1f} % ({100 * central_best[k]:.1f} %) | "
               f"{100 * (fleet[k] - central[k]):+.1f} | {hit if hit else f'> {args.rounds}'} | "
               f"{100 * row['alone_mean'][k]:.1f} ± {100 * row['alone_std'][k]:.1f} % | "
-              f"{row['uplink_per_device'][k]:,.0f} / {row['downlink_per_device'][k]:,.0f} |")
+              f"{row['uplink_per_device'][k]:,.0f} / {row['downlink_per_device'][k]:,.0f} | "
+              f"{extra_sram[k]:,} |")
     print(f"\n{args.nodes} devices, {args.rounds} rounds x {args.local_epochs} local epochs, "
           f"split {args.partition}, lr {args.lr}, momentum {args.momentum}, server lr "
           f"{args.server_lr} and momentum {args.server_momentum}"

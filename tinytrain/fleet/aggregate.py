@@ -33,11 +33,13 @@ from tinytrain.fleet.tensors import INT_RANGES, NP_DTYPES, Trained
 @dataclass(frozen=True)
 class Reply:
     """One device's round: the trained elements of each tensor it trains (`Trained.take`
-    of its parameters), what it trains, and how many samples it learned from."""
+    of its parameters), what it trains, and how many samples it learned from; with SCAFFOLD
+    the change of its control variate (trained parts, fleet/correction.py)."""
 
     parts: Mapping[str, np.ndarray]
     plan: list[Trained]
     samples: int
+    control: Mapping[str, np.ndarray] | None = None
 
 
 class Master:
@@ -86,6 +88,39 @@ class Master:
             self.velocity[n] = self.momentum * self.velocity[n] + d
             v += self.lr * self.velocity[n]
         return self.sent()
+
+
+class Controls:
+    """SCAFFOLD's server control variate c (fleet/correction.py), per element the mean of
+    the devices' own c_i over every device that trains it: each reply's change is added
+    divided by that count, so a device that misses a round keeps its share and c stays the
+    mean. In the units of the server's tensors (a device's are rescaled, as its tensors)."""
+
+    def __init__(self, kinds: Mapping[str, Trained], plans: Mapping[int, list[Trained]]) -> None:
+        self.kinds = dict(kinds)
+        self.values = {n: np.zeros(k.shape) for n, k in self.kinds.items()}
+        self.count = {n: np.zeros(k.shape) for n, k in self.kinds.items()}
+        for plan in plans.values():
+            for t in plan:
+                if t.name in self.count:
+                    self.count[t.name][t.mask()] += 1
+
+    def sent(self, names: Iterable[str]) -> dict[str, np.ndarray]:
+        """c of the named tensors, as float32 (what a train message carries)."""
+        return {n: self.values[n].astype(np.float32) for n in names if n in self.values}
+
+    def update(self, replies: Iterable[Reply]) -> None:
+        for r in replies:
+            if r.control is None:
+                continue
+            for t in r.plan:
+                if t.name not in self.values or t.name not in r.control:
+                    continue
+                part = np.asarray(r.control[t.name], np.float64).reshape(t.part_shape())
+                m = t.mask()
+                full = t.put(np.zeros(t.shape), rescale(part, t, self.kinds[t.name]))
+                n = np.maximum(self.count[t.name], 1)
+                self.values[t.name][m] += full[m] / n[m]
 
 
 def quantise(v: np.ndarray, dtype: str) -> np.ndarray:

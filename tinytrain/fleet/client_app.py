@@ -2,7 +2,8 @@
 
 Flower runs it per message in a fresh process (deployment) or any worker (simulation), so
 nothing stays open between rounds: the device's training state (momentum, int8 shadows, the
-rounding counter) travels in the node's `context.state`. Where it finds its device:
+rounding counter) travels in the node's `context.state`, and so does its SCAFFOLD control
+variate (fleet/correction.py). Where it finds its device:
 
 - node config (deployment, `flower-supernode --node-config "build='out/dev' data='x.npz'"`):
   `build`, `data`, and `port` (a board, or `socket://host:port` for a twin's UART) or
@@ -24,6 +25,7 @@ from flwr.clientapp import ClientApp
 
 from tinytrain.errors import OptionError
 from tinytrain.fleet import records as rec
+from tinytrain.fleet.correction import Correction
 from tinytrain.fleet.local import Node, describe, train_round
 
 app = ClientApp()
@@ -62,12 +64,19 @@ def train(msg: Message, context: Context) -> Message:
     tensors = rec.from_arrays(msg.content[rec.ARRAYS])
     state = (rec.from_arrays(context.state[rec.STATE]) if rec.STATE in context.state
              else None)
-    server_round = int(msg.content[rec.CONFIG].get("server-round", 0)) \
-        if rec.CONFIG in msg.content else 0
-    r = train_round(node, tensors, state, server_round)
+    cfg = msg.content[rec.CONFIG] if rec.CONFIG in msg.content else {}
+    server_round = int(cfg.get("server-round", 0))
+    corr = Correction(str(cfg.get("correction", "none")), float(cfg.get("mu", 0.0)))
+    control = rec.from_arrays(msg.content[rec.CONTROL]) if rec.CONTROL in msg.content else None
+    own = (rec.from_arrays(context.state[rec.OWN_CONTROL]) if rec.OWN_CONTROL in context.state
+           else None)
+    r = train_round(node, tensors, state, server_round, corr, control, own)
     if r.state is not None:
         context.state[rec.STATE] = rec.to_arrays(r.state)
     elif rec.STATE in context.state:
         del context.state[rec.STATE]
-    return Message(content=rec.reply_content(r.parts, r.plan, r.samples, r.loss), reply_to=msg)
+    if r.control is not None:
+        context.state[rec.OWN_CONTROL] = rec.to_arrays(r.control)
+    return Message(content=rec.reply_content(r.parts, r.plan, r.samples, r.loss,
+                                             r.control_delta), reply_to=msg)
 

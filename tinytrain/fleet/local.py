@@ -17,6 +17,14 @@ from tinytrain.device.online import check_state
 from tinytrain.device.runner import load_program_info, open_program
 from tinytrain.device.train import evaluate, train
 from tinytrain.errors import DataError
+from tinytrain.fleet.correction import (
+    Correction,
+    control_update,
+    corrects,
+    device_terms,
+    effective_lr,
+    steps,
+)
 from tinytrain.fleet.partition import split
 from tinytrain.fleet.tensors import Trained, trained_tensors
 
@@ -62,13 +70,16 @@ class Node:
 @dataclass
 class RoundResult:
     """What a device did in one round: the trained elements of each tensor it trains, its
-    plan, the samples it learned from, their mean loss and its training state afterwards."""
+    plan, the samples it learned from, their mean loss and its training state afterwards;
+    with SCAFFOLD its new control variate and the change the server adds up (trained parts)."""
 
     parts: dict[str, np.ndarray]
     plan: list[Trained]
     samples: int
     loss: float
     state: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    control: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    control_delta: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
 
 def describe(node: Node) -> tuple[list[Trained], dict[str, np.ndarray]]:
@@ -78,10 +89,16 @@ def describe(node: Node) -> tuple[list[Trained], dict[str, np.ndarray]]:
 
 
 def train_round(node: Node, tensors: Mapping[str, np.ndarray],
-                state: Mapping[str, np.ndarray] | None, server_round: int) -> RoundResult:
+                state: Mapping[str, np.ndarray] | None, server_round: int,
+                correction: Correction | None = None,
+                control: Mapping[str, np.ndarray] | None = None,
+                own_control: Mapping[str, np.ndarray] | None = None) -> RoundResult:
     """Load `tensors` (the fleet's, whole; the ones this build does not train are ignored)
     and `state` (this device's training state from its last round), train `node.epochs`
-    epochs on the node's samples, and return what changed."""
+    epochs on the node's samples, and return what changed. `correction`: the run's drift
+    correction, with SCAFFOLD's server variate `control` (whole tensors) and this device's
+    `own_control` from its last round (trained parts; None before its first)."""
+    corr = correction or Correction()
     x, y = node.samples()
     with node.open() as dev:
         plan = trained_tensors(dev.info)
@@ -91,13 +108,24 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
             raise DataError(f"the fleet's model holds none of the tensors {node.build} "
                             "trains: is every device a build of the same model?")
         load_tensors(dev, plan, tensors)
+        before = dev.get_params()
+        if corr.on or corrects(dev.info):  # a build's b from an earlier run must not linger
+            st = dev.get_state() or {}
+            st.update(device_terms(dev.info, plan, corr, before, control, own_control))
+            dev.set_state(st)
         stats = train(dev, x, y, epochs=node.epochs, shuffle=True,
                       seed=node.round_seed(server_round))
         after = dev.get_params()
         parts = {t.name: t.take(after[t.name]) for t in plan}
+        new = delta = None
+        if corr.scaffold:
+            start = {t.name: t.take(before[t.name]) for t in plan}
+            new, delta = control_update(plan, start, parts, control, own_control,
+                                        steps(dev.info, len(y), node.epochs),
+                                        effective_lr(dev.info))
         return RoundResult(parts, plan, int(len(y)) * node.epochs,
                            float(np.mean([s.mean_loss for s in stats])) if stats else float("nan"),
-                           dev.get_state())
+                           dev.get_state(), new, delta)
 
 
 def load_tensors(dev: Device, plan: list[Trained], tensors: Mapping[str, np.ndarray]) -> None:

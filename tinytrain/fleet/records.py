@@ -14,6 +14,9 @@ from tinytrain.fleet.aggregate import Reply
 ARRAYS, CONFIG, METRICS, PLAN = "arrays", "config", "metrics", "plan"
 SAMPLES = "num-examples"  # Flower's key for the weight of a reply
 STATE = "tinytrain-state"  # context.state: the device's training state between rounds
+# SCAFFOLD (fleet/correction.py): the server's control variate in a train message, the
+# device's change of its own in the reply, and its own between rounds in context.state
+CONTROL, OWN_CONTROL = "control", "tinytrain-control"
 
 
 def to_arrays(arrays: Mapping[str, np.ndarray]) -> ArrayRecord:
@@ -37,15 +40,18 @@ def read_plan(content: RecordDict) -> tuple[dict[str, np.ndarray], list[tt.Train
 
 
 def reply_content(parts: Mapping[str, np.ndarray], plan: list[tt.Trained], samples: int,
-                  loss: float) -> RecordDict:
+                  loss: float, control: Mapping[str, np.ndarray] | None = None) -> RecordDict:
     content = plan_content(parts, plan)
     content[METRICS] = MetricRecord({SAMPLES: samples, "train-loss": loss})
+    if control is not None:
+        content[CONTROL] = to_arrays(control)
     return content
 
 
 def read_reply(content: RecordDict) -> Reply:
     parts, plan = read_plan(content)
-    return Reply(parts, plan, int(content[METRICS][SAMPLES]))
+    control = from_arrays(content[CONTROL]) if CONTROL in content else None
+    return Reply(parts, plan, int(content[METRICS][SAMPLES]), control)
 
 
 def payload_bytes(arrays: Mapping[str, np.ndarray]) -> int:

@@ -4,7 +4,9 @@ Run config: `num-rounds`, `fraction-train` (share of nodes per round), `min-node
 this many devices; the default 2), `server-lr` and `server-momentum` (FedAvgM's server step;
 1 and 0: FedAvg), `out` (a directory: the final tensors `fleet_final.npz` and the per-round
 log `fleet_rounds.json`, written atomically), `keep-rounds` (also write the tensors after
-every round to `fleet_round_tensors.npz`, keyed `ROUND/TENSOR`).
+every round to `fleet_round_tensors.npz`, keyed `ROUND/TENSOR`), `correction` (none, scaffold
+or prox: the devices' drift correction, fleet/correction.py; their builds need
+--fleet-correction) and `mu` (FedProx's proximal weight).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from flwr.serverapp import Grid, ServerApp
 from tinytrain.errors import DataError
 from tinytrain.fleet import records as rec
 from tinytrain.fleet.aggregate import Master
+from tinytrain.fleet.correction import Correction
 from tinytrain.fleet.strategy import SparseFedAvg
 from tinytrain.fleet.tensors import Trained
 
@@ -92,6 +95,7 @@ def write_results(out: Path, sent: dict[str, np.ndarray], strategy: SparseFedAvg
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     cfg = context.run_config
+    correction = Correction(str(cfg.get("correction", "none")), float(cfg.get("mu", 0.0)))
     min_nodes = int(cfg.get("min-nodes", 2))
     nodes = wait_for_nodes(grid, min_nodes, QUERY_TIMEOUT)
     master, plans = survey(grid, nodes, float(cfg.get("server-lr", 1.0)),
@@ -99,7 +103,8 @@ def main(grid: Grid, context: Context) -> None:
     strategy = SparseFedAvg(master, plans, fraction_train=float(cfg.get("fraction-train", 1.0)),
                             min_train_nodes=min(min_nodes, len(plans)),
                             min_available_nodes=min_nodes,
-                            keep_rounds=bool(cfg.get("keep-rounds", False)))
+                            keep_rounds=bool(cfg.get("keep-rounds", False)),
+                            correction=correction)
     strategy.start(grid, rec.to_arrays(master.sent()), num_rounds=int(cfg.get("num-rounds", 3)),
                    train_config=ConfigRecord())
     if cfg.get("out"):

@@ -9,6 +9,10 @@ and records per round the bytes that crossed the network and which nodes failed.
 
 Only Flower's public API: the strategy's public methods and the Message API (FedAvg's own
 reply check is private, so replies are sorted and their failures logged here, as it logs them).
+
+With a drift correction (fleet/correction.py) every train message's config names the method
+and mu, and under SCAFFOLD it carries the server's control variate for the device's tensors;
+the replies' changes of the devices' variates update it (aggregate.Controls).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
 from tinytrain.fleet import records as rec
-from tinytrain.fleet.aggregate import Master
+from tinytrain.fleet.aggregate import Controls, Master
+from tinytrain.fleet.correction import Correction
 from tinytrain.fleet.tensors import Trained
 
 
@@ -39,6 +44,7 @@ class RoundLog:
     loss: float = float("nan")
     downlink: dict[int, int] = field(default_factory=dict)  # node -> tensor bytes sent
     uplink: dict[int, int] = field(default_factory=dict)  # node -> tensor bytes received
+    controls: int = 0  # replies that carried a SCAFFOLD control variate's change
 
 
 def split_replies(replies: Iterable[Message]) -> tuple[list[Message], list[Message]]:
@@ -65,10 +71,13 @@ class SparseFedAvg(FedAvg):
     aggregating (off by default: a round's copy of a large model is not small)."""
 
     def __init__(self, master: Master, plans: dict[int, list[Trained]], *,
-                 keep_rounds: bool = False, **kw) -> None:
+                 keep_rounds: bool = False, correction: Correction | None = None,
+                 **kw) -> None:
         kw.setdefault("fraction_evaluate", 0.0)
         super().__init__(**kw)
         self.master, self.plans, self.keep_rounds = master, plans, keep_rounds
+        self.correction = correction or Correction()
+        self.controls = Controls(master.kinds, plans) if self.correction.scaffold else None
         self.rounds: list[RoundLog] = []
         self.history: dict[int, dict[str, np.ndarray]] = {}
 
@@ -82,9 +91,15 @@ class SparseFedAvg(FedAvg):
             node = m.metadata.dst_node_id
             names = [t.name for t in self.plans.get(node, [])] or list(sent)
             mine = {n: sent[n] for n in names if n in sent}
+            cfg = m.content[rec.CONFIG]
+            content = RecordDict({rec.ARRAYS: rec.to_arrays(mine), rec.CONFIG: cfg})
             log_.downlink[node] = rec.payload_bytes(mine)
-            content = RecordDict({rec.ARRAYS: rec.to_arrays(mine),
-                                  rec.CONFIG: m.content[rec.CONFIG]})
+            if self.correction.on:
+                cfg["correction"], cfg["mu"] = self.correction.method, self.correction.mu
+            if self.controls is not None:
+                c = self.controls.sent(mine)
+                content[rec.CONTROL] = rec.to_arrays(c)
+                log_.downlink[node] += rec.payload_bytes(c)
             out.append(Message(content=content, message_type=MessageType.TRAIN,
                                dst_node_id=node))
         self.rounds.append(log_)
@@ -99,14 +114,18 @@ class SparseFedAvg(FedAvg):
         for m in valid:
             r = rec.read_reply(m.content)
             self.plans[m.metadata.src_node_id] = r.plan
-            log_.uplink[m.metadata.src_node_id] = rec.payload_bytes(r.parts)
+            log_.uplink[m.metadata.src_node_id] = rec.payload_bytes(r.parts) + \
+                rec.payload_bytes(r.control or {})
             got.append((r, float(m.content[rec.METRICS].get("train-loss", np.nan))))
         log_.failed = sorted(m.metadata.src_node_id for m in errors)
         log_.devices = len(got)
+        log_.controls = sum(r.control is not None for r, _ in got)
         log_.samples = sum(r.samples for r, _ in got)
         if log_.samples:
             log_.loss = sum(r.samples * loss for r, loss in got) / log_.samples
         sent = self.master.update(r for r, _ in got)
+        if self.controls is not None:
+            self.controls.update(r for r, _ in got)
         if self.keep_rounds:
             self.history[server_round] = sent
         log(INFO, "tinytrain round %d: %d devices (%d failed), %d samples, loss %.4f, "

@@ -1,0 +1,211 @@
+"""--fleet-correction: the devices' drift-correction term (SCAFFOLD / FedProx) on real host
+builds. Each step of a build with the term equals the same step of a build without it followed
+by p -= lr * (mu * p + b) computed here in NumPy (fp32, and int8 / int32 with the build's
+rounding); with b = mu = 0 the two builds train bit for bit alike. Then the host side:
+SCAFFOLD's control variates over rounds in which a device is missing, and the errors."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from tinytrain.device.build import build
+from tinytrain.device.runner import open_program
+from tinytrain.errors import DataError, OptionError
+from tinytrain.fleet.aggregate import Controls, Master, Reply
+from tinytrain.fleet.correction import Correction, effective_lr
+from tinytrain.fleet.local import Node, describe, train_round
+from tinytrain.fleet.tensors import trained_tensors
+from tinytrain.ops import get_op
+from tinytrain.passes.fleet_correction import salt
+from tinytrain.passes.optimizer import SGDConfig
+from tinytrain.passes.pipeline import Options, compile_model
+from tinytrain.quant.update import ROUNDINGS, update_s8, update_s32
+
+DIGITS = ROOT / "examples" / "digits" / "digits_cnn.onnx"
+PARTIAL = "tte:n_bias=3,idx=1-2,ratio=0.5-0.5"  # half the depthwise rows, half pw inputs
+LR = 0.05
+STEPS = 4  # steps compared after the terms are set (and as many before, with zero terms)
+CONTROL_TOL = 1e-9  # float64 sums of a few hundred float32-sized terms
+
+
+def _digits():
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    return (d.images / 16.0).astype(np.float32)[:, None], d.target
+
+
+def _pair(tmp_path, opts: Options):
+    """Host builds of the digits CNN without and with the term."""
+    build(DIGITS, tmp_path / "plain", opts)
+    report = build(DIGITS, tmp_path / "fleet", replace(opts, fleet_correction=True))
+    return tmp_path / "plain", tmp_path / "fleet", report
+
+
+def _terms(plan, rng, scale: float, mu: float) -> dict[str, np.ndarray]:
+    out = {f"{t.name}_fleet_b": rng.normal(0, scale, t.part_shape()).astype(np.float32)
+           for t in plan}
+    out["fleet_mu"] = np.array([mu], np.float32)
+    return out
+
+
+def _expected(t, after_plain, b, mu, info, step, shadow):
+    """The trained part after the correction, from the plain build's step (the reference)."""
+    part = t.take(after_plain)
+    if t.dtype == "f32":  # momentum's effective rate, in float32 as the C computes it
+        lr = np.float32(np.float32(LR) / (np.float32(1) - np.float32(info["sgd"]["momentum"])))
+        tt = (np.float32(mu) * part).astype(np.float32) + b
+        return (part - lr * tt).astype(np.float32)
+    tt = (np.float32(mu) * part.astype(np.float32)).astype(np.float32) + b
+    d = (np.float32(LR) * tt).astype(np.float32).reshape(-1)
+    mode = ROUNDINGS[info["sgd"]["rounding"]]
+    idx = np.arange(d.size)
+    if t.dtype == "s32":
+        return update_s32(part.reshape(-1), d, mode, salt(0, t.name), step, idx).reshape(
+            part.shape)
+    return update_s8(part.reshape(-1), d, mode, salt(0, t.name), step, idx,
+                     shadow).reshape(part.shape)
+
+
+def _check_steps(tmp_path, opts: Options, scale: float, mu: float) -> None:
+    x, y = _digits()
+    plain, fleet, _ = _pair(tmp_path, opts)
+    g, _ = compile_model(DIGITS, replace(opts, fleet_correction=True))
+    nodes = {n.outputs[0]: n for n in g.nodes if n.op == "fleet_correction"}
+    rng = np.random.default_rng(1)
+    with open_program(plain) as a, open_program(fleet) as b:
+        plan = trained_tensors(b.info)
+        assert set(nodes) == {t.name for t in plan}
+        for i in range(STEPS):  # zero terms: the same bits
+            a.train(x[i], y[i])
+            b.train(x[i], y[i])
+        pa, pb = a.get_params(), b.get_params()
+        assert all(np.array_equal(pa[k], pb[k]) for k in pa)
+        terms = _terms(plan, rng, scale, mu)
+        st = b.get_state()
+        st.update(terms)
+        b.set_state(st)
+        for i in range(STEPS, 2 * STEPS):  # from b's parameters and state, one step each
+            sb = b.get_state()
+            a.set_state({k: v for k, v in sb.items() if k in a.get_state()})
+            a.set_params(b.get_params())
+            a.train(x[i], y[i])
+            b.train(x[i], y[i])
+            pa, pb, sa = a.get_params(), b.get_params(), a.get_state()
+            for t in plan:
+                bt = terms[f"{t.name}_fleet_b"]
+                sh = sa.get(f"{t.name}_shadow")
+                sh = None if sh is None else sh.reshape(-1).copy()
+                step = int(sb["rng_step"][0]) if "rng_step" in sb else 0
+                want = _expected(t, pa[t.name], bt, mu, b.info, step, sh)
+                assert np.array_equal(t.take(pb[t.name]), want), (t.name, i)
+                if sh is not None:  # the shadow bytes took the correction's fraction too
+                    assert np.array_equal(b.get_state()[f"{t.name}_shadow"].reshape(-1), sh)
+                # the op's own NumPy reference (what the IR interpreter runs) agrees
+                packed = "packed" in next(p for p in b.info["trainable"]
+                                          if p["name"] == t.name)
+                xs = [t.take(pa[t.name]) if packed else pa[t.name].copy(), bt,
+                      terms["fleet_mu"]]  # a packed weight is stored as its trained part
+                if t.dtype != "f32":
+                    xs.append(np.array([step], np.int32))
+                    if sh is not None:
+                        xs.append(sa[f"{t.name}_shadow"].copy())
+                got = get_op("fleet_correction").forward(nodes[t.name], xs)[0]
+                got = got if packed else t.take(got)
+                assert np.array_equal(got.reshape(want.shape), want), (t.name, "numpy op")
+
+
+@pytest.mark.parametrize("update,momentum", [("bias", 0.9), ("full", 0.0), (PARTIAL, 0.9)])
+def test_fp32_step_is_the_plain_step_then_the_correction(tmp_path, update, momentum) -> None:
+    _check_steps(tmp_path, Options(update=update, sgd=SGDConfig(lr=LR, momentum=momentum)),
+                 scale=0.1, mu=0.01)
+
+
+@pytest.mark.parametrize("update,rounding", [("bias", "stochastic"), ("full", "shadow"),
+                                             (PARTIAL, "stochastic")])
+def test_int8_step_is_the_plain_step_then_the_rounded_correction(tmp_path, update,
+                                                                 rounding) -> None:
+    x, _ = _digits()
+    np.savez(tmp_path / "calib.npz", x=x[:64])
+    opts = Options(update=update, sgd=SGDConfig(lr=LR, rounding=rounding), quantize="int8",
+                   calib=tmp_path / "calib.npz")
+    _check_steps(tmp_path, opts, scale=20.0, mu=0.5)  # b in codes: steps of a code or so
+
+
+def test_report_prices_the_term_and_the_cli_builds_it(tmp_path, cli) -> None:
+    out = tmp_path / "b"
+    p = cli("build", DIGITS, "--update", "bias", "--fleet-correction", "--out", out)
+    report = json.loads((out / "report.json").read_text())
+    plan = trained_tensors(json.loads((out / "program.json").read_text()))
+    elements = sum(int(np.prod(t.part_shape())) for t in plan)
+    assert report["sram_bytes"]["fleet_correction"] == 4 * elements + 4  # b, then mu
+    assert "fleet correction" in p.stdout
+    info = json.loads((out / "program.json").read_text())
+    names = {e["name"] for e in info["state"]}
+    assert {"fleet_mu", *(f"{t.name}_fleet_b" for t in plan)} <= names
+
+
+def test_scaffold_control_variates_survive_a_missing_device(tmp_path) -> None:
+    """Three devices, each on its own labels; device 1 misses round 2. Each device's c_i
+    follows option II of SCAFFOLD (recomputed here from its parts), the server's c stays
+    the mean of all three c_i, and device 1's c_i is what it was after round 1."""
+    x, y = _digits()
+    order = np.argsort(y[:300], kind="stable")
+    np.savez(tmp_path / "pool.npz", x=x[:300][order], y=y[:300][order])
+    opts = Options(update="bias", sgd=SGDConfig(lr=LR, momentum=0.9), fleet_correction=True)
+    build(DIGITS, tmp_path / "dev", opts)
+    nodes = [Node(tmp_path / "dev", tmp_path / "pool.npz", part=k, parts=3,
+                  partition="labels:2") for k in range(3)]
+    corr = Correction("scaffold", mu=0.01)
+    with open_program(tmp_path / "dev") as dev:
+        plan, start, info = trained_tensors(dev.info), dev.get_params(), dev.info
+    kinds = {t.name: t for t in plan}
+    master = Master({t.name: start[t.name] for t in plan}, kinds)
+    controls = Controls(kinds, dict(enumerate([plan] * 3)))
+    own: dict[int, dict[str, np.ndarray] | None] = {0: None, 1: None, 2: None}
+    states: dict[int, dict | None] = {0: None, 1: None, 2: None}
+    lr = effective_lr(info)
+    for rnd, present in ((1, (0, 1, 2)), (2, (0, 2)), (3, (0, 1, 2))):
+        sent, c = master.sent(), controls.sent(kinds)
+        replies = []
+        for k in present:
+            r = train_round(nodes[k], sent, states[k], rnd, corr, c, own[k])
+            k_steps = len(nodes[k].samples()[1])
+            for t in plan:  # c_i+ = c_i - c + (x - y) / (K lr)
+                old = 0 if own[k] is None else own[k][t.name]
+                want = old - c[t.name].astype(np.float64) + (
+                    sent[t.name].astype(np.float64) - r.parts[t.name]) / (k_steps * lr)
+                assert np.allclose(r.control[t.name], want, rtol=0, atol=CONTROL_TOL)
+                assert np.allclose(r.control_delta[t.name], want - old, rtol=0,
+                                   atol=CONTROL_TOL)
+            states[k], own[k] = r.state, r.control
+            replies.append(Reply(r.parts, r.plan, r.samples, r.control_delta))
+        kept = None if own[1] is None else {n: a.copy() for n, a in own[1].items()}
+        master.update(replies)
+        controls.update(replies)
+        for t in plan:
+            mean = np.mean([own[k][t.name] for k in range(3)], axis=0)
+            assert np.allclose(controls.values[t.name], mean, rtol=0, atol=CONTROL_TOL)
+        if rnd == 2:
+            assert all(np.array_equal(kept[n], own[1][n]) for n in kept)
+    assert any(np.abs(controls.values[t.name]).max() > 0 for t in plan)
+
+
+def test_correction_errors_are_clear(tmp_path) -> None:
+    for bad, msg in ((("fedavg", 0.0), "correction must be one of"),
+                     (("prox", 0.0), "needs mu > 0"), (("none", 0.1), "mu is FedProx's"),
+                     (("scaffold", -1.0), "mu must be")):
+        with pytest.raises(OptionError, match=msg):
+            Correction(*bad)
+    x, y = _digits()
+    np.savez(tmp_path / "d.npz", x=x[:20], y=y[:20])
+    build(DIGITS, tmp_path / "plain", Options(update="bias"))
+    node = Node(tmp_path / "plain", tmp_path / "d.npz")
+    _, params = describe(node)
+    with pytest.raises(DataError, match="build it with --fleet-correction"):
+        train_round(node, params, None, 1, Correction("prox", 0.1))

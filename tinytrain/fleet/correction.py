@@ -1,0 +1,131 @@
+"""Drift correction for a fleet whose devices each see a few classes: SCAFFOLD and FedProx.
+
+A device built with `--fleet-correction` runs p -= lr * (mu * p + b) after each step's
+updates (passes/fleet_correction.py). This module is the host side of one round: what b and
+mu are for the method the fleet's run chose, and SCAFFOLD's control variates.
+
+- prox (FedProx, Li et al. 2020): mu > 0 and b = -mu * w_global, so each step also pulls the
+  weights toward the round's start by lr * mu * (p - w_global).
+- scaffold (SCAFFOLD, Karimireddy et al. 2020): b = c - c_i, the server's control variate
+  less the device's. After the round (option II of the paper),
+
+      c_i+ = c_i - c + (w_global - w) / (K * lr)        K: the round's optimizer steps
+
+  and the device replies with c_i+ - c_i. It keeps c_i between rounds (the ClientApp's
+  context.state), so a device that misses a round keeps its variate and the server's
+  c, updated from the replies it got (aggregate.Controls), stays the mean of all c_i.
+  With mu > 0 too, both terms apply.
+
+Everything is in the parameter's own units, as the device stores them: values for fp32 and
+codes for int8 weights and int32 biases. lr is the device's effective rate: the build's lr,
+over (1 - momentum) for fp32 (the rate at which a term that is constant through a round moves
+heavy-ball SGD, which is how the device applies b).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tinytrain.errors import DataError, OptionError
+from tinytrain.fleet.tensors import Trained
+
+METHODS = ("none", "scaffold", "prox")
+MU = "fleet_mu"  # passes/fleet_correction.py's state names
+B_SUFFIX = "_fleet_b"
+
+
+@dataclass(frozen=True)
+class Correction:
+    """The run's method and FedProx's mu (SCAFFOLD may take a mu too: both terms)."""
+
+    method: str = "none"
+    mu: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise OptionError(f"correction must be one of {', '.join(METHODS)}, not "
+                              f"'{self.method}'")
+        if not (np.isfinite(self.mu) and self.mu >= 0):
+            raise OptionError(f"mu must be a finite number >= 0, not {self.mu}")
+        if self.method == "prox" and self.mu == 0:
+            raise OptionError("correction=prox needs mu > 0 (FedProx's proximal weight)")
+        if self.method == "none" and self.mu:
+            raise OptionError("mu is FedProx's: choose correction=prox (or scaffold, which "
+                              "adds it to its control variates)")
+
+    @property
+    def on(self) -> bool:
+        return self.method != "none"
+
+    @property
+    def scaffold(self) -> bool:
+        return self.method == "scaffold"
+
+
+def corrects(info: Mapping[str, Any]) -> bool:
+    """Whether the build has the correction term (built with --fleet-correction)."""
+    return bool(info.get("fleet_correction"))
+
+
+def effective_lr(info: Mapping[str, Any]) -> float:
+    """The rate b moves the device's weights at per step: lr, over 1 - momentum for fp32."""
+    sgd = info.get("sgd") or {}
+    return float(np.float32(sgd["lr"]) / (np.float32(1.0) - np.float32(sgd.get("momentum", 0))))
+
+
+def steps(info: Mapping[str, Any], samples: int, epochs: int) -> int:
+    """Optimizer steps in a round of `epochs` passes over `samples` (a partial last batch
+    is a step of its own, as the device applies it)."""
+    batch = int((info.get("sgd") or {}).get("batch", 1))
+    return epochs * -(-samples // batch)
+
+
+def device_terms(info: Mapping[str, Any], plan: list[Trained], corr: Correction,
+                 w_global: Mapping[str, np.ndarray], c: Mapping[str, np.ndarray] | None,
+                 c_i: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+    """The state entries to write before a round: mu and each trained tensor's b (zero for a
+    method that does not use them). w_global and c are whole tensors, c_i trained parts."""
+    if not corrects(info):
+        raise DataError("the fleet's run asks for a drift correction, but this device's build "
+                        "has none: build it with --fleet-correction")
+    out = {MU: np.array([corr.mu if corr.on else 0.0], np.float32)}
+    for t in plan:
+        b = np.zeros(t.part_shape(), np.float64)
+        if corr.scaffold and c is not None and t.name in c:
+            b += _part(t, np.asarray(c[t.name], np.float64))
+            if c_i is not None and t.name in c_i:
+                b -= np.asarray(c_i[t.name], np.float64).reshape(t.part_shape())
+        if corr.mu and t.name in w_global:
+            b -= corr.mu * t.take(w_global[t.name]).astype(np.float64)
+        out[f"{t.name}{B_SUFFIX}"] = b.astype(np.float32)
+    return out
+
+
+def control_update(plan: list[Trained], start: Mapping[str, np.ndarray],
+                   end: Mapping[str, np.ndarray], c: Mapping[str, np.ndarray] | None,
+                   c_i: Mapping[str, np.ndarray] | None, k: int, lr: float
+                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """SCAFFOLD's c_i+ and the reply's c_i+ - c_i, per trained tensor (trained parts):
+    `start` and `end` are the trained parts before and after the round's k steps."""
+    new, delta = {}, {}
+    for t in plan:
+        shape = t.part_shape()
+        old = np.zeros(shape) if c_i is None or t.name not in c_i else \
+            np.asarray(c_i[t.name], np.float64).reshape(shape)
+        cc = np.zeros(shape) if c is None or t.name not in c else \
+            _part(t, np.asarray(c[t.name], np.float64))
+        moved = (np.asarray(start[t.name], np.float64) - np.asarray(end[t.name], np.float64))
+        d = -cc + moved.reshape(shape) / (max(k, 1) * lr)
+        new[t.name], delta[t.name] = old + d, d
+    return new, delta
+
+
+def _part(t: Trained, whole: np.ndarray) -> np.ndarray:
+    """The trained elements of a float64 whole tensor (Trained.take keeps the tensor's
+    dtype, which would round a control variate to int8 codes)."""
+    a = whole.reshape(t.shape)
+    return a.copy() if t.channels is None else np.take(a, t.channels, t.axis)
