@@ -8,6 +8,7 @@ by 90 degrees, each device holding a few samples of a few classes (non-IID).
     python bench/fleet.py --quantize int8 --lr 0.2 --momentum 0
     python bench/fleet.py --correction scaffold --local-epochs 5   # SCAFFOLD on the devices
     python bench/fleet.py --correction prox --mu 0.1                # FedProx
+    python bench/fleet.py --correction scaffold+restricted --alpha 0.5   # and FedRS
     python bench/fleet.py --max-sram 9,12.9,40 --plot docs/fleet-rounds.png   # make fleet-plot
 
 Every device is a host build driven over the link by Flower's simulation engine (`flwr run`,
@@ -86,9 +87,12 @@ def main() -> None:
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--server-lr", type=float, default=1.0, help="FedAvgM's server step")
     ap.add_argument("--server-momentum", type=float, default=0.0)
-    ap.add_argument("--correction", choices=list(METHODS), default="none",
-                    help="the devices' drift correction (builds with --fleet-correction)")
+    ap.add_argument("--correction", default="none", help="the devices' drift correction: "
+                    f"none, or {', '.join(METHODS)} joined by '+' (builds with "
+                    "--fleet-correction)")
     ap.add_argument("--mu", type=float, default=0.0, help="FedProx's proximal weight")
+    ap.add_argument("--alpha", type=float, default=1.0,
+                    help="restricted softmax: the scale of absent classes' logits")
     ap.add_argument("--quantize", choices=["int8"], help="int8 builds (plain SGD: --momentum 0)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
@@ -124,7 +128,7 @@ def main() -> None:
                        local_epochs=args.local_epochs, partition=args.partition,
                        seed=args.seed, server_lr=args.server_lr,
                        server_momentum=args.server_momentum, keep_rounds=True,
-                       correction=args.correction, mu=args.mu)
+                       correction=args.correction, mu=args.mu, alpha=args.alpha)
         fleet = [accuracy(b, run.final, tmp / "test.npz") for b in builds]
         # round 0 is the start; each class's model with the tensors the server sent after round r
         by_round = [[start[k], *(accuracy(b, run.per_round[r], tmp / "test.npz")
@@ -167,7 +171,8 @@ def main() -> None:
            "partition": args.partition, "lr": args.lr, "momentum": args.momentum,
            "quantize": args.quantize, "server_lr": args.server_lr,
            "server_momentum": args.server_momentum, "correction": args.correction,
-           "mu": args.mu, "extra_sram": extra_sram, "plans": plans, "start": start, "fleet": fleet,
+           "mu": args.mu, "alpha": args.alpha, "extra_sram": extra_sram, "plans": plans,
+           "start": start, "fleet": fleet,
            "centralised": central, "centralised_best": central_best,
            "rounds_to_target": [rounds_to(by_round[k], central_best[k] - TARGET_GAP)
                                 for k in range(len(builds))],
@@ -183,7 +188,8 @@ def main() -> None:
           f"| rounds to within {100 * TARGET_GAP:.0f} points of the best | each device alone | "
           "uplink / downlink B per device and round | extra SRAM B |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    method = args.correction + (f" μ={args.mu:g}" if args.mu else "")
+    method = args.correction + (f" μ={args.mu:g}" if args.mu else "") + \
+        (f" α={args.alpha:g}" if args.alpha < 1 else "")
     for k, plan in enumerate(plans):
         hit = row["rounds_to_target"][k]
         print(f"| `{plan}` | {method} | {100 * start[k]:.1f} % | {100 * fleet[k]:.1f} % | "

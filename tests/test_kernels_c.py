@@ -113,6 +113,7 @@ SIGNATURES = {
     "tt_softmax_f32": ([c_ptr, c_ptr, c_i32], None),
     "tt_log_softmax_f32": ([c_ptr, c_ptr, c_i32], None),
     "tt_softmax_ce_f32": ([c_ptr, c_ptr, c_i32, c_i32, c_float, c_ptr], c_float),
+    "tt_softmax_ce_damped_f32": ([c_ptr, c_ptr, c_i32, c_i32, c_float, c_ptr, c_ptr], c_float),
     "tt_mse_f32": ([c_ptr, c_ptr, c_ptr, c_i32, c_float], c_float),
     "tt_sgd_f32": (
         [c_ptr, c_ptr, c_ptr, c_i32, c_float, c_float, c_float, c_float],
@@ -688,6 +689,32 @@ def test_softmax_family(lib, case):
         assert loss == pytest.approx(loss_ref.item(), rel=1e-5, abs=FP32_KERNEL_ATOL)
         close(dl, xt.grad)
         assert pred[0] == int(np.argmax(x))  # numpy argmax is the first maximum
+
+
+@pytest.mark.parametrize("case", sorted(LOGIT_CASES))
+def test_restricted_softmax_ce(lib, case):
+    """FedRS's damped loss (the fleet's restricted softmax) against autograd through
+    cross_entropy(logits * (1 - damp)); with damp zero, tt_softmax_ce_f32's bits."""
+    rng = np.random.default_rng(28)
+    x = LOGIT_CASES[case](rng)
+    n, scale = x.size, 0.25
+    damp = np.where(rng.random(n) < 0.6, 0.5, 0.0).astype(np.float32)
+    for label in (0, n - 1, int(np.argmax(x))):
+        damp[label] = 0.0  # a device's own sample's class is never damped
+        xt = t64(x, grad=True)
+        loss_ref = F.cross_entropy((xt * t64(1 - damp)).unsqueeze(0), torch.tensor([label]))
+        (loss_ref * scale).backward()
+        dl = np.full_like(x, np.nan)
+        pred = np.full(1, -1, dtype=np.int32)
+        loss = lib.tt_softmax_ce_damped_f32(P(dl), P(x), n, label, scale, P(pred), P(damp))
+        assert loss == pytest.approx(loss_ref.item(), rel=1e-5, abs=FP32_KERNEL_ATOL)
+        close(dl, xt.grad)
+        assert pred[0] == int(np.argmax(x))  # the undamped logits' prediction
+        plain, zero = np.empty_like(x), np.zeros_like(x)
+        lp = lib.tt_softmax_ce_f32(P(plain), P(x), n, label, scale, P(pred))
+        assert lib.tt_softmax_ce_damped_f32(P(dl), P(x), n, label, scale, P(pred),
+                                            P(zero)) == lp
+        assert np.array_equal(dl, plain)
 
 
 def test_mse(lib):

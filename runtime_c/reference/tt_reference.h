@@ -213,6 +213,9 @@ void tt_log_softmax_f32(float *y, const float *x, int32_t n);
  * returns the loss, and *pred = argmax(logits) (first maximum). */
 float tt_softmax_ce_f32(float *dlogits, const float *logits, int32_t n, int32_t label,
                         float scale, int32_t *pred);
+/* the same on logits scaled by 1 - damp[i] (FedRS's restricted softmax, tt_loss_f32.c) */
+float tt_softmax_ce_damped_f32(float *dlogits, const float *logits, int32_t n, int32_t label,
+                               float scale, int32_t *pred, const float *damp);
 /* Mean squared error over n outputs: loss = mean((y-t)^2); dy = scale*2*(y-t)/n. */
 float tt_mse_f32(float *dy, const float *y, const float *target, int32_t n, float scale);
 

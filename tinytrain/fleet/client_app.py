@@ -66,7 +66,8 @@ def train(msg: Message, context: Context) -> Message:
              else None)
     cfg = msg.content[rec.CONFIG] if rec.CONFIG in msg.content else {}
     server_round = int(cfg.get("server-round", 0))
-    corr = Correction(str(cfg.get("correction", "none")), float(cfg.get("mu", 0.0)))
+    corr = Correction(str(cfg.get("correction", "none")), float(cfg.get("mu", 0.0)),
+                      float(cfg.get("alpha", 1.0)))
     control = rec.from_arrays(msg.content[rec.CONTROL]) if rec.CONTROL in msg.content else None
     own = (rec.from_arrays(context.state[rec.OWN_CONTROL]) if rec.OWN_CONTROL in context.state
            else None)

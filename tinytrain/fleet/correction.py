@@ -1,4 +1,5 @@
-"""Drift correction for a fleet whose devices each see a few classes: SCAFFOLD and FedProx.
+"""Drift correction for a fleet whose devices each see a few classes: SCAFFOLD, FedProx and
+FedRS's restricted softmax.
 
 A device built with `--fleet-correction` runs p -= lr * (mu * p + b) after each step's
 updates (passes/fleet_correction.py). This module is the host side of one round: what b and
@@ -14,7 +15,11 @@ mu are for the method the fleet's run chose, and SCAFFOLD's control variates.
   and the device replies with c_i+ - c_i. It keeps c_i between rounds (the ClientApp's
   context.state), so a device that misses a round keeps its variate and the server's
   c, updated from the replies it got (aggregate.Controls), stays the mean of all c_i.
-  With mu > 0 too, both terms apply.
+- restricted (FedRS, Li & Zhan 2021): the loss is taken on logits scaled by alpha for the
+  classes the device has no samples of this round, so its few classes stop pushing the
+  others' logits down. Costs one float per class on the device.
+
+Methods combine (correction=scaffold+restricted): their terms add.
 
 Everything is in the parameter's own units, as the device stores them: values for fp32 and
 codes for int8 weights and int32 biases. lr is the device's effective rate: the build's lr,
@@ -33,37 +38,51 @@ import numpy as np
 from tinytrain.errors import DataError, OptionError
 from tinytrain.fleet.tensors import Trained
 
-METHODS = ("none", "scaffold", "prox")
+METHODS = ("scaffold", "prox", "restricted")  # `correction`: one, several joined by '+', none
 MU = "fleet_mu"  # passes/fleet_correction.py's state names
 B_SUFFIX = "_fleet_b"
+DAMP = "fleet_damp"
 
 
 @dataclass(frozen=True)
 class Correction:
-    """The run's method and FedProx's mu (SCAFFOLD may take a mu too: both terms)."""
+    """The run's methods (`method`: none, or METHODS joined by '+'), FedProx's mu and the
+    restricted softmax's alpha (the scale of the logits of classes a device lacks)."""
 
     method: str = "none"
     mu: float = 0.0
+    alpha: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise OptionError(f"correction must be one of {', '.join(METHODS)}, not "
-                              f"'{self.method}'")
+        bad = [m for m in self.methods if m not in METHODS]
+        if bad or (self.method != "none" and not self.methods):
+            raise OptionError(f"correction must be none or one or more of {', '.join(METHODS)} "
+                              f"joined by '+' (scaffold+restricted), not '{self.method}'")
         if not (np.isfinite(self.mu) and self.mu >= 0):
             raise OptionError(f"mu must be a finite number >= 0, not {self.mu}")
-        if self.method == "prox" and self.mu == 0:
-            raise OptionError("correction=prox needs mu > 0 (FedProx's proximal weight)")
-        if self.method == "none" and self.mu:
-            raise OptionError("mu is FedProx's: choose correction=prox (or scaffold, which "
-                              "adds it to its control variates)")
+        if ("prox" in self.methods) != (self.mu > 0):
+            raise OptionError("correction=prox needs mu > 0 (FedProx's proximal weight)"
+                              if self.mu == 0 else "mu is FedProx's: add prox to correction")
+        if not (np.isfinite(self.alpha) and 0 <= self.alpha <= 1):
+            raise OptionError(f"alpha must be in [0, 1], not {self.alpha}")
+        if ("restricted" in self.methods) != (self.alpha < 1):
+            raise OptionError("correction=restricted needs alpha < 1 (the scale of the "
+                              "logits of classes a device lacks)" if self.alpha == 1 else
+                              "alpha is the restricted softmax's: add restricted to "
+                              "correction")
+
+    @property
+    def methods(self) -> frozenset[str]:
+        return frozenset() if self.method == "none" else \
+            frozenset(m.strip() for m in self.method.split("+"))
 
     @property
     def on(self) -> bool:
-        return self.method != "none"
+        return bool(self.methods)
 
     @property
     def scaffold(self) -> bool:
-        return self.method == "scaffold"
+        return "scaffold" in self.methods
 
 
 def corrects(info: Mapping[str, Any]) -> bool:
@@ -86,13 +105,26 @@ def steps(info: Mapping[str, Any], samples: int, epochs: int) -> int:
 
 def device_terms(info: Mapping[str, Any], plan: list[Trained], corr: Correction,
                  w_global: Mapping[str, np.ndarray], c: Mapping[str, np.ndarray] | None,
-                 c_i: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
-    """The state entries to write before a round: mu and each trained tensor's b (zero for a
-    method that does not use them). w_global and c are whole tensors, c_i trained parts."""
+                 c_i: Mapping[str, np.ndarray] | None,
+                 labels: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The state entries to write before a round: mu, each trained tensor's b and the
+    classes' damping (zero for a method that does not use them). w_global and c are whole
+    tensors, c_i trained parts, labels the device's samples' (the classes it has)."""
     if not corrects(info):
         raise DataError("the fleet's run asks for a drift correction, but this device's build "
                         "has none: build it with --fleet-correction")
-    out = {MU: np.array([corr.mu if corr.on else 0.0], np.float32)}
+    out = {MU: np.array([corr.mu], np.float32)}
+    damp = next((e for e in info.get("state", []) if e["name"] == DAMP), None)
+    if damp is not None:
+        d = np.zeros(int(np.prod(damp["shape"])), np.float32)
+        if "restricted" in corr.methods:
+            d[:] = 1.0 - corr.alpha
+            have = np.unique(np.asarray(labels if labels is not None else [], np.int64))
+            d[have[(have >= 0) & (have < d.size)]] = 0.0
+        out[DAMP] = d
+    elif "restricted" in corr.methods:
+        raise DataError("correction=restricted damps a cross-entropy loss's logits; this "
+                        "device's build has another loss (--loss mse)")
     for t in plan:
         b = np.zeros(t.part_shape(), np.float64)
         if corr.scaffold and c is not None and t.name in c:
@@ -119,8 +151,8 @@ def control_update(plan: list[Trained], start: Mapping[str, np.ndarray],
         cc = np.zeros(shape) if c is None or t.name not in c else \
             _part(t, np.asarray(c[t.name], np.float64))
         moved = (np.asarray(start[t.name], np.float64) - np.asarray(end[t.name], np.float64))
-        d = -cc + moved.reshape(shape) / (max(k, 1) * lr)
-        new[t.name], delta[t.name] = old + d, d
+        d = (-cc + moved.reshape(shape) / (max(k, 1) * lr)).astype(np.float32)  # the wire's
+        new[t.name], delta[t.name] = old + d, d  # c_i moves by what the server adds up
     return new, delta
 
 

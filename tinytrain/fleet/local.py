@@ -111,7 +111,7 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
         before = dev.get_params()
         if corr.on or corrects(dev.info):  # a build's b from an earlier run must not linger
             st = dev.get_state() or {}
-            st.update(device_terms(dev.info, plan, corr, before, control, own_control))
+            st.update(device_terms(dev.info, plan, corr, before, control, own_control, y))
             dev.set_state(st)
         stats = train(dev, x, y, epochs=node.epochs, shuffle=True,
                       seed=node.round_seed(server_round))

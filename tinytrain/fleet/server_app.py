@@ -6,7 +6,8 @@ this many devices; the default 2), `server-lr` and `server-momentum` (FedAvgM's 
 log `fleet_rounds.json`, written atomically), `keep-rounds` (also write the tensors after
 every round to `fleet_round_tensors.npz`, keyed `ROUND/TENSOR`), `correction` (none, scaffold
 or prox: the devices' drift correction, fleet/correction.py; their builds need
---fleet-correction) and `mu` (FedProx's proximal weight).
+--fleet-correction), `mu` (FedProx's proximal weight) and `alpha` (the restricted softmax's
+scale of absent classes' logits).
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ def write_results(out: Path, sent: dict[str, np.ndarray], strategy: SparseFedAvg
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     cfg = context.run_config
-    correction = Correction(str(cfg.get("correction", "none")), float(cfg.get("mu", 0.0)))
+    correction = Correction(str(cfg.get("correction", "none")), float(cfg.get("mu", 0.0)),
+                            float(cfg.get("alpha", 1.0)))
     min_nodes = int(cfg.get("min-nodes", 2))
     nodes = wait_for_nodes(grid, min_nodes, QUERY_TIMEOUT)
     master, plans = survey(grid, nodes, float(cfg.get("server-lr", 1.0)),

@@ -31,9 +31,9 @@ APP_TOML = '''# A Flower app: tinytrain's ClientApp (one device each) and Server
 # split over the nodes by `partition`: iid, labels:K, dirichlet:ALPHA), local-epochs, seed,
 # num-rounds, fraction-train, min-nodes, server-lr and server-momentum (FedAvgM; 1 and 0 are
 # FedAvg), out (fleet_final.npz and fleet_rounds.json), keep-rounds (and every round's tensors
-# in fleet_round_tensors.npz), correction (none, scaffold, prox) and mu (the devices'
-# drift correction; builds with --fleet-correction). Paths absolute: Flower runs the apps
-# from its own folders.
+# in fleet_round_tensors.npz), correction (none, or scaffold, prox, restricted joined by
+# '+'), mu and alpha (the devices' drift correction; builds with --fleet-correction).
+# Paths absolute: Flower runs the apps from its own folders.
 [build-system]
 requires = ["hatchling"]
 build-backend = "hatchling.build"
@@ -70,6 +70,7 @@ out = ""
 keep-rounds = false
 correction = "none"
 mu = 0.0
+alpha = 1.0
 '''
 RESULTS = ("fleet_final.npz", "fleet_rounds.json")
 ROUND_TENSORS = "fleet_round_tensors.npz"
@@ -111,12 +112,12 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
              local_epochs: int = 1, partition: str = "iid", seed: int = 0,
              fraction: float = 1.0, server_lr: float = 1.0, server_momentum: float = 0.0,
              timeout: float = 3600.0, keep_rounds: bool = False,
-             correction: str = "none", mu: float = 0.0) -> FleetRun:
+             correction: str = "none", mu: float = 0.0, alpha: float = 1.0) -> FleetRun:
     """Federate `nodes` simulated devices (node k: build k mod len(builds), its share of
     `data`) for `rounds` rounds; the results go to `out`. `keep_rounds` keeps the tensors of
     every round too (FleetRun.per_round), e.g. to evaluate the fleet's model round by round.
-    `correction` and `mu`: the devices' drift correction (tinytrain.fleet.correction)."""
-    Correction(correction, mu)  # a bad method or mu fails here, not in every node
+    `correction`, `mu`, `alpha`: the devices' drift correction (tinytrain.fleet.correction)."""
+    Correction(correction, mu, alpha)  # a bad method or mu fails here, not in every node
     flwr = Path(sys.executable).with_name("flwr")
     if not flwr.exists() and shutil.which("flwr") is None:
         raise TinyTrainError("Flower is not installed: pip install 'tinytrain-mcu[fleet]'")
@@ -126,7 +127,8 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
            "num-rounds": rounds, "min-nodes": nodes, "local-epochs": local_epochs,
            "partition": partition, "seed": seed, "fraction-train": fraction,
            "server-lr": float(server_lr), "server-momentum": float(server_momentum),
-           "keep-rounds": keep_rounds, "correction": correction, "mu": float(mu)}
+           "keep-rounds": keep_rounds, "correction": correction, "mu": float(mu),
+           "alpha": float(alpha)}
     with tempfile.TemporaryDirectory(prefix="tt-flwr-") as tmp:
         home, app = Path(tmp) / "home", write_app(Path(tmp) / "app")
         home.mkdir()

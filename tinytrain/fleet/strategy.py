@@ -11,7 +11,7 @@ Only Flower's public API: the strategy's public methods and the Message API (Fed
 reply check is private, so replies are sorted and their failures logged here, as it logs them).
 
 With a drift correction (fleet/correction.py) every train message's config names the method
-and mu, and under SCAFFOLD it carries the server's control variate for the device's tensors;
+, mu and alpha, and under SCAFFOLD it carries the server's control variate for the device's tensors;
 the replies' changes of the devices' variates update it (aggregate.Controls).
 """
 
@@ -96,6 +96,7 @@ class SparseFedAvg(FedAvg):
             log_.downlink[node] = rec.payload_bytes(mine)
             if self.correction.on:
                 cfg["correction"], cfg["mu"] = self.correction.method, self.correction.mu
+                cfg["alpha"] = self.correction.alpha
             if self.controls is not None:
                 c = self.controls.sent(mine)
                 content[rec.CONTROL] = rec.to_arrays(c)

@@ -13,7 +13,9 @@ def log_softmax(x: np.ndarray) -> np.ndarray:
 
 
 class SoftmaxCE(OpDef):
-    """inputs (logits, label) -> outputs (loss, pred, dlogits). attrs: scale (1/batch)."""
+    """inputs (logits, label[, damp]) -> outputs (loss, pred, dlogits). attrs: scale
+    (1/batch). damp (a fleet's restricted softmax, passes/fleet_correction.py): the loss is
+    taken on logits * (1 - damp) per class; the prediction stays the logits' argmax."""
 
     name = "softmax_ce"
 
@@ -22,17 +24,21 @@ class SoftmaxCE(OpDef):
 
     def forward(self, node, xs):
         logits, label = xs[0].reshape(-1), int(xs[1].reshape(-1)[0])
-        lsm = log_softmax(logits)
+        keep = 1.0 - xs[2].reshape(-1).astype(np.float64) if len(xs) > 2 else 1.0
+        lsm = log_softmax(logits * keep)
         d = np.exp(lsm)
         d[label] -= 1.0
+        d = d * keep
         return [np.array([-lsm[label]], np.float32), np.array([int(logits.argmax())], np.int32),
                 (d * node.attrs.get("scale", 1.0)).astype(np.float32).reshape(xs[0].shape)]
 
     def c_call(self, node, cg):
         n = size(cg.shape(node.inputs[0]))
-        return (f"{cg.ptr(node.outputs[0])}[0] = tt_softmax_ce_f32({cg.ptr(node.outputs[2])}, "
+        fn, damp = ("tt_softmax_ce_damped_f32", f", {cg.ptr(node.inputs[2])}") \
+            if len(node.inputs) > 2 else ("tt_softmax_ce_f32", "")
+        return (f"{cg.ptr(node.outputs[0])}[0] = {fn}({cg.ptr(node.outputs[2])}, "
                 f"{cg.ptr(node.inputs[0])}, {n}, {cg.ptr(node.inputs[1])}[0], 1.0f, "
-                f"{cg.ptr(node.outputs[1])});")
+                f"{cg.ptr(node.outputs[1])}{damp});")
 
 
 class MSE(OpDef):

@@ -12,9 +12,14 @@ the buffers, the fleet's run chooses the method and fills them each round over t
 state commands (tinytrain/fleet/correction.py). A term that is zero changes nothing, so a
 build with the correction and b = mu = 0 trains bit for bit as one without it.
 
-Cost: b is one float per trained element, plus mu: the planner prices them as training state
-(report.json's sram_bytes.fleet_correction). It runs last, on the graph the memory passes
-left, so b follows the parameters as stored (a packed partial weight's trained channels).
+A cross-entropy loss also gets FedRS's restricted softmax (Li & Zhan, 2021): a per-class
+damping d, the loss taken on logits * (1 - d), which the fleet sets to 1 - alpha for the
+classes a device has no samples of, so its few classes do not push the others' logits down.
+
+Cost: b is one float per trained element, plus mu and d (one float per class): the planner
+prices them as training state (report.json's sram_bytes.fleet_correction). It runs last, on
+the graph the memory passes left, so b follows the parameters as stored (a packed partial
+weight's trained channels).
 """
 
 from __future__ import annotations
@@ -27,11 +32,12 @@ from tinytrain.quant.update import ROUNDINGS
 
 MU = "fleet_mu"
 B_SUFFIX = "_fleet_b"
+DAMP = "fleet_damp"  # per class: the restricted softmax's 1 - alpha for classes a device lacks
 
 
 def is_fleet_state(name: str) -> bool:
     """Whether a state tensor is the correction's (its own line in the SRAM breakdown)."""
-    return name == MU or name.endswith(B_SUFFIX)
+    return name in (MU, DAMP) or name.endswith(B_SUFFIX)
 
 
 def salt(seed: int, name: str) -> int:
@@ -82,5 +88,18 @@ def add_fleet_correction(g: Graph) -> Graph:
                       "salt": salt(int(sgd.get("seed", 0)), p.name)}
         nodes.append(Node(f"{p.name}_fleet", "fleet_correction", tuple(inputs), (p.name,),
                           attrs, phase="update"))
-    return g.with_tensors(tensors).replace(nodes=g.nodes + tuple(nodes),
-                                           meta={**g.meta, "fleet_correction": True})
+    return _restrict_softmax(g.with_tensors(tensors).replace(
+        nodes=g.nodes + tuple(nodes), meta={**g.meta, "fleet_correction": True}))
+
+
+def _restrict_softmax(g: Graph) -> Graph:
+    """A cross-entropy loss reads a per-class damping (FedRS's restricted softmax: the fleet
+    sets 1 - alpha for the classes a device has no samples of; zero, the default, is the
+    plain loss bit for bit)."""
+    loss = [n for n in g.nodes if n.op == "softmax_ce"]
+    if not loss:
+        return g
+    damp = Tensor(DAMP, (size(g.t(loss[0].inputs[0]).shape),), OPT_STATE)
+    nodes = tuple(Node(n.name, n.op, n.inputs + (DAMP,), n.outputs, n.attrs, n.phase)
+                  if n.op == "softmax_ce" else n for n in g.nodes)
+    return g.with_tensors([damp]).replace(nodes=nodes)
