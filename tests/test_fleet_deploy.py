@@ -1,9 +1,10 @@
 """A fleet deployed as Flower deploys it: a real SuperLink and one SuperNode per device on the
 loopback, each SuperNode's node config naming its device (a firmware build run on its QEMU
 twin; int8 builds, one training the classifier and one the biases, so int8 and int32 codes
-cross the network), and `flwr run APP deploy` submitting tinytrain's app. One twin is killed
-in the middle of round 1: that round is that node's failure, the other node's update is
-aggregated, and in round 2 both train again."""
+cross the network), and `flwr run APP deploy` submitting tinytrain's app with SCAFFOLD (the
+builds carry --fleet-correction: control variates cross the network both ways). One twin is
+killed in the middle of round 1: that round is that node's failure, the other node's update
+and control variate are aggregated, and in round 2 both train again."""
 
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ def test_superlink_supernodes_and_a_twin_killed_mid_round(tmp_path) -> None:
     for k, update in enumerate(("last:1", "bias")):  # each its own build directory (a
         b = tmp_path / f"dev{k}"  # twin's flash file); int8 codes cross the network
         build(DIGITS, b, Options(board="stm32f746", update=update, sgd=SGDConfig(lr=0.05),
-                                 quantize="int8", calib=tmp_path / "calib.npz"))
+                                 quantize="int8", calib=tmp_path / "calib.npz",
+                                 fleet_correction=True))
         np.savez(tmp_path / f"data{k}.npz", x=x[300 * k:300 * (k + 1)],
                  y=digits.target[300 * k:300 * (k + 1)])
         devices.append(b)
@@ -117,7 +119,8 @@ def test_superlink_supernodes_and_a_twin_killed_mid_round(tmp_path) -> None:
         app = write_app(tmp_path / "app")
         out = tmp_path / "run"
         p = subprocess.run([str(bindir / "flwr"), "run", str(app), "deploy", "--stream",
-                            "--run-config", f"out='{out}' num-rounds=2 min-nodes=2"],
+                            "--run-config",
+                            f"out='{out}' num-rounds=2 min-nodes=2 correction='scaffold'"],
                            env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
     finally:
         stop.set()
@@ -139,6 +142,14 @@ def test_superlink_supernodes_and_a_twin_killed_mid_round(tmp_path) -> None:
     assert rounds[0]["devices"] == 1 and len(rounds[0]["failed"]) == 1
     assert rounds[0]["samples"] == 300  # the survivor's update alone
     assert rounds[1]["devices"] == 2 and not rounds[1]["failed"]  # the twin boots again
+    assert [r["controls"] for r in rounds] == [1, 2]  # each reply's control variate change
+    # round 2: each device got its tensors and the server's c for them (float32 an element)
+    # and replied with its tensors and its c_i's change
+    plans = json.loads(log.read_text())["plans"]
+    item = {"s8": 1, "s32": 4, "f32": 4}
+    for node, plan in plans.items():
+        want = sum(int(np.prod(t["shape"])) * (item[t["dtype"]] + 4) for t in plan)
+        assert rounds[1]["downlink"][node] == rounds[1]["uplink"][node] == want
     final = dict(np.load(out / "fleet_final.npz"))
     assert {"fc_weight", "fc_bias", "conv2_bias"} <= set(final)
     assert final["fc_weight"].dtype == np.int8  # codes in the tensors' own dtypes
