@@ -237,3 +237,16 @@ def test_restricted_softmax_damps_the_classes_a_device_lacks(tmp_path) -> None:
     again = train_round(node, start, damped.state, 1)
     assert not again.state["fleet_damp"].any() and not again.state["fleet_mu"].any()
     assert all(np.array_equal(plain.parts[n], again.parts[n]) for n in plain.parts)
+
+
+def test_fleet_simulate_refuses_a_correction_the_builds_lack(tmp_path, cli) -> None:
+    x, y = _digits()
+    np.savez(tmp_path / "pool.npz", x=x[:40], y=y[:40])
+    build(DIGITS, tmp_path / "plain", Options(update="bias"))
+    for args, msg in ((("--correction", "scaffold"), "build it with --fleet-correction"),
+                      (("--correction", "prox"), "needs mu > 0"),
+                      (("--correction", "median"), "correction must be none or")):
+        p = cli("fleet", "simulate", "--build", tmp_path / "plain", "--data",
+                tmp_path / "pool.npz", "--out", tmp_path / "run", *args, check=False)
+        assert p.returncode != 0 and msg in p.stdout + p.stderr, p.stdout + p.stderr
+        assert "Traceback" not in p.stdout + p.stderr

@@ -46,6 +46,8 @@ def fleet(tmp_path_factory):
     np.savez(d / "test.npz", x=turned[1500:], y=y[1500:])
     for name, upd in (("bias", "bias"), ("last2", "last:2")):
         build(pre, d / name, Options(update=upd, sgd=SGDConfig(lr=0.02, momentum=0.9)))
+    build(pre, d / "corrected", Options(update="bias", sgd=SGDConfig(lr=0.02, momentum=0.9),
+                                        fleet_correction=True))
     (d / "broken").mkdir()  # a device class whose build is missing: its nodes fail
     shutil.copy(d / "bias" / "program.json", d / "broken" / "program.json")
     return d
@@ -123,6 +125,25 @@ def test_fleet_simulate_federates_mixed_plans(fleet, cli) -> None:
         after = accuracy(fleet / cls, final, fleet / "test.npz")
         assert after > start + LEARNED
         assert f"{100 * start:.1f} % -> {100 * after:.1f} %" in shown
+
+
+def test_fleet_simulate_with_scaffold_and_restricted_softmax(fleet, cli) -> None:
+    """The corrections through Flower's simulation: every round's replies carry control
+    variate changes, each device gets its tensors and c (float32 an element) and sends its
+    tensors and c_i's change, and the fleet learns."""
+    out = fleet / "run-corrected"
+    cli("fleet", "simulate", "--build", fleet / "corrected", "--data", fleet / "train.npz",
+        "--out", out, "--nodes", "4", "--rounds", "3", "--local-epochs", "2", "--partition",
+        "labels:2", "--correction", "scaffold+restricted", "--alpha", "0.5")
+    res = json.loads((out / "fleet_rounds.json").read_text())
+    plan = trained_tensors(json.loads((fleet / "corrected" / "program.json").read_text()))
+    wire = sum(int(np.prod(t.shape)) * 8 for t in plan)  # f32 tensors, then f32 c / c_i
+    for r in res["rounds"]:
+        assert r["devices"] == r["controls"] == 4 and not r["failed"]
+        assert set(r["uplink"].values()) == set(r["downlink"].values()) == {wire}
+    final = dict(np.load(out / "fleet_final.npz"))
+    start = accuracy(fleet / "corrected", {}, fleet / "test.npz")
+    assert accuracy(fleet / "corrected", final, fleet / "test.npz") > start + LEARNED
 
 
 def test_three_budgets_chosen_by_update_auto_converge_and_leave_the_rest_alone(fleet, cli):

@@ -19,6 +19,10 @@ Examples:
   tinytrain fleet simulate --build out/fleet/bias --build out/fleet/last2 \\
       --data pool.npz --nodes 100 --rounds 20 --partition labels:2 --eval test.npz \\
       --out out/fleet/run
+  tinytrain build pretrained.onnx --update bias --fleet-correction --out out/fleet/fc --lr 0.02
+  tinytrain fleet simulate --build out/fleet/fc --data pool.npz --nodes 100 --rounds 20 \
+      --partition labels:2 --local-epochs 5 --correction scaffold+restricted --alpha 0.5 \
+      --out out/fleet/run
 """
 
 
@@ -53,6 +57,13 @@ def simulate(
                                     "change (FedAvgM; 1: FedAvg)."),
     server_momentum: float = typer.Option(0.0, help="The server's momentum over rounds "
                                           "(FedAvgM; 0: FedAvg), in [0, 1)."),
+    correction: str = typer.Option("none", help="The devices' drift correction: none, or "
+                                   "scaffold (control variates), prox (FedProx, with --mu), "
+                                   "restricted (FedRS, with --alpha), several joined by '+'. "
+                                   "The builds need --fleet-correction."),
+    mu: float = typer.Option(0.0, help="FedProx's proximal weight (correction prox)."),
+    alpha: float = typer.Option(1.0, help="The restricted softmax's scale of the logits of "
+                                "classes a device has no samples of (correction restricted)."),
     eval_data: Path | None = typer.Option(None, "--eval", help="Held-out samples: print each "
                                           "class's accuracy before and after."),
 ) -> None:
@@ -61,6 +72,7 @@ def simulate(
     from tinytrain.device.data import load_npz
     from tinytrain.device.runner import load_program_info
     from tinytrain.errors import OptionError
+    from tinytrain.fleet.correction import Correction, corrects
     from tinytrain.fleet.local import accuracy
     from tinytrain.fleet.partition import split
     from tinytrain.fleet.simulate import simulate as run_fleet
@@ -69,17 +81,22 @@ def simulate(
         if not (server_lr > 0 and 0 <= server_momentum < 1):
             raise OptionError(f"--server-lr must be > 0 and --server-momentum in [0, 1), "
                               f"not {server_lr} and {server_momentum}")
+        corr = Correction(correction, mu, alpha)
         infos = [load_program_info(b) for b in builds]
         for b, info in zip(builds, infos, strict=True):
             if info.get("board", "host") != "host":
                 raise OptionError(f"{b} is firmware; a simulated fleet runs host builds "
                                   "(tinytrain build ... without --board)")
+            if corr.on and not corrects(info):
+                raise OptionError(f"--correction {correction}: {b} has no correction term; "
+                                  "build it with --fleet-correction")
         before = [accuracy(b, {}, eval_data) for b in builds] if eval_data else []
         _, y = load_npz(data, infos[0])
         split(y, nodes, partition, seed)  # a bad split is an error before Flower starts
         run = run_fleet(builds, data, out, nodes, rounds, local_epochs=local_epochs,
                         partition=partition, seed=seed, server_lr=server_lr,
-                        server_momentum=server_momentum)
+                        server_momentum=server_momentum, correction=correction, mu=mu,
+                        alpha=alpha)
         t = Table("round", "devices", "failed", "samples", "loss", "uplink B", "downlink B")
         for r in run.rounds:
             t.add_row(str(r["round"]), str(r["devices"]), str(len(r["failed"])),
