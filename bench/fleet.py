@@ -85,6 +85,10 @@ def main() -> None:
                     "each builds --update auto (replaces --plan)")
     ap.add_argument("--lr", type=float, default=0.02)
     ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--central-lr", type=float, help="centralised training's lr (default: "
+                    "--lr): the reference a fleet tuned otherwise is measured against")
+    ap.add_argument("--central-momentum", type=float, help="centralised training's momentum "
+                    "(default: --momentum)")
     ap.add_argument("--server-lr", type=float, default=1.0, help="FedAvgM's server step")
     ap.add_argument("--server-momentum", type=float, default=0.0)
     ap.add_argument("--correction", default="none", help="the devices' drift correction: "
@@ -123,6 +127,16 @@ def main() -> None:
                 report = build(pre, builds[-1], replace(opts, update=c))
                 plans.append(c)
             extra_sram.append(report["sram_bytes"].get("fleet_correction", 0))
+        c_lr = args.lr if args.central_lr is None else args.central_lr
+        c_mom = args.momentum if args.central_momentum is None else args.central_momentum
+        central_builds = builds
+        if (c_lr, c_mom) != (args.lr, args.momentum):  # the same plans at the reference's SGD
+            central_builds = [tmp / f"central{k}" for k in range(len(builds))]
+            for b, info in zip(central_builds, map(load_program_info, builds), strict=True):
+                plan = info["update"] if not args.max_sram else \
+                    str(builds[central_builds.index(b)] / "update_plan.toml")
+                build(pre, b, replace(opts, update=plan, fleet_correction=False,
+                                      sgd=SGDConfig(lr=c_lr, momentum=c_mom)))
         start = [accuracy(b, {}, tmp / "test.npz") for b in builds]
         run = simulate(builds, tmp / "pool.npz", tmp / "run", args.nodes, args.rounds,
                        local_epochs=args.local_epochs, partition=args.partition,
@@ -136,7 +150,7 @@ def main() -> None:
                     for k, b in enumerate(builds)]
         passes = args.rounds * args.local_epochs
         central, central_best, alone = [], [], []
-        for b in builds:
+        for b in central_builds:
             with open_program(b) as dev:
                 accs: list[float] = []
                 train(dev, turned[POOL], y[POOL], epochs=passes, shuffle=True, seed=args.seed,
@@ -170,7 +184,8 @@ def main() -> None:
     row = {"nodes": args.nodes, "rounds": args.rounds, "local_epochs": args.local_epochs,
            "partition": args.partition, "lr": args.lr, "momentum": args.momentum,
            "quantize": args.quantize, "server_lr": args.server_lr,
-           "server_momentum": args.server_momentum, "correction": args.correction,
+           "server_momentum": args.server_momentum, "central_lr": c_lr,
+           "central_momentum": c_mom, "correction": args.correction,
            "mu": args.mu, "alpha": args.alpha, "extra_sram": extra_sram, "plans": plans,
            "start": start, "fleet": fleet,
            "centralised": central, "centralised_best": central_best,
@@ -200,7 +215,8 @@ def main() -> None:
               f"{extra_sram[k]:,} |")
     print(f"\n{args.nodes} devices, {args.rounds} rounds x {args.local_epochs} local epochs, "
           f"split {args.partition}, lr {args.lr}, momentum {args.momentum}, server lr "
-          f"{args.server_lr} and momentum {args.server_momentum}"
+          f"{args.server_lr} and momentum {args.server_momentum}; centralised lr {c_lr}, "
+          f"momentum {c_mom}"
           f"{', ' + args.quantize if args.quantize else ''}; whole model {whole:,} B; failed "
           f"replies {row['failed']}; wall time {run.seconds:.0f} s (the fleet), "
           f"{alone_s:.0f} s (devices alone)")

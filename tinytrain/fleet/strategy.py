@@ -10,9 +10,9 @@ and records per round the bytes that crossed the network and which nodes failed.
 Only Flower's public API: the strategy's public methods and the Message API (FedAvg's own
 reply check is private, so replies are sorted and their failures logged here, as it logs them).
 
-With a drift correction (fleet/correction.py) every train message's config names the method
-, mu and alpha, and under SCAFFOLD it carries the server's control variate for the device's tensors;
-the replies' changes of the devices' variates update it (aggregate.Controls).
+With a drift correction (fleet/correction.py) every train message's config names the method,
+mu and alpha, and under SCAFFOLD it carries the server's control variate for the device's
+tensors; the replies' changes of the devices' variates update it (aggregate.Controls).
 """
 
 from __future__ import annotations
