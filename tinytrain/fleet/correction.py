@@ -37,11 +37,9 @@ import numpy as np
 
 from tinytrain.errors import DataError, OptionError
 from tinytrain.fleet.tensors import Trained
+from tinytrain.passes.fleet_correction import B_SUFFIX, DAMP, MU  # the build's state names
 
 METHODS = ("scaffold", "prox", "restricted")  # `correction`: one, several joined by '+', none
-MU = "fleet_mu"  # passes/fleet_correction.py's state names
-B_SUFFIX = "_fleet_b"
-DAMP = "fleet_damp"
 
 
 @dataclass(frozen=True)
@@ -128,9 +126,7 @@ def device_terms(info: Mapping[str, Any], plan: list[Trained], corr: Correction,
     for t in plan:
         b = np.zeros(t.part_shape(), np.float64)
         if corr.scaffold and c is not None and t.name in c:
-            b += _part(t, np.asarray(c[t.name], np.float64))
-            if c_i is not None and t.name in c_i:
-                b -= np.asarray(c_i[t.name], np.float64).reshape(t.part_shape())
+            b += _part(t, np.asarray(c[t.name], np.float64)) - _own(t, c_i)
         if corr.mu and t.name in w_global:
             b -= corr.mu * t.take(w_global[t.name]).astype(np.float64)
         out[f"{t.name}{B_SUFFIX}"] = b.astype(np.float32)
@@ -146,8 +142,7 @@ def control_update(plan: list[Trained], start: Mapping[str, np.ndarray],
     new, delta = {}, {}
     for t in plan:
         shape = t.part_shape()
-        old = np.zeros(shape) if c_i is None or t.name not in c_i else \
-            np.asarray(c_i[t.name], np.float64).reshape(shape)
+        old = _own(t, c_i)
         cc = np.zeros(shape) if c is None or t.name not in c else \
             _part(t, np.asarray(c[t.name], np.float64))
         moved = (np.asarray(start[t.name], np.float64) - np.asarray(end[t.name], np.float64))
@@ -161,3 +156,14 @@ def _part(t: Trained, whole: np.ndarray) -> np.ndarray:
     dtype, which would round a control variate to int8 codes)."""
     a = whole.reshape(t.shape)
     return a.copy() if t.channels is None else np.take(a, t.channels, t.axis)
+
+
+def _own(t: Trained, c_i: Mapping[str, np.ndarray] | None) -> np.ndarray:
+    """The device's c_i for t (trained part); zero before its first round, or when the
+    device's plan for t has changed since (a rebuilt device starts its variate afresh)."""
+    shape = t.part_shape()
+    a = None if c_i is None else c_i.get(t.name)
+    if a is None or np.asarray(a).size != int(np.prod(shape)):
+        return np.zeros(shape)
+    return np.asarray(a, np.float64).reshape(shape)
+
