@@ -132,9 +132,9 @@ def main() -> None:
         central_builds = builds
         if (c_lr, c_mom) != (args.lr, args.momentum):  # the same plans at the reference's SGD
             central_builds = [tmp / f"central{k}" for k in range(len(builds))]
-            for b, info in zip(central_builds, map(load_program_info, builds), strict=True):
-                plan = info["update"] if not args.max_sram else \
-                    str(builds[central_builds.index(b)] / "update_plan.toml")
+            for fleet_build, b in zip(builds, central_builds, strict=True):
+                plan = str(fleet_build / "update_plan.toml") if args.max_sram else \
+                    load_program_info(fleet_build)["update"]
                 build(pre, b, replace(opts, update=plan, fleet_correction=False,
                                       sgd=SGDConfig(lr=c_lr, momentum=c_mom)))
         start = [accuracy(b, {}, tmp / "test.npz") for b in builds]

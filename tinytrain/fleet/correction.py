@@ -37,6 +37,7 @@ import numpy as np
 
 from tinytrain.errors import DataError, OptionError
 from tinytrain.fleet.tensors import Trained
+from tinytrain.ops.fleet_correction import effective_lr as ops_effective_lr
 from tinytrain.passes.fleet_correction import B_SUFFIX, DAMP, MU  # the build's state names
 
 METHODS = ("scaffold", "prox", "restricted")  # `correction`: one, several joined by '+', none
@@ -91,7 +92,7 @@ def corrects(info: Mapping[str, Any]) -> bool:
 def effective_lr(info: Mapping[str, Any]) -> float:
     """The rate b moves the device's weights at per step: lr, over 1 - momentum for fp32."""
     sgd = info.get("sgd") or {}
-    return float(np.float32(sgd["lr"]) / (np.float32(1.0) - np.float32(sgd.get("momentum", 0))))
+    return float(ops_effective_lr(sgd["lr"], sgd.get("momentum", 0.0)))
 
 
 def steps(info: Mapping[str, Any], samples: int, epochs: int) -> int:

@@ -102,17 +102,17 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
     x, y = node.samples()
     with node.open() as dev:
         plan = trained_tensors(dev.info)
-        if state is not None and state_mismatch(dev.info, dict(state)) is None:
-            dev.set_state(dict(state))
+        kept = dict(state) if state is not None and \
+            state_mismatch(dev.info, dict(state)) is None else None
         if not any(t.name in tensors for t in plan):
             raise DataError(f"the fleet's model holds none of the tensors {node.build} "
                             "trains: is every device a build of the same model?")
-        load_tensors(dev, plan, tensors)
-        before = dev.get_params()
+        before = load_tensors(dev, plan, tensors)
         if corr.on or corrects(dev.info):  # a build's b from an earlier run must not linger
-            st = dev.get_state() or {}
-            st.update(device_terms(dev.info, plan, corr, before, control, own_control, y))
-            dev.set_state(st)
+            kept = kept if kept is not None else dev.get_state() or {}
+            kept.update(device_terms(dev.info, plan, corr, before, control, own_control, y))
+        if kept is not None:  # one write: the kept state with this round's terms
+            dev.set_state(kept)
         stats = train(dev, x, y, epochs=node.epochs, shuffle=True,
                       seed=node.round_seed(server_round))
         after = dev.get_params()
@@ -128,12 +128,15 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
                            dev.get_state(), new, delta)
 
 
-def load_tensors(dev: Device, plan: list[Trained], tensors: Mapping[str, np.ndarray]) -> None:
-    """Write the fleet's `tensors` that the device trains into it; a trained tensor the fleet
-    does not hold keeps the device's value."""
+def load_tensors(dev: Device, plan: list[Trained], tensors: Mapping[str, np.ndarray]
+                 ) -> dict[str, np.ndarray]:
+    """Write the fleet's `tensors` that the device trains into it (a trained tensor the fleet
+    does not hold keeps the device's value); returns what was written, whole tensors."""
     current = dev.get_params()
-    dev.set_params(check_state({t.name: tensors.get(t.name, current[t.name]) for t in plan},
-                               dev.info))
+    written = check_state({t.name: tensors.get(t.name, current[t.name]) for t in plan},
+                          dev.info)
+    dev.set_params(written)
+    return written
 
 
 def accuracy(build: Path, tensors: Mapping[str, np.ndarray], data: Path) -> float:
