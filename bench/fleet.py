@@ -47,6 +47,7 @@ from tinytrain.device.train import evaluate, train  # noqa: E402
 from tinytrain.fleet.correction import METHODS  # noqa: E402
 from tinytrain.fleet.local import accuracy  # noqa: E402
 from tinytrain.fleet.partition import split  # noqa: E402
+from tinytrain.fleet.shares import SHARES  # noqa: E402
 from tinytrain.fleet.simulate import simulate  # noqa: E402
 from tinytrain.fleet.tensors import trained_tensors  # noqa: E402
 from tinytrain.passes.optimizer import SGDConfig  # noqa: E402
@@ -89,6 +90,8 @@ def main() -> None:
                     "--lr): the reference a fleet tuned otherwise is measured against")
     ap.add_argument("--central-momentum", type=float, help="centralised training's momentum "
                     "(default: --momentum)")
+    ap.add_argument("--lr-decay", type=float, default=1.0, help="the server's schedule: the "
+                    "devices' lr in round r is --lr times this to the power r - 1")
     ap.add_argument("--server-lr", type=float, default=1.0, help="FedAvgM's server step")
     ap.add_argument("--server-momentum", type=float, default=0.0)
     ap.add_argument("--correction", default="none", help="the devices' drift correction: "
@@ -97,6 +100,9 @@ def main() -> None:
     ap.add_argument("--mu", type=float, default=0.0, help="FedProx's proximal weight")
     ap.add_argument("--alpha", type=float, default=1.0,
                     help="restricted softmax: the scale of absent classes' logits")
+    ap.add_argument("--share", choices=SHARES, default="matching", help="which devices share "
+                    "a tensor's average: those training it in the same context (matching), "
+                    "or all that train it")
     ap.add_argument("--quantize", choices=["int8"], help="int8 builds (plain SGD: --momentum 0)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
@@ -142,10 +148,14 @@ def main() -> None:
                        local_epochs=args.local_epochs, partition=args.partition,
                        seed=args.seed, server_lr=args.server_lr,
                        server_momentum=args.server_momentum, keep_rounds=True,
-                       correction=args.correction, mu=args.mu, alpha=args.alpha)
-        fleet = [accuracy(b, run.final, tmp / "test.npz") for b in builds]
+                       correction=args.correction, mu=args.mu, alpha=args.alpha,
+                       share=args.share, lr=None if args.lr_decay == 1 else args.lr,
+                       lr_decay=args.lr_decay)
+        mine = [trained_tensors(load_program_info(b)) for b in builds]  # each class's copies
+        fleet = [accuracy(b, run.tensors(p), tmp / "test.npz")
+                 for b, p in zip(builds, mine, strict=True)]
         # round 0 is the start; each class's model with the tensors the server sent after round r
-        by_round = [[start[k], *(accuracy(b, run.per_round[r], tmp / "test.npz")
+        by_round = [[start[k], *(accuracy(b, run.tensors(mine[k], r), tmp / "test.npz")
                                  for r in sorted(run.per_round))]
                     for k, b in enumerate(builds)]
         passes = args.rounds * args.local_epochs
@@ -186,7 +196,9 @@ def main() -> None:
            "quantize": args.quantize, "server_lr": args.server_lr,
            "server_momentum": args.server_momentum, "central_lr": c_lr,
            "central_momentum": c_mom, "correction": args.correction,
-           "mu": args.mu, "alpha": args.alpha, "extra_sram": extra_sram, "plans": plans,
+           "mu": args.mu, "alpha": args.alpha, "share": args.share,
+           "lr_decay": args.lr_decay,
+           "extra_sram": extra_sram, "plans": plans,
            "start": start, "fleet": fleet,
            "centralised": central, "centralised_best": central_best,
            "rounds_to_target": [rounds_to(by_round[k], central_best[k] - TARGET_GAP)
@@ -214,8 +226,10 @@ def main() -> None:
               f"{row['uplink_per_device'][k]:,.0f} / {row['downlink_per_device'][k]:,.0f} | "
               f"{extra_sram[k]:,} |")
     print(f"\n{args.nodes} devices, {args.rounds} rounds x {args.local_epochs} local epochs, "
-          f"split {args.partition}, lr {args.lr}, momentum {args.momentum}, server lr "
-          f"{args.server_lr} and momentum {args.server_momentum}; centralised lr {c_lr}, "
+          f"split {args.partition}, lr {args.lr} (x {args.lr_decay} a round), momentum "
+          f"{args.momentum}, server lr "
+          f"{args.server_lr} and momentum {args.server_momentum}, share {args.share}; "
+          f"centralised lr {c_lr}, "
           f"momentum {c_mom}"
           f"{', ' + args.quantize if args.quantize else ''}; whole model {whole:,} B; failed "
           f"replies {row['failed']}; wall time {run.seconds:.0f} s (the fleet), "

@@ -17,12 +17,15 @@ from tinytrain.errors import DataError, OptionError
 from tinytrain.fleet.aggregate import Master, Reply, quantise
 from tinytrain.fleet.local import Node, describe, train_round
 from tinytrain.fleet.partition import split
+from tinytrain.fleet.schedule import Schedule
+from tinytrain.fleet.shares import Shares
 from tinytrain.fleet.tensors import Trained, trained_tensors
 from tinytrain.passes.optimizer import SGDConfig
 from tinytrain.passes.pipeline import Options
 
 DIGITS = ROOT / "examples" / "digits" / "digits_cnn.onnx"
 AVG_TOL = 1e-12  # float64 sums of a few int8-sized products: exact up to rounding of the divide
+AVG_TOL_F32 = 1e-6  # an fp32 master copy against a float64 average of fp32 parameters
 
 
 def _weight(name="w", shape=(4, 3, 3, 6), channels=None, axis=-1, dtype="s8"):
@@ -158,7 +161,12 @@ def builds(tmp_path_factory):
     np.savez(d / "train.npz", x=x[:240], y=digits.target[:240])
     np.savez(d / "test.npz", x=x[1500:], y=digits.target[1500:])
     out = {}
-    for name, upd in (("bias", "bias"), ("last2", "last:2")):
+    # the biases plan shares conv2's bias with the head plan (nothing trained feeds it in
+    # either) and trains fc's bias without fc's weight (another function than the head's)
+    (d / "biases.toml").write_text('[[layer]]\nname = "conv2"\nbias = true\n'
+                                   '[[layer]]\nname = "fc"\nbias = true\n')
+    for name, upd in (("bias", "bias"), ("last2", "last:2"), ("head", "tte:n_bias=2"),
+                      ("biases", str(d / "biases.toml"))):
         out[name] = d / name
         build(DIGITS, out[name], Options(update=upd, sgd=SGDConfig(lr=0.05, momentum=0.9)))
     out["data"] = d / "train.npz"
@@ -214,3 +222,101 @@ def test_mixed_plans_aggregate_and_leave_the_rest_alone(builds) -> None:
         ref = sum(r.samples * r.parts[name].astype(np.float64) for r in trainers) / \
             sum(r.samples for r in trainers)
         assert np.allclose(sent[name], ref.astype(np.float32), rtol=0, atol=1e-6), name
+
+
+def test_program_json_names_the_trained_tensors_feeding_each_layer(builds) -> None:
+    """The digits CNN is stem -> dw -> pw -> pool -> conv2 -> gap -> fc: a trained tensor's
+    `upstream` is every trained tensor before its layer and its layer's other trained one."""
+    def upstream(name: str) -> dict[str, list[str]]:
+        info = json.loads((builds[name] / "program.json").read_text())
+        return {p["name"]: p["upstream"] for p in info["trainable"]}
+
+    assert upstream("head") == {"conv2_bias": [], "fc_bias": ["conv2_bias", "fc_weight"],
+                                "fc_weight": ["conv2_bias", "fc_bias"]}
+    assert upstream("last2") == {"conv2_bias": ["conv2_weight"],
+                                 "conv2_weight": ["conv2_bias"],
+                                 "fc_bias": ["conv2_bias", "conv2_weight", "fc_weight"],
+                                 "fc_weight": ["conv2_bias", "conv2_weight", "fc_bias"]}
+    assert upstream("biases") == {"conv2_bias": [], "fc_bias": ["conv2_bias"]}
+    assert upstream("bias")["pw_bias"] == ["dw_bias", "stem_bias"]
+
+
+def test_a_tensor_is_averaged_over_the_devices_whose_layers_feeding_it_match(builds) -> None:
+    """Three device classes, two real rounds: each copy of a tensor is the sample-weighted
+    average of exactly the devices that train it in the same context (written out here by
+    hand from the plans), and `all` averages every tensor over every device again."""
+    names = ("head", "biases", "last2")
+    nodes = {k: Node(builds[names[k % 3]], builds["data"], part=k, parts=6,
+                     partition="labels:3") for k in range(6)}
+    plans = {k: describe(n)[0] for k, n in nodes.items()}
+    shares = Shares(plans)
+    # class -> tensor -> its copy's peers: conv2's bias is shared by head and biases (nothing
+    # trained feeds it there), the rest is each class's own
+    peers = {"head": {"conv2_bias": {"head", "biases"}, "fc_weight": {"head"},
+                      "fc_bias": {"head"}},
+             "biases": {"conv2_bias": {"head", "biases"}, "fc_bias": {"biases"}},
+             "last2": {"conv2_weight": {"last2"}, "conv2_bias": {"last2"},
+                       "fc_weight": {"last2"}, "fc_bias": {"last2"}}}
+    for k, plan in plans.items():
+        copies = shares.copies(plan)
+        assert copies.keys() == peers[names[k % 3]].keys()
+        for j, other in plans.items():
+            for t in other:
+                same = names[j % 3] in peers[names[k % 3]].get(t.name, set())
+                assert (shares.key(other, t.name) == copies.get(t.name)) == same, (k, j, t)
+    biases = shares.copies(plans[1])  # a tensor of several copies: name@k
+    assert all(k.startswith(f"{n}@") for n, k in biases.items()) and len(biases) == 2
+    assert shares.copies(plans[5])["conv2_weight"] == "conv2_weight"  # one copy: its name
+    assert set(Shares(plans, "all").copies(plans[5]).values()) == \
+        {"conv2_weight", "conv2_bias", "fc_weight", "fc_bias"}
+
+    start, kinds = {}, {}
+    for k, n in nodes.items():
+        params = describe(n)[1]
+        for t in plans[k]:
+            key = shares.key(plans[k], t.name)
+            start.setdefault(key, params[t.name])
+            kinds[key] = Trained(key, t.shape, t.dtype, t.scale)
+    master = Master(start, kinds)
+    for rnd in (1, 2):
+        sent = master.sent()
+        mine = {k: {t.name: sent[shares.key(plans[k], t.name)] for t in plans[k]}
+                for k in nodes}
+        results = {k: train_round(n, mine[k], None, rnd) for k, n in nodes.items()}
+        got = master.update(shares.reply(Reply(r.parts, r.plan, r.samples))
+                            for r in results.values())
+        for k in nodes:
+            for name, peer in peers[names[k % 3]].items():
+                who = [j for j in nodes if names[j % 3] in peer]
+                ref = sum(results[j].samples * results[j].parts[name].astype(np.float64)
+                          for j in who) / sum(results[j].samples for j in who)
+                assert np.allclose(got[shares.key(plans[k], name)], ref, rtol=0,
+                                   atol=AVG_TOL_F32), (k, name)
+    with pytest.raises(OptionError, match="share must be one of matching, all"):
+        Shares(plans, "some")
+
+
+def test_the_servers_schedule_sets_each_rounds_lr_and_local_epochs(builds) -> None:
+    """A round with the schedule's lr and epochs trains as the device does with that lr set
+    over the link and that many epochs; without them, as built."""
+    node = Node(builds["last2"], builds["data"], part=0, parts=4, seed=2)
+    plan, start = describe(node)
+    r = train_round(node, start, None, 3, lr=0.01, epochs=2)
+    x, y = node.samples()
+    with open_program(node.build) as dev:
+        dev.sgd(lr=0.01)
+        train(dev, x, y, epochs=2, shuffle=True, seed=node.round_seed(3))
+        direct = dev.get_params()
+    for t in plan:
+        assert np.array_equal(r.parts[t.name], t.take(direct[t.name])), t.name
+    assert r.samples == 2 * len(y)
+    plain = train_round(node, start, None, 3)  # the build's lr 0.05, node.epochs 1
+    assert plain.samples == len(y)
+    assert any(not np.array_equal(plain.parts[t.name], r.parts[t.name]) for t in plan)
+    assert Schedule(0.1, 0.5, 3).at(1) == {"lr": 0.1, "local-epochs": 3}
+    assert Schedule(0.1, 0.5).at(3) == {"lr": 0.025} and Schedule().at(7) == {}
+    for bad in ({"lr": 0.0}, {"lr": 0.1, "lr_decay": 1.5}, {"epochs": 0}):
+        with pytest.raises(OptionError):
+            Schedule(**bad)
+    with pytest.raises(DataError, match="local epochs >= 1"):
+        train_round(node, start, None, 1, epochs=0)

@@ -171,7 +171,7 @@ def test_scaffold_control_variates_survive_a_missing_device(tmp_path) -> None:
     controls = Controls(kinds, dict(enumerate([plan] * 3)))
     own: dict[int, dict[str, np.ndarray] | None] = {0: None, 1: None, 2: None}
     states: dict[int, dict | None] = {0: None, 1: None, 2: None}
-    lr = effective_lr(info)
+    lr = effective_lr(info["sgd"])
     for rnd, present in ((1, (0, 1, 2)), (2, (0, 2)), (3, (0, 1, 2))):
         sent, c = master.sent(), controls.sent(kinds)
         replies = []

@@ -103,6 +103,17 @@ def test_strategy_counts_logs_and_skips_failed_replies() -> None:
     assert np.allclose(got["b"], 2.75) and np.allclose(got["w"], 1.0)
 
 
+def class_copies(res: dict, build) -> dict[str, str]:
+    """Which copy of each tensor the devices of `build` train (fleet_rounds.json)."""
+    plan = [t.to_json() for t in trained_tensors(json.loads((build / "program.json").read_text()))]
+    return res["copies"][next(n for n, p in res["plans"].items() if p == plan)]
+
+
+def class_tensors(res: dict, final: dict, build) -> dict[str, np.ndarray]:
+    """The fleet's tensors for the devices of `build`, by name."""
+    return {n: final[k] for n, k in class_copies(res, build).items()}
+
+
 def test_fleet_simulate_federates_mixed_plans(fleet, cli) -> None:
     out = fleet / "run"
     shown = cli("fleet", "simulate", "--build", fleet / "bias", "--build", fleet / "last2",
@@ -117,25 +128,29 @@ def test_fleet_simulate_federates_mixed_plans(fleet, cli) -> None:
         assert sizes[0] == sizes[1] < sizes[2] == sizes[3]  # bias-only devices send less
         assert r["downlink"] == r["uplink"]  # each device gets exactly what it trains
     assert len({json.dumps(p) for p in res["plans"].values()}) == 2
-    info = json.loads((fleet / "last2" / "program.json").read_text())
-    for t in trained_tensors(info):  # every tensor any device trains, in its shape
-        assert final[t.name].shape == t.shape
+    for node, plan in res["plans"].items():  # each tensor a device trains, in its shape
+        for t in plan:
+            assert final[res["copies"][node][t["name"]]].shape == tuple(t["shape"])
+    # fc and conv2's bias are trained after other trained layers in each class: a copy each
+    assert {k for k in final if k.startswith("fc_weight")} == {"fc_weight@0", "fc_weight@1"}
     for cls in ("bias", "last2"):  # each class's model with the fleet's tensors learned
         start = accuracy(fleet / cls, {}, fleet / "test.npz")
-        after = accuracy(fleet / cls, final, fleet / "test.npz")
+        after = accuracy(fleet / cls, class_tensors(res, final, fleet / cls), fleet / "test.npz")
         assert after > start + LEARNED
         assert f"{100 * start:.1f} % -> {100 * after:.1f} %" in shown
 
 
 def test_fleet_simulate_with_scaffold_and_restricted_softmax(fleet, cli) -> None:
-    """The corrections through Flower's simulation: every round's replies carry control
-    variate changes, each device gets its tensors and c (float32 an element) and sends its
-    tensors and c_i's change, and the fleet learns."""
+    """The corrections through Flower's simulation, with a decaying lr from the server:
+    every round's replies carry control variate changes, each device gets its tensors and c
+    (float32 an element) and sends its tensors and c_i's change, and the fleet learns."""
     out = fleet / "run-corrected"
     cli("fleet", "simulate", "--build", fleet / "corrected", "--data", fleet / "train.npz",
         "--out", out, "--nodes", "4", "--rounds", "3", "--local-epochs", "2", "--partition",
-        "labels:2", "--correction", "scaffold+restricted", "--alpha", "0.5")
+        "labels:2", "--correction", "scaffold+restricted", "--alpha", "0.5", "--lr", "0.04",
+        "--lr-decay", "0.5")
     res = json.loads((out / "fleet_rounds.json").read_text())
+    assert [r["lr"] for r in res["rounds"]] == [0.04, 0.02, 0.01]  # the server's schedule
     plan = trained_tensors(json.loads((fleet / "corrected" / "program.json").read_text()))
     wire = sum(int(np.prod(t.shape)) * 8 for t in plan)  # f32 tensors, then f32 c / c_i
     for r in res["rounds"]:
@@ -165,22 +180,24 @@ def test_three_budgets_chosen_by_update_auto_converge_and_leave_the_rest_alone(f
     args = [a for b in builds for a in ("--build", b)]
     cli("fleet", "simulate", *args, "--data", fleet / "train.npz", "--out", out, "--nodes", "6",
         "--rounds", "3", "--local-epochs", "2", "--partition", "labels:3")
-    rounds = json.loads((out / "fleet_rounds.json").read_text())["rounds"]
+    res = json.loads((out / "fleet_rounds.json").read_text())
+    rounds = res["rounds"]
     assert all(r["devices"] == 6 and not r["failed"] for r in rounds)
     assert rounds[-1]["loss"] < rounds[0]["loss"]
     final = dict(np.load(out / "fleet_final.npz"))
     for b in builds:  # each class's model with the fleet's tensors learned
-        assert accuracy(b, final, fleet / "test.npz") > \
+        assert accuracy(b, class_tensors(res, final, b), fleet / "test.npz") > \
             accuracy(b, {}, fleet / "test.npz") + LEARNED, b.name
     untouched = 0
-    for name, got in final.items():
-        trained = np.logical_or.reduce([t.mask() for p in plans for t in p if t.name == name])
-        owner = next(b for b, p in zip(builds, plans, strict=True)
-                     if any(t.name == name for t in p))
-        with open_program(owner) as dev:  # the start: every class built from one model
+    for key, got in final.items():  # each copy: the elements its classes train moved
+        name = key.split("@")[0]
+        mine = [(b, t) for b, p in zip(builds, plans, strict=True) for t in p
+                if t.name == name and class_copies(res, b)[name] == key]
+        trained = np.logical_or.reduce([t.mask() for _, t in mine])
+        with open_program(mine[0][0]) as dev:  # the start: every class built from one model
             start = dev.get_params()[name]
-        assert np.array_equal(got[~trained], start[~trained]), name
-        assert not np.array_equal(got[trained], start[trained]), name
+        assert np.array_equal(got[~trained], start[~trained]), key
+        assert not np.array_equal(got[trained], start[trained]), key
         untouched += int((~trained).sum())
     assert untouched > 0  # the budgets above leave pw channels that no class trains
 
@@ -213,6 +230,13 @@ def test_bad_fleet_options_are_clean_errors(fleet, cli) -> None:
             "--out", fleet / "x", "--server-momentum", "1", check=False)
     assert r.returncode == 2 and "--server-momentum in [0, 1)" in r.stderr
     assert "Traceback" not in r.stderr and not (fleet / "x").exists()
+    for args, said in ((["--lr-decay", "0.5"], "give the first round's --lr too"),
+                       (["--lr", "0.1", "--lr-decay", "2"], "lr-decay must be in (0, 1]"),
+                       (["--share", "some"], "share must be one of matching, all")):
+        r = cli("fleet", "simulate", "--build", fleet / "bias", "--data", fleet / "train.npz",
+                "--out", fleet / "x", *args, check=False)
+        assert r.returncode == 2 and said in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and not (fleet / "x").exists()
 
 
 def test_fleet_app_writes_a_flower_app(tmp_path, cli) -> None:

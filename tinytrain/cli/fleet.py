@@ -64,6 +64,14 @@ def simulate(
     mu: float = typer.Option(0.0, help="FedProx's proximal weight (correction prox)."),
     alpha: float = typer.Option(1.0, help="The restricted softmax's scale of the logits of "
                                 "classes a device has no samples of (correction restricted)."),
+    lr: float | None = typer.Option(None, help="The devices' learning rate in round 1, set "
+                                    "over the link each round (default: each build's own)."),
+    lr_decay: float = typer.Option(1.0, help="Multiply --lr by this every round after the "
+                                   "first (a decaying schedule; needs --lr)."),
+    share: str = typer.Option("matching", help="Which devices share a tensor's average: "
+                              "matching (those that train it in the same context: the same "
+                              "trained layers feed it, so device classes do not interfere) "
+                              "or all (every device that trains it)."),
     eval_data: Path | None = typer.Option(None, "--eval", help="Held-out samples: print each "
                                           "class's accuracy before and after."),
 ) -> None:
@@ -75,13 +83,20 @@ def simulate(
     from tinytrain.fleet.correction import Correction, corrects
     from tinytrain.fleet.local import accuracy
     from tinytrain.fleet.partition import split
+    from tinytrain.fleet.schedule import Schedule
+    from tinytrain.fleet.shares import Shares
     from tinytrain.fleet.simulate import simulate as run_fleet
+    from tinytrain.fleet.tensors import trained_tensors
 
     with user_errors():
         if not (server_lr > 0 and 0 <= server_momentum < 1):
             raise OptionError(f"--server-lr must be > 0 and --server-momentum in [0, 1), "
                               f"not {server_lr} and {server_momentum}")
         corr = Correction(correction, mu, alpha)
+        Shares({}, share)
+        if lr_decay != 1.0 and lr is None:
+            raise OptionError("--lr-decay decays --lr: give the first round's --lr too")
+        Schedule(lr, lr_decay, local_epochs)
         infos = [load_program_info(b) for b in builds]
         for b, info in zip(builds, infos, strict=True):
             if info.get("board", "host") != "host":
@@ -96,7 +111,7 @@ def simulate(
         run = run_fleet(builds, data, out, nodes, rounds, local_epochs=local_epochs,
                         partition=partition, seed=seed, server_lr=server_lr,
                         server_momentum=server_momentum, correction=correction, mu=mu,
-                        alpha=alpha)
+                        alpha=alpha, share=share, lr=lr, lr_decay=lr_decay)
         t = Table("round", "devices", "failed", "samples", "loss", "uplink B", "downlink B")
         for r in run.rounds:
             t.add_row(str(r["round"]), str(r["devices"]), str(len(r["failed"])),
@@ -104,7 +119,7 @@ def simulate(
                       f"{sum(r['downlink'].values()):,}")
         console.print(t)
         for k, b in enumerate(builds if eval_data else []):
-            after = accuracy(b, run.final, eval_data)
+            after = accuracy(b, run.tensors(trained_tensors(infos[k])), eval_data)
             console.print(f"{b}: held-out accuracy {100 * before[k]:.1f} % -> "
                           f"{100 * after:.1f} %", markup=False, highlight=False, soft_wrap=True)
         console.print(f"wrote {out / 'fleet_final.npz'} and {out / 'fleet_rounds.json'} "

@@ -24,6 +24,7 @@ def program_info(g: Graph, board: Board, prefix: str = "tt",
     with --fp32-mac fused, which the exported library's runtime must be too)."""
     label = next(t for t in g.tensors.values() if t.kind == "label")
     x = g.t(g.inputs[0])
+    up = upstream_trainables(g)
     return {
         "board": board.ref,  # a name, or the path of a board file outside the package
         "c_prefix": prefix,  # the model's C names (tinytrain export-lib names its files so)
@@ -47,12 +48,37 @@ def program_info(g: Graph, board: Board, prefix: str = "tt",
                        "source": None if t.source is None else
                        {"node": t.source.node, "slot": t.source.slot,
                         "transform": t.source.transform},
-                       **_packed(g, t.name)}
+                       "upstream": up[t.name], **_packed(g, t.name)}
                       for t in g.params(trainable=True)],
         # the model's state table (model.h NAME_state): what the link's g/s commands carry
         "state": [{"name": e.name, "shape": list(e.shape), "dtype": e.dtype}
                   for e in state_table(g)],
     }
+
+
+def upstream_trainables(g: Graph) -> dict[str, list[str]]:
+    """Per trainable tensor, the other trainable tensors whose values reach its layer's output
+    in the forward pass: those upstream of the layer and the layer's other parameters. A fleet
+    averages a tensor only over devices that train the same of these (fleet/shares.py): the
+    function the tensor takes part in is then the same on all of them."""
+    trainable = {t.name for t in g.params(trainable=True)}
+    reach: dict[str, set[str]] = {i: set() for i in g.inputs}  # data tensor -> upstream
+    carries: dict[str, set[str]] = {}  # a tensor computed from parameters alone (a reshape)
+    out: dict[str, set[str]] = {n: set() for n in trainable}
+    for n in g.nodes:
+        if n.phase != "forward":
+            continue
+        data = [i for i in n.inputs if i in reach]
+        params = set().union(*(carries.get(i, set()) for i in n.inputs if i not in reach),
+                             {i for i in n.inputs if i in trainable})
+        if not data:
+            carries.update({o: params for o in n.outputs})
+            continue
+        feeding = set().union(*(reach[i] for i in data))
+        for p in params:
+            out[p] |= (feeding | params) - {p}
+        reach.update({o: feeding | params for o in n.outputs})
+    return {n: sorted(v) for n, v in out.items()}
 
 
 def _packed(g: Graph, name: str) -> dict[str, Any]:

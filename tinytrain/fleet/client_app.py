@@ -71,7 +71,9 @@ def train(msg: Message, context: Context) -> Message:
     control = rec.from_arrays(msg.content[rec.CONTROL]) if rec.CONTROL in msg.content else None
     own = (rec.from_arrays(context.state[rec.OWN_CONTROL]) if rec.OWN_CONTROL in context.state
            else None)
-    r = train_round(node, tensors, state, server_round, corr, control, own)
+    lr = float(cfg["lr"]) if "lr" in cfg else None  # the server's schedule, if it has one
+    epochs = int(cfg["local-epochs"]) if "local-epochs" in cfg else None
+    r = train_round(node, tensors, state, server_round, corr, control, own, lr, epochs)
     if r.state is not None:
         context.state[rec.STATE] = rec.to_arrays(r.state)
     elif rec.STATE in context.state:

@@ -89,9 +89,9 @@ def corrects(info: Mapping[str, Any]) -> bool:
     return bool(info.get("fleet_correction"))
 
 
-def effective_lr(info: Mapping[str, Any]) -> float:
-    """The rate b moves the device's weights at per step: lr, over 1 - momentum for fp32."""
-    sgd = info.get("sgd") or {}
+def effective_lr(sgd: Mapping[str, float]) -> float:
+    """The rate b moves the device's weights at per step: lr, over 1 - momentum for fp32.
+    `sgd`: the SGD scalars in force (the link's `Device.sgd()`, or a build's info["sgd"])."""
     return float(ops_effective_lr(sgd["lr"], sgd.get("momentum", 0.0)))
 
 

@@ -92,15 +92,24 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
                 state: Mapping[str, np.ndarray] | None, server_round: int,
                 correction: Correction | None = None,
                 control: Mapping[str, np.ndarray] | None = None,
-                own_control: Mapping[str, np.ndarray] | None = None) -> RoundResult:
+                own_control: Mapping[str, np.ndarray] | None = None,
+                lr: float | None = None, epochs: int | None = None) -> RoundResult:
     """Load `tensors` (the fleet's, whole; the ones this build does not train are ignored)
     and `state` (this device's training state from its last round), train `node.epochs`
     epochs on the node's samples, and return what changed. `correction`: the run's drift
     correction, with SCAFFOLD's server variate `control` (whole tensors) and this device's
-    `own_control` from its last round (trained parts; None before its first)."""
+    `own_control` from its last round (trained parts; None before its first). `lr` and
+    `epochs`: this round's learning rate (set on the device over the link; None: as it is)
+    and local epochs (None: node.epochs), from the server's schedule."""
     corr = correction or Correction()
+    epochs = node.epochs if epochs is None else epochs
+    if epochs < 1 or (lr is not None and not (np.isfinite(lr) and lr > 0)):
+        raise DataError(f"a round needs local epochs >= 1 and a learning rate > 0, not "
+                        f"{epochs} and {lr}")
     x, y = node.samples()
     with node.open() as dev:
+        if lr is not None:
+            dev.sgd(lr=lr)
         plan = trained_tensors(dev.info)
         kept = dict(state) if state is not None and \
             state_mismatch(dev.info, dict(state)) is None else None
@@ -113,7 +122,7 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
             kept.update(device_terms(dev.info, plan, corr, before, control, own_control, y))
         if kept is not None:  # one write: the kept state with this round's terms
             dev.set_state(kept)
-        stats = train(dev, x, y, epochs=node.epochs, shuffle=True,
+        stats = train(dev, x, y, epochs=epochs, shuffle=True,
                       seed=node.round_seed(server_round))
         after = dev.get_params()
         parts = {t.name: t.take(after[t.name]) for t in plan}
@@ -121,9 +130,9 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
         if corr.scaffold:
             start = {t.name: t.take(before[t.name]) for t in plan}
             new, delta = control_update(plan, start, parts, control, own_control,
-                                        steps(dev.info, len(y), node.epochs),
-                                        effective_lr(dev.info))
-        return RoundResult(parts, plan, int(len(y)) * node.epochs,
+                                        steps(dev.info, len(y), epochs),
+                                        effective_lr(dev.sgd()))
+        return RoundResult(parts, plan, int(len(y)) * epochs,
                            float(np.mean([s.mean_loss for s in stats])) if stats else float("nan"),
                            dev.get_state(), new, delta)
 

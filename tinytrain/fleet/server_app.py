@@ -6,8 +6,11 @@ this many devices; the default 2), `server-lr` and `server-momentum` (FedAvgM's 
 log `fleet_rounds.json`, written atomically), `keep-rounds` (also write the tensors after
 every round to `fleet_round_tensors.npz`, keyed `ROUND/TENSOR`), `correction` (none, scaffold
 or prox: the devices' drift correction, fleet/correction.py; their builds need
---fleet-correction), `mu` (FedProx's proximal weight) and `alpha` (the restricted softmax's
-scale of absent classes' logits).
+--fleet-correction), `mu` (FedProx's proximal weight), `alpha` (the restricted softmax's
+scale of absent classes' logits) and `share` (matching: a tensor is averaged over the devices
+that train it in the same context, fleet/shares.py; all: over every device that trains it),
+`lr` and `lr-decay` (the devices' learning rate in round r is lr * lr-decay^(r-1), set over
+the link; 0, the default, leaves each device's own) and `local-epochs` (sent every round).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from tinytrain.errors import DataError
 from tinytrain.fleet import records as rec
 from tinytrain.fleet.aggregate import Master
 from tinytrain.fleet.correction import Correction
+from tinytrain.fleet.schedule import Schedule
+from tinytrain.fleet.shares import Shares
 from tinytrain.fleet.strategy import SparseFedAvg
 from tinytrain.fleet.tensors import Trained
 
@@ -44,44 +49,53 @@ def wait_for_nodes(grid: Grid, n: int, timeout: float) -> list[int]:
         time.sleep(WAIT_STEP)
 
 
-def survey(grid: Grid, nodes: list[int], lr: float = 1.0, momentum: float = 0.0
-           ) -> tuple[Master, dict[int, list[Trained]]]:
-    """The fleet's starting tensors (the union of what the devices train) and each node's
-    plan, from a query to every node."""
+def survey(grid: Grid, nodes: list[int], lr: float = 1.0, momentum: float = 0.0,
+           share: str = "matching") -> tuple[Master, dict[int, list[Trained]], Shares]:
+    """The fleet's starting tensors (the union of what the devices train, a copy per
+    context: fleet/shares.py), each node's plan and the copies, from a query to every node."""
     msgs = [Message(content=RecordDict(), message_type=MessageType.QUERY, dst_node_id=n)
             for n in nodes]
-    start: dict[str, np.ndarray] = {}
     kinds: dict[str, Trained] = {}
     plans: dict[int, list[Trained]] = {}
+    arrays: dict[int, dict[str, np.ndarray]] = {}
     for reply in grid.send_and_receive(msgs, timeout=QUERY_TIMEOUT):
         if reply.has_error():
             continue
-        arrays, plan = rec.read_plan(reply.content)
-        plans[reply.metadata.src_node_id] = plan
-        for t in plan:
-            whole = Trained(t.name, t.shape, t.dtype, t.scale)
+        node = reply.metadata.src_node_id
+        arrays[node], plans[node] = rec.read_plan(reply.content)
+        for t in plans[node]:
             if t.name in kinds and (kinds[t.name].shape != t.shape
                                     or kinds[t.name].dtype != t.dtype):
                 raise DataError(f"two devices disagree on tensor '{t.name}' "
                                 f"({kinds[t.name].shape} {kinds[t.name].dtype} and {t.shape} "
                                 f"{t.dtype}): federate builds of one model")
-            kinds.setdefault(t.name, whole)
-            start.setdefault(t.name, arrays[t.name])
+            kinds.setdefault(t.name, Trained(t.name, t.shape, t.dtype, t.scale))
     if not plans:
         raise DataError("no device answered the fleet's first query; check that the "
                         "SuperNodes run and can reach their devices")
-    return Master(start, kinds, lr, momentum), plans
+    shares = Shares(plans, share)
+    start: dict[str, np.ndarray] = {}
+    keyed: dict[str, Trained] = {}
+    for node, plan in plans.items():
+        for name, key in shares.copies(plan).items():
+            start.setdefault(key, arrays[node][name])
+            keyed.setdefault(key, kinds[name].renamed(key))
+    return Master(start, keyed, lr, momentum), plans, shares
 
 
 def write_results(out: Path, sent: dict[str, np.ndarray], strategy: SparseFedAvg,
                   plans: dict[int, list[Trained]]) -> None:
+    """fleet_final.npz (the fleet's tensors: every copy, fleet/shares.py), fleet_rounds.json
+    (the rounds, each node's plan and its copies) and with keep-rounds every round's tensors,
+    each written whole or not at all."""
     out.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out, suffix=".npz")
     os.close(fd)
     np.savez(tmp, **sent)
     os.replace(tmp, out / "fleet_final.npz")
     log = {"rounds": [asdict(r) for r in strategy.rounds],
-           "plans": {str(n): [t.to_json() for t in p] for n, p in plans.items()}}
+           "plans": {str(n): [t.to_json() for t in p] for n, p in plans.items()},
+           "copies": {str(n): strategy.shares.copies(p) for n, p in plans.items()}}
     fd, tmp = tempfile.mkstemp(dir=out, suffix=".json")
     with os.fdopen(fd, "w") as fh:
         json.dump(log, fh, indent=1)
@@ -100,13 +114,18 @@ def main(grid: Grid, context: Context) -> None:
                             float(cfg.get("alpha", 1.0)))
     min_nodes = int(cfg.get("min-nodes", 2))
     nodes = wait_for_nodes(grid, min_nodes, QUERY_TIMEOUT)
-    master, plans = survey(grid, nodes, float(cfg.get("server-lr", 1.0)),
-                           float(cfg.get("server-momentum", 0.0)))
-    strategy = SparseFedAvg(master, plans, fraction_train=float(cfg.get("fraction-train", 1.0)),
+    master, plans, shares = survey(grid, nodes, float(cfg.get("server-lr", 1.0)),
+                                   float(cfg.get("server-momentum", 0.0)),
+                                   str(cfg.get("share", "matching")))
+    strategy = SparseFedAvg(master, plans, shares,
+                            fraction_train=float(cfg.get("fraction-train", 1.0)),
                             min_train_nodes=min(min_nodes, len(plans)),
                             min_available_nodes=min_nodes,
                             keep_rounds=bool(cfg.get("keep-rounds", False)),
-                            correction=correction)
+                            correction=correction,
+                            schedule=Schedule(float(cfg["lr"]) if cfg.get("lr") else None,
+                                              float(cfg.get("lr-decay", 1.0)),
+                                              int(cfg.get("local-epochs", 1))))
     strategy.start(grid, rec.to_arrays(master.sent()), num_rounds=int(cfg.get("num-rounds", 3)),
                    train_config=ConfigRecord())
     if cfg.get("out"):

@@ -25,6 +25,9 @@ import numpy as np
 
 from tinytrain.errors import TinyTrainError
 from tinytrain.fleet.correction import Correction
+from tinytrain.fleet.schedule import Schedule
+from tinytrain.fleet.shares import SEP, Shares
+from tinytrain.fleet.tensors import Trained
 
 APP_TOML = '''# A Flower app: tinytrain's ClientApp (one device each) and ServerApp (SparseFedAvg).
 # Keys: builds (device classes; simulated node k uses class k mod n), data (the pooled .npz,
@@ -32,7 +35,9 @@ APP_TOML = '''# A Flower app: tinytrain's ClientApp (one device each) and Server
 # num-rounds, fraction-train, min-nodes, server-lr and server-momentum (FedAvgM; 1 and 0 are
 # FedAvg), out (fleet_final.npz and fleet_rounds.json), keep-rounds (and every round's tensors
 # in fleet_round_tensors.npz), correction (none, or scaffold, prox, restricted joined by
-# '+'), mu and alpha (the devices' drift correction; builds with --fleet-correction).
+# '+'), mu and alpha (the devices' drift correction; builds with --fleet-correction), share
+# (matching: a tensor's copies by the trained layers feeding it; all: one average), lr and
+# lr-decay (the devices' rate in round r: lr * lr-decay^(r-1); 0: each build's own).
 # Paths absolute: Flower runs the apps from its own folders.
 [build-system]
 requires = ["hatchling"]
@@ -71,6 +76,9 @@ keep-rounds = false
 correction = "none"
 mu = 0.0
 alpha = 1.0
+share = "matching"
+lr = 0.0
+lr-decay = 1.0
 '''
 RESULTS = ("fleet_final.npz", "fleet_rounds.json")
 ROUND_TENSORS = "fleet_round_tensors.npz"
@@ -78,8 +86,9 @@ ROUND_TENSORS = "fleet_round_tensors.npz"
 
 @dataclass
 class FleetRun:
-    """A finished run: per-round log, each node's plan, the fleet's tensors, the wall time,
-    and with `keep_rounds` the fleet's tensors after each round (round number -> tensors)."""
+    """A finished run: per-round log, each node's plan, the fleet's tensors (every copy,
+    fleet/shares.py), the wall time, with `keep_rounds` the fleet's tensors after each round
+    (round number -> tensors), and each node's copies (node -> {tensor: key})."""
 
     rounds: list[dict]
     plans: dict[str, list[dict]]
@@ -87,6 +96,21 @@ class FleetRun:
     seconds: float
     log: str
     per_round: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    copies: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def tensors(self, plan: list[Trained], round: int | None = None
+                ) -> dict[str, np.ndarray]:
+        """The fleet's tensors by name for a device that trains `plan` (its copies,
+        fleet/shares.py), after `round` (None: the end). A plan no node reported gets each
+        tensor's first copy."""
+        tensors = self.final if round is None else self.per_round[round]
+        mine = [t.to_json() for t in plan]
+        node = next((n for n, p in self.plans.items() if p == mine), None)
+        copies = self.copies.get(node, {}) if node is not None else {}
+        first: dict[str, str] = {}
+        for k in sorted(tensors):  # name@0 before name@1; a tensor of one copy is its name
+            first.setdefault(k.split(SEP)[0], k)
+        return {n: tensors[copies.get(n, k)] for n, k in first.items()}
 
 
 def write_app(directory: Path) -> Path:
@@ -112,12 +136,18 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
              local_epochs: int = 1, partition: str = "iid", seed: int = 0,
              fraction: float = 1.0, server_lr: float = 1.0, server_momentum: float = 0.0,
              timeout: float = 3600.0, keep_rounds: bool = False,
-             correction: str = "none", mu: float = 0.0, alpha: float = 1.0) -> FleetRun:
+             correction: str = "none", mu: float = 0.0, alpha: float = 1.0,
+             share: str = "matching", lr: float | None = None,
+             lr_decay: float = 1.0) -> FleetRun:
     """Federate `nodes` simulated devices (node k: build k mod len(builds), its share of
     `data`) for `rounds` rounds; the results go to `out`. `keep_rounds` keeps the tensors of
     every round too (FleetRun.per_round), e.g. to evaluate the fleet's model round by round.
-    `correction`, `mu`, `alpha`: the devices' drift correction (tinytrain.fleet.correction)."""
+    `correction`, `mu`, `alpha`: the devices' drift correction (tinytrain.fleet.correction);
+    `share`: which devices share a tensor's average (tinytrain.fleet.shares); `lr`,
+    `lr_decay`: the devices' learning rate by round (None: each build's own)."""
     Correction(correction, mu, alpha)  # a bad method or mu fails here, not in every node
+    Shares({}, share)
+    Schedule(lr, lr_decay, local_epochs)
     flwr = Path(sys.executable).with_name("flwr")
     if not flwr.exists() and shutil.which("flwr") is None:
         raise TinyTrainError("Flower is not installed: pip install 'tinytrain-mcu[fleet]'")
@@ -128,7 +158,8 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
            "partition": partition, "seed": seed, "fraction-train": fraction,
            "server-lr": float(server_lr), "server-momentum": float(server_momentum),
            "keep-rounds": keep_rounds, "correction": correction, "mu": float(mu),
-           "alpha": float(alpha)}
+           "alpha": float(alpha), "share": share, "lr": float(lr or 0.0),
+           "lr-decay": float(lr_decay)}
     with tempfile.TemporaryDirectory(prefix="tt-flwr-") as tmp:
         home, app = Path(tmp) / "home", write_app(Path(tmp) / "app")
         home.mkdir()
@@ -164,7 +195,8 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
             for k in f.files:
                 r, name = k.split("/", 1)
                 per_round.setdefault(int(r), {})[name] = f[k]
-    return FleetRun(info["rounds"], info["plans"], final, seconds, log, per_round)
+    return FleetRun(info["rounds"], info["plans"], final, seconds, log, per_round,
+                    info.get("copies", {}))
 
 
 def _stop(home: Path) -> None:

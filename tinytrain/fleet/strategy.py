@@ -30,6 +30,8 @@ from flwr.serverapp.strategy import FedAvg
 from tinytrain.fleet import records as rec
 from tinytrain.fleet.aggregate import Controls, Master
 from tinytrain.fleet.correction import Correction
+from tinytrain.fleet.schedule import Schedule
+from tinytrain.fleet.shares import SEP, Shares
 from tinytrain.fleet.tensors import Trained
 
 
@@ -45,6 +47,7 @@ class RoundLog:
     downlink: dict[int, int] = field(default_factory=dict)  # node -> tensor bytes sent
     uplink: dict[int, int] = field(default_factory=dict)  # node -> tensor bytes received
     controls: int = 0  # replies that carried a SCAFFOLD control variate's change
+    lr: float | None = None  # the devices' learning rate this round (None: their own)
 
 
 def split_replies(replies: Iterable[Message]) -> tuple[list[Message], list[Message]]:
@@ -70,14 +73,19 @@ class SparseFedAvg(FedAvg):
     tensor. With `keep_rounds`, `history` maps each round to the tensors it sent out after
     aggregating (off by default: a round's copy of a large model is not small)."""
 
-    def __init__(self, master: Master, plans: dict[int, list[Trained]], *,
-                 keep_rounds: bool = False, correction: Correction | None = None,
+    def __init__(self, master: Master, plans: dict[int, list[Trained]],
+                 shares: Shares | None = None, *, keep_rounds: bool = False,
+                 correction: Correction | None = None, schedule: Schedule | None = None,
                  **kw) -> None:
         kw.setdefault("fraction_evaluate", 0.0)
         super().__init__(**kw)
         self.master, self.plans, self.keep_rounds = master, plans, keep_rounds
+        self.shares = shares or Shares(plans)
         self.correction = correction or Correction()
-        self.controls = Controls(master.kinds, plans) if self.correction.scaffold else None
+        self.schedule = schedule or Schedule()
+        self.controls = Controls(master.kinds, {n: self.shares.keyed(p) for n, p in
+                                                plans.items()}) \
+            if self.correction.scaffold else None
         self.rounds: list[RoundLog] = []
         self.history: dict[int, dict[str, np.ndarray]] = {}
 
@@ -85,20 +93,27 @@ class SparseFedAvg(FedAvg):
                         grid: Grid) -> Iterable[Message]:
         messages = list(super().configure_train(server_round, arrays, config, grid))
         sent = rec.from_arrays(arrays)
-        log_ = RoundLog(server_round)
+        work = self.schedule.at(server_round)  # this round's lr and local epochs
+        log_ = RoundLog(server_round, lr=work.get("lr"))
         out = []
         for m in messages:
             node = m.metadata.dst_node_id
-            names = [t.name for t in self.plans.get(node, [])] or list(sent)
-            mine = {n: sent[n] for n in names if n in sent}
+            plan = self.plans.get(node)
+            # a node's plan names its tensors; the server holds their copies (fleet/shares.py)
+            copies = self.shares.copies(plan) if plan else \
+                {n: self.shares.key(None, n) for n in {k.split(SEP)[0] for k in sent}}
+            mine = {n: sent[k] for n, k in copies.items() if k in sent}
             cfg = m.content[rec.CONFIG]
             content = RecordDict({rec.ARRAYS: rec.to_arrays(mine), rec.CONFIG: cfg})
             log_.downlink[node] = rec.payload_bytes(mine)
+            for k, v in work.items():
+                cfg[k] = v
             if self.correction.on:
                 cfg["correction"], cfg["mu"] = self.correction.method, self.correction.mu
                 cfg["alpha"] = self.correction.alpha
             if self.controls is not None:
-                c = self.controls.sent(mine)
+                by_key = self.controls.sent(copies.values())
+                c = {n: by_key[k] for n, k in copies.items() if k in by_key}
                 content[rec.CONTROL] = rec.to_arrays(c)
                 log_.downlink[node] += rec.payload_bytes(c)
             out.append(Message(content=content, message_type=MessageType.TRAIN,
@@ -115,6 +130,7 @@ class SparseFedAvg(FedAvg):
         for m in valid:
             r = rec.read_reply(m.content)
             self.plans[m.metadata.src_node_id] = r.plan
+            r = self.shares.reply(r)
             log_.uplink[m.metadata.src_node_id] = rec.payload_bytes(r.parts) + \
                 rec.payload_bytes(r.control or {})
             got.append((r, float(m.content[rec.METRICS].get("train-loss", np.nan))))

@@ -10,7 +10,7 @@ server knows which elements each reply speaks for.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -23,8 +23,11 @@ NP_DTYPES = {"f32": np.float32, "s8": np.int8, "s32": np.int32}
 
 @dataclass(frozen=True)
 class Trained:
-    """One trainable tensor of a build: whole shape, dtype, per-channel scale (int tensors)
-    and the channels a partial update trains (None: every element)."""
+    """One trainable tensor of a build: whole shape, dtype, per-channel scale (int tensors),
+    the channels a partial update trains (None: every element) and the build's other
+    trainable tensors that feed its layer (program.json's `upstream`; None from an older
+    build): the fleet averages a tensor over the devices that train the same of those
+    (fleet/shares.py)."""
 
     name: str
     shape: tuple[int, ...]
@@ -32,6 +35,10 @@ class Trained:
     scale: tuple[float, ...] | None = None
     channels: tuple[int, ...] | None = None
     axis: int = -1
+    upstream: tuple[str, ...] | None = None
+
+    def renamed(self, name: str) -> Trained:
+        return replace(self, name=name)
 
     def take(self, whole: np.ndarray) -> np.ndarray:
         """The trained elements of the whole tensor (a copy, in the tensor's dtype)."""
@@ -64,14 +71,16 @@ class Trained:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
                 "scale": None if self.scale is None else list(self.scale),
                 "channels": None if self.channels is None else list(self.channels),
-                "axis": self.axis}
+                "axis": self.axis,
+                "upstream": None if self.upstream is None else list(self.upstream)}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Trained:
         return Trained(d["name"], tuple(d["shape"]), d["dtype"],
                        None if d.get("scale") is None else tuple(d["scale"]),
                        None if d.get("channels") is None else tuple(d["channels"]),
-                       int(d.get("axis", -1)))
+                       int(d.get("axis", -1)),
+                       None if d.get("upstream") is None else tuple(d["upstream"]))
 
 
 def trained_tensors(info: dict[str, Any]) -> list[Trained]:
@@ -84,7 +93,8 @@ def trained_tensors(info: dict[str, Any]) -> list[Trained]:
         out.append(Trained(p["name"], tuple(p["shape"]), p.get("dtype", "f32"),
                            None if p.get("scale") is None else tuple(p["scale"]),
                            None if ch is None else tuple(int(c) for c in ch),
-                           int(axes.get(p["name"], -1))))
+                           int(axes.get(p["name"], -1)),
+                           None if p.get("upstream") is None else tuple(p["upstream"])))
     return out
 
 

@@ -1,0 +1,91 @@
+"""Which devices share the average of each tensor: a fleet of device classes without
+interference.
+
+Devices of a mixed fleet train different parts of one model. Averaging a tensor over all of
+them mixes updates made in different functions: a bias-only device's classifier is trained
+on features from the pretrained convolutions, a `last:2` device's on features from
+convolutions it trains itself. The average fits neither, and the smaller class loses what
+it learned (issue "fleet drift": 47.5 % next to `last:2` devices).
+
+So the server keeps one copy of a tensor per *context*: the trained tensors that feed its
+layer's output, other than itself (program.json's `upstream`, codegen/program.py), as the
+device trains them (which channels). Devices whose context of a tensor is the same compute
+the same function with it: their updates are averaged together. Others train their own copy.
+Devices of one plan therefore always share everything; a tensor early in the network that
+two classes train on the same input (the "shared body") is shared between them, and a
+classifier fed by different trained layers (the "head") is each class's own.
+
+`all` (share="all") averages every tensor over every device that trains it, as before.
+
+A copy's key is the tensor's name when it has one copy, `name@k` (k = 0, 1, ... in the order
+of the contexts' descriptions) when it has several: fleet_final.npz holds the copies and
+fleet_rounds.json maps each node's tensors to them (`copies`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from tinytrain.errors import OptionError
+from tinytrain.fleet.aggregate import Reply
+from tinytrain.fleet.tensors import Trained
+
+SHARES = ("matching", "all")  # the run config's `share`
+SEP = "@"
+UNKNOWN = "?"  # the context of a build without `upstream` (older program.json): its own
+
+
+def context(t: Trained, plan: list[Trained]) -> str:
+    """The trained tensors (with their channels) that feed t's layer in this plan."""
+    if t.upstream is None:
+        return UNKNOWN
+    up = set(t.upstream)
+    return json.dumps(sorted([u.name, None if u.channels is None else list(u.channels), u.axis]
+                             for u in plan if u.name in up))
+
+
+class Shares:
+    """The copies of each tensor and which plan trains which (see the module docstring)."""
+
+    def __init__(self, plans: Mapping[int, list[Trained]], share: str = "matching") -> None:
+        if share not in SHARES:
+            raise OptionError(f"share must be one of {', '.join(SHARES)}, not '{share}'")
+        self.share = share
+        found: dict[str, set[str]] = {}
+        for plan in plans.values():
+            for t in plan:
+                found.setdefault(t.name, set()).add(self._context(t, plan))
+        self.keys: dict[tuple[str, str], str] = {}
+        for name, contexts in found.items():
+            for k, c in enumerate(sorted(contexts)):
+                self.keys[name, c] = name if len(contexts) == 1 else f"{name}{SEP}{k}"
+        self.first = {name: self.keys[name, min(c)] for name, c in found.items()}
+
+    def _context(self, t: Trained, plan: list[Trained]) -> str:
+        return "" if self.share == "all" else context(t, plan)
+
+    def key(self, plan: list[Trained] | None, name: str) -> str:
+        """The copy of `name` a device of `plan` trains. A plan the survey did not see (a
+        device that joined later) or an unknown device (None) gets the tensor's first copy;
+        a tensor no surveyed device trains is its own."""
+        first = self.first.get(name, name)
+        t = next((t for t in plan or [] if t.name == name), None)
+        if t is None:
+            return first
+        return self.keys.get((name, self._context(t, plan or [])), first)
+
+    def copies(self, plan: list[Trained]) -> dict[str, str]:
+        """Name -> copy, for each tensor of `plan`."""
+        return {t.name: self.key(plan, t.name) for t in plan}
+
+    def keyed(self, plan: list[Trained]) -> list[Trained]:
+        """The plan with each tensor renamed to its copy: what the server averages."""
+        return [t.renamed(self.key(plan, t.name)) for t in plan]
+
+    def reply(self, r: Reply) -> Reply:
+        """A device's reply in the server's terms: each tensor under its copy's key."""
+        c = self.copies(r.plan)
+        return Reply({c.get(n, n): a for n, a in r.parts.items()}, self.keyed(r.plan),
+                     r.samples, None if r.control is None else
+                     {c.get(n, n): a for n, a in r.control.items()})
