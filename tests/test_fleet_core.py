@@ -44,6 +44,13 @@ def test_take_put_and_mask_agree() -> None:
     assert np.array_equal(back[m], whole[m]) and not back[~m].any()
     rows = _weight(channels=(0, 2), axis=0)  # a depthwise weight's partial rows
     assert rows.take(whole).shape == (2, 3, 3, 6) and rows.mask()[[0, 2]].all()
+    # what a matched copy sends (the trained elements) widens back around the device's own
+    current = np.full(t.shape, 7, np.int8)
+    wide = t.widen(part.astype(np.int8), current)
+    assert wide.dtype == np.int8 and np.array_equal(wide[m], whole[m]) and (wide[~m] == 7).all()
+    assert t.widen(whole, current) is whole  # a whole tensor is taken as it is
+    c = np.linspace(-1, 1, whole.size).reshape(t.shape)  # a float control variate
+    assert t.part(c).dtype == np.float64 and np.array_equal(t.part(c), c[..., [1, 4]])
 
 
 def test_average_is_per_element_over_the_devices_that_trained_it() -> None:

@@ -34,6 +34,7 @@ LEARNED = 0.1  # held-out accuracy gained on the turned digits (measured: 0.11 -
 BUDGETS_KB = ("9", "12.9", "40")  # auto's plans for the pretrained digits CNN (measured):
 # the classifier alone (8.6 KB), + the pw conv's weight on 2 of 8 input channels (12.9 KB),
 # + 4 of 8 and two more biases (13.7 KB): three plans, and pw channels no device trains
+PARTIAL = "tte:n_bias=3,idx=1-2,ratio=0.5-0.5"  # half the depthwise rows, half pw inputs
 AUTO_SAMPLES = 150  # what `--update auto` analyses (the auto tests' scale: ~20 s a class)
 
 
@@ -48,6 +49,9 @@ def fleet(tmp_path_factory):
         build(pre, d / name, Options(update=upd, sgd=SGDConfig(lr=0.02, momentum=0.9)))
     build(pre, d / "corrected", Options(update="bias", sgd=SGDConfig(lr=0.02, momentum=0.9),
                                         fleet_correction=True))
+    # depthwise rows and pw input channels: a copy's elements, not its whole tensors, go down
+    build(pre, d / "corrected-partial", Options(update=PARTIAL, fleet_correction=True,
+                                                sgd=SGDConfig(lr=0.02, momentum=0.9)))
     (d / "broken").mkdir()  # a device class whose build is missing: its nodes fail
     shutil.copy(d / "bias" / "program.json", d / "broken" / "program.json")
     return d
@@ -145,20 +149,26 @@ def test_fleet_simulate_with_scaffold_and_restricted_softmax(fleet, cli) -> None
     every round's replies carry control variate changes, each device gets its tensors and c
     (float32 an element) and sends its tensors and c_i's change, and the fleet learns."""
     out = fleet / "run-corrected"
-    cli("fleet", "simulate", "--build", fleet / "corrected", "--data", fleet / "train.npz",
-        "--out", out, "--nodes", "4", "--rounds", "3", "--local-epochs", "2", "--partition",
-        "labels:2", "--correction", "scaffold+restricted", "--alpha", "0.5", "--lr", "0.04",
-        "--lr-decay", "0.5")
+    cli("fleet", "simulate", "--build", fleet / "corrected", "--build",
+        fleet / "corrected-partial", "--data", fleet / "train.npz", "--out", out, "--nodes", "4",
+        "--rounds", "3", "--local-epochs", "2", "--partition", "labels:2", "--correction",
+        "scaffold+restricted", "--alpha", "0.5", "--lr", "0.04", "--lr-decay", "0.5")
     res = json.loads((out / "fleet_rounds.json").read_text())
     assert [r["lr"] for r in res["rounds"]] == [0.04, 0.02, 0.01]  # the server's schedule
-    plan = trained_tensors(json.loads((fleet / "corrected" / "program.json").read_text()))
-    wire = sum(int(np.prod(t.shape)) * 8 for t in plan)  # f32 tensors, then f32 c / c_i
+    # f32 elements each way, then c down and c_i's change up: the trained elements only
+    wire = {n: sum(int(np.prod(Trained.from_json(t).part_shape())) * 8 for t in p)
+            for n, p in res["plans"].items()}
+    partial = trained_tensors(json.loads((fleet / "corrected-partial" / "program.json")
+                                         .read_text()))
+    assert any(t.part_shape() != t.shape for t in partial)
+    assert len(set(wire.values())) == 2
     for r in res["rounds"]:
         assert r["devices"] == r["controls"] == 4 and not r["failed"]
-        assert set(r["uplink"].values()) == set(r["downlink"].values()) == {wire}
+        assert r["uplink"] == r["downlink"] == wire
     final = dict(np.load(out / "fleet_final.npz"))
-    start = accuracy(fleet / "corrected", {}, fleet / "test.npz")
-    assert accuracy(fleet / "corrected", final, fleet / "test.npz") > start + LEARNED
+    for b in (fleet / "corrected", fleet / "corrected-partial"):  # each class learned
+        start = accuracy(b, {}, fleet / "test.npz")
+        assert accuracy(b, class_tensors(res, final, b), fleet / "test.npz") > start + LEARNED
 
 
 def test_three_budgets_chosen_by_update_auto_converge_and_leave_the_rest_alone(fleet, cli):
@@ -183,6 +193,9 @@ def test_three_budgets_chosen_by_update_auto_converge_and_leave_the_rest_alone(f
     res = json.loads((out / "fleet_rounds.json").read_text())
     rounds = res["rounds"]
     assert all(r["devices"] == 6 and not r["failed"] for r in rounds)
+    # a copy's devices train the same elements of it: each gets exactly what it sends
+    # back, the trained pw channels too (a plan trains 2 or 4 of their 8)
+    assert all(r["downlink"] == r["uplink"] for r in rounds)
     assert rounds[-1]["loss"] < rounds[0]["loss"]
     final = dict(np.load(out / "fleet_final.npz"))
     for b in builds:  # each class's model with the fleet's tensors learned

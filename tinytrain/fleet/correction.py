@@ -152,11 +152,11 @@ def control_update(plan: list[Trained], start: Mapping[str, np.ndarray],
     return new, delta
 
 
-def _part(t: Trained, whole: np.ndarray) -> np.ndarray:
-    """The trained elements of a float64 whole tensor (Trained.take keeps the tensor's
-    dtype, which would round a control variate to int8 codes)."""
-    a = whole.reshape(t.shape)
-    return a.copy() if t.channels is None else np.take(a, t.channels, t.axis)
+def _part(t: Trained, c: np.ndarray) -> np.ndarray:
+    """The trained elements of the server's control variate for t, sent whole or as those
+    elements (float64: Trained.take keeps the tensor's dtype, which would round it to int8
+    codes)."""
+    return t.part(t.widen(c, np.zeros(t.shape)))
 
 
 def _own(t: Trained, c_i: Mapping[str, np.ndarray] | None) -> np.ndarray:

@@ -139,11 +139,12 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
 
 def load_tensors(dev: Device, plan: list[Trained], tensors: Mapping[str, np.ndarray]
                  ) -> dict[str, np.ndarray]:
-    """Write the fleet's `tensors` that the device trains into it (a trained tensor the fleet
-    does not hold keeps the device's value); returns what was written, whole tensors."""
+    """Write the fleet's `tensors` that the device trains into it, whole or their trained
+    elements (a trained tensor the fleet does not hold keeps the device's value); returns
+    what was written, whole tensors."""
     current = dev.get_params()
-    written = check_state({t.name: tensors.get(t.name, current[t.name]) for t in plan},
-                          dev.info)
+    written = check_state({t.name: t.widen(tensors[t.name], current[t.name])
+                           if t.name in tensors else current[t.name] for t in plan}, dev.info)
     dev.set_params(written)
     return written
 

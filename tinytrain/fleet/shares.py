@@ -8,10 +8,13 @@ convolutions it trains itself. The average fits neither, and the smaller class l
 it learned (bench/fleet.py, half `bias` and half `last:2`: the bias class ends at 47.5 %
 with one average, 54.9 % with its own copy of the classifier).
 
-So the server keeps one copy of a tensor per *context*: the trained tensors that feed its
-layer's output, other than itself (program.json's `upstream`, codegen/program.py), as the
-device trains them (which channels). Devices whose context of a tensor is the same compute
-the same function with it: their updates are averaged together. Others train their own copy.
+So the server keeps one copy of a tensor per *context*: which of its channels the device
+trains, and the trained tensors that feed its layer's output besides it (program.json's
+`upstream`, codegen/program.py) with the channels the device trains of them. Devices whose
+context of a tensor is the same compute the same function with it: their updates are
+averaged together. Others train their own copy. Every device of a copy trains the same
+elements of it, so a device receives only those (its elements of the server's control
+variate too): the downlink carries what the uplink does.
 Devices of one plan therefore always share everything; a tensor early in the network that
 two classes train on the same input (the "shared body") is shared between them, and a
 classifier fed by different trained layers (the "head") is each class's own.
@@ -38,12 +41,17 @@ UNKNOWN = "?"  # the context of a build without `upstream` (older program.json):
 
 
 def context(t: Trained, plan: list[Trained]) -> str:
-    """The trained tensors (with their channels) that feed t's layer in this plan."""
+    """Which of t's channels this plan trains, and the trained tensors (with their channels)
+    that feed t's layer."""
     if t.upstream is None:
         return UNKNOWN
     up = set(t.upstream)
-    return json.dumps(sorted([u.name, None if u.channels is None else list(u.channels), u.axis]
-                             for u in plan if u.name in up))
+    return json.dumps([_channels(t), sorted([u.name, *_channels(u)] for u in plan
+                                            if u.name in up)])
+
+
+def _channels(t: Trained) -> list:
+    return [None if t.channels is None else list(t.channels), t.axis]
 
 
 class Shares:

@@ -67,6 +67,12 @@ def split_replies(replies: Iterable[Message]) -> tuple[list[Message], list[Messa
     return valid, errors
 
 
+def _elements(t: Trained | None, a: np.ndarray) -> np.ndarray:
+    """What a device receives of a tensor: the elements it trains when every device of its
+    copy trains the same ones (share matching), else the whole tensor."""
+    return a if t is None else t.part(a)
+
+
 class SparseFedAvg(FedAvg):
     """FedAvg over sparse, heterogeneous updates (see the module docstring). `plans` maps a
     node to what it trains (from the query before round 1); a node not in it gets every
@@ -102,7 +108,11 @@ class SparseFedAvg(FedAvg):
             # a node's plan names its tensors; the server holds their copies (fleet/shares.py)
             copies = self.shares.copies(plan) if plan else \
                 {n: self.shares.key(None, n) for n in {k.split(SEP)[0] for k in sent}}
-            mine = {n: sent[k] for n, k in copies.items() if k in sent}
+            # a matched copy's devices all train the same elements: send only those
+            trained = {t.name: t for t in plan or []} if self.shares.share == "matching" \
+                else {}
+            mine = {n: _elements(trained.get(n), sent[k]) for n, k in copies.items()
+                    if k in sent}
             cfg = m.content[rec.CONFIG]
             content = RecordDict({rec.ARRAYS: rec.to_arrays(mine), rec.CONFIG: cfg})
             log_.downlink[node] = rec.payload_bytes(mine)
@@ -113,7 +123,8 @@ class SparseFedAvg(FedAvg):
                 cfg["alpha"] = self.correction.alpha
             if self.controls is not None:
                 by_key = self.controls.sent(copies.values())
-                c = {n: by_key[k] for n, k in copies.items() if k in by_key}
+                c = {n: _elements(trained.get(n), by_key[k]) for n, k in copies.items()
+                     if k in by_key}
                 content[rec.CONTROL] = rec.to_arrays(c)
                 log_.downlink[node] += rec.payload_bytes(c)
             out.append(Message(content=content, message_type=MessageType.TRAIN,

@@ -42,8 +42,22 @@ class Trained:
 
     def take(self, whole: np.ndarray) -> np.ndarray:
         """The trained elements of the whole tensor (a copy, in the tensor's dtype)."""
-        a = np.asarray(whole, NP_DTYPES[self.dtype]).reshape(self.shape)
+        return self.part(np.asarray(whole, NP_DTYPES[self.dtype]))
+
+    def part(self, whole: np.ndarray) -> np.ndarray:
+        """The trained elements of a whole tensor of any dtype (a copy): a float control
+        variate stays float."""
+        a = np.asarray(whole).reshape(self.shape)
         return a.copy() if self.channels is None else np.take(a, self.channels, self.axis)
+
+    def widen(self, a: np.ndarray, current: np.ndarray) -> np.ndarray:
+        """`a`, a whole tensor or its trained elements (what a fleet whose copies are
+        matched sends, fleet/shares.py), as the whole tensor: the part put into `current`."""
+        a = np.asarray(a)
+        n_part = int(np.prod(self.part_shape()))
+        if self.channels is None or a.size != n_part or n_part == int(np.prod(self.shape)):
+            return a
+        return self.put(current, a.reshape(self.part_shape())).astype(a.dtype)
 
     def put(self, whole: np.ndarray, part: np.ndarray) -> np.ndarray:
         """`whole` (float64) with the trained elements replaced by `part`."""
