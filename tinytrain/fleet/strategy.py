@@ -3,9 +3,12 @@
 Built-in FedAvg averages whole arrays and refuses replies whose keys differ; a fleet of
 tinytrain devices replies with the trained elements of the tensors each device's plan trains
 (a bias-only device, a last-layers device, a device training 8 channels of a weight). This
-strategy sends each device the tensors it trains, averages every element over the devices
-that trained it (aggregate.Master: a float master copy, requantised to each tensor's scale),
-and records per round the bytes that crossed the network and which nodes failed.
+strategy keeps a copy of each tensor per context (fleet/shares.py: devices whose trained
+layers feeding it match), sends each device the elements it trains of its copies, averages
+every element over the devices of the copy that trained it (aggregate.Master: a float master
+copy, requantised to each tensor's scale), and records per round the bytes that crossed the
+network and which nodes failed. Each round's train messages carry the server's schedule
+(fleet/schedule.py: the devices' lr and local epochs).
 
 Only Flower's public API: the strategy's public methods and the Message API (FedAvg's own
 reply check is private, so replies are sorted and their failures logged here, as it logs them).
