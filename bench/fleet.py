@@ -179,8 +179,7 @@ def main() -> None:
         alone_s = time.monotonic() - t0
         whole = model_bytes(pre, args.quantize == "int8")
         # bytes by the plan each node reported in the survey (two budgets may choose one plan)
-        key = [json.dumps([t.to_json() for t in trained_tensors(load_program_info(b))])
-               for b in builds]
+        key = [json.dumps([t.to_json() for t in p]) for p in mine]
     plan_of = {int(n): json.dumps(p) for n, p in run.plans.items()}
     up_by: dict[str, list[int]] = {}
     down_by: dict[str, list[int]] = {}
