@@ -322,7 +322,7 @@ def test_the_servers_schedule_sets_each_rounds_lr_and_local_epochs(builds) -> No
     assert any(not np.array_equal(plain.parts[t.name], r.parts[t.name]) for t in plan)
     assert Schedule(0.1, 0.5, 3).at(1) == {"lr": 0.1, "local-epochs": 3}
     assert Schedule(0.1, 0.5).at(3) == {"lr": 0.025} and Schedule().at(7) == {}
-    for bad in ({"lr": 0.0}, {"lr": 0.1, "lr_decay": 1.5}, {"epochs": 0}):
+    for bad in ({"lr": 0.0}, {"lr": 0.1, "lr_decay": 1.5}, {"epochs": 0}, {"lr_decay": 0.5}):
         with pytest.raises(OptionError):
             Schedule(**bad)
     with pytest.raises(DataError, match="local epochs >= 1"):

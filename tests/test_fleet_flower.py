@@ -243,7 +243,7 @@ def test_bad_fleet_options_are_clean_errors(fleet, cli) -> None:
             "--out", fleet / "x", "--server-momentum", "1", check=False)
     assert r.returncode == 2 and "--server-momentum in [0, 1)" in r.stderr
     assert "Traceback" not in r.stderr and not (fleet / "x").exists()
-    for args, said in ((["--lr-decay", "0.5"], "give the first round's --lr too"),
+    for args, said in ((["--lr-decay", "0.5"], "give the first round's lr too"),
                        (["--lr", "0.1", "--lr-decay", "2"], "lr-decay must be in (0, 1]"),
                        (["--share", "some"], "share must be one of matching, all")):
         r = cli("fleet", "simulate", "--build", fleet / "bias", "--data", fleet / "train.npz",

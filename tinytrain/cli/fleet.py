@@ -94,8 +94,6 @@ def simulate(
                               f"not {server_lr} and {server_momentum}")
         corr = Correction(correction, mu, alpha)
         Shares({}, share)
-        if lr_decay != 1.0 and lr is None:
-            raise OptionError("--lr-decay decays --lr: give the first round's --lr too")
         Schedule(lr, lr_decay, local_epochs)
         infos = [load_program_info(b) for b in builds]
         for b, info in zip(builds, infos, strict=True):

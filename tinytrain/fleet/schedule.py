@@ -27,6 +27,8 @@ class Schedule:
             raise OptionError(f"the fleet's lr must be > 0, not {self.lr}")
         if not (np.isfinite(self.lr_decay) and 0 < self.lr_decay <= 1):
             raise OptionError(f"lr-decay must be in (0, 1], not {self.lr_decay}")
+        if self.lr_decay != 1.0 and self.lr is None:  # nothing to decay: say so, not ignore it
+            raise OptionError("lr-decay decays the fleet's lr: give the first round's lr too")
         if self.epochs is not None and self.epochs < 1:
             raise OptionError(f"local epochs must be >= 1, not {self.epochs}")
 
