@@ -10,6 +10,7 @@ by 90 degrees, each device holding a few samples of a few classes (non-IID).
     python bench/fleet.py --correction prox --mu 0.1                # FedProx
     python bench/fleet.py --correction scaffold+restricted --alpha 0.5   # and FedRS
     python bench/fleet.py --max-sram 9,12.9,40 --plot docs/fleet-rounds.png   # make fleet-plot
+    python bench/fleet.py --correction scaffold --local-epochs 5 --drift-free  # the ceiling
 
 Every device is a host build driven over the link by Flower's simulation engine (`flwr run`,
 tinytrain.fleet.simulate); "centralised" trains the same plan on the pooled samples for as
@@ -20,6 +21,15 @@ AUTO_SAMPLES of the fleet's samples (what a fleet's owner would hold back to pla
 --plot draws each class's held-out accuracy after every round (the server keeps each round's
 tensors: simulate(keep_rounds=True)) against its start and its centralised training; it needs
 matplotlib (the `plot` extra).
+
+--drift-free adds the fleet's ceiling: what a fleet without any drift would do in the same
+rounds. Averaging devices that each take K local steps of rate lr, scaled by the server's lr,
+moves a drift-free fleet as K full-batch gradient steps of rate lr x server lr (lr over 1 -
+momentum for heavy-ball devices) on the pooled samples do; so each class's plan is trained
+that way (a build whose batch is the whole pool), the rate following the server's schedule,
+and held out after every K steps, as the fleet is after every round. The gap from the fleet
+to it is drift; the gap from it to centralised training is the round budget itself.
+--drift-free-lr sets its rate instead (to ask what the best-tuned drift-free fleet does).
 """
 
 from __future__ import annotations
@@ -104,6 +114,10 @@ def main() -> None:
                     "a tensor's average: those training it in the same context (matching), "
                     "or all that train it")
     ap.add_argument("--quantize", choices=["int8"], help="int8 builds (plain SGD: --momentum 0)")
+    ap.add_argument("--drift-free", action="store_true", help="add the drift-free ceiling "
+                    "(full-batch gradient steps at the fleet's rate; minutes more)")
+    ap.add_argument("--drift-free-lr", type=float, help="the drift-free ceiling's rate "
+                    "(default: the devices' effective lr x the server's lr)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--plot", type=Path, help="draw accuracy by round to this PNG")
@@ -169,6 +183,20 @@ def main() -> None:
                 central.append(accs[-1])
                 central_best.append(max(accs))
         parts = split(y[POOL], args.nodes, args.partition, args.seed)
+        steps = args.local_epochs * float(np.mean([len(i) for i in parts]))  # K a round
+        free: list[list[float]] = []
+        if args.drift_free or args.drift_free_lr:
+            rate = args.drift_free_lr or \
+                args.lr / (1 - (0 if args.quantize else args.momentum)) * args.server_lr
+            for k, fleet_build in enumerate(builds):
+                plan = str(fleet_build / "update_plan.toml") if args.max_sram else \
+                    load_program_info(fleet_build)["update"]
+                b = tmp / f"free{k}"
+                build(pre, b, replace(opts, update=plan, fleet_correction=False,
+                                      sgd=SGDConfig(lr=rate, batch=len(y[POOL]))))
+                free.append([start[k], *drift_free(b, turned[POOL], y[POOL], turned[TEST],
+                                                   y[TEST], round(steps), args.rounds,
+                                                   rate, args.lr_decay)])
         t0 = time.monotonic()
         alone: list[list[float]] = [[] for _ in builds]  # per class: node k is class k mod n
         for k, idx in enumerate(parts):
@@ -209,7 +237,11 @@ def main() -> None:
            "whole_model_bytes": whole, "fleet_seconds": run.seconds, "alone_seconds": alone_s,
            "failed": sum(len(r["failed"]) for r in run.rounds),
            "loss": [r["loss"] for r in run.rounds], "fleet_by_round": by_round,
-           "test_samples": len(y[TEST])}
+           "test_samples": len(y[TEST]), "steps_per_round": steps}
+    if free:
+        row.update(drift_free_rate=rate, drift_free_by_round=free,
+                   drift_free_rounds_to_target=[rounds_to(f, central_best[k] - TARGET_GAP)
+                                                for k, f in enumerate(free)])
     print("| plan | correction | start | fleet | centralised (best epoch) | fleet − centralised "
           f"| rounds to within {100 * TARGET_GAP:.0f} points of the best | each device alone | "
           "uplink / downlink B per device and round | extra SRAM B |")
@@ -233,11 +265,30 @@ def main() -> None:
           f"{', ' + args.quantize if args.quantize else ''}; whole model {whole:,} B; failed "
           f"replies {row['failed']}; wall time {run.seconds:.0f} s (the fleet), "
           f"{alone_s:.0f} s (devices alone)")
+    for k, f in enumerate(free):
+        hit = row["drift_free_rounds_to_target"][k]
+        print(f"drift-free ceiling, `{plans[k]}`: {100 * f[-1]:.1f} % ({100 * max(f):.1f} % "
+              f"at best) after {args.rounds} rounds of {round(steps)} full-batch steps at lr "
+              f"{rate:g}; within {100 * TARGET_GAP:.0f} points of centralised's best in "
+              f"{hit if hit else f'> {args.rounds}'} rounds")
     if args.json:
         args.json.write_text(json.dumps(row, indent=1) + "\n")
     if args.plot:
         plot_rounds(row, args.plot)
         print(f"wrote {args.plot}")
+
+
+def drift_free(build_dir: Path, x: np.ndarray, y: np.ndarray, x_test: np.ndarray,
+               y_test: np.ndarray, steps: int, rounds: int, lr: float, decay: float) -> list[float]:
+    """Held-out accuracy after each of `rounds` blocks of `steps` full-batch gradient steps
+    (build_dir's batch is all of x: an epoch is one step), the rate lr x decay^(round - 1)."""
+    accs = []
+    with open_program(build_dir) as dev:
+        for r in range(rounds):
+            dev.sgd(lr=lr * decay ** r)
+            train(dev, x, y, epochs=steps)
+            accs.append(evaluate(dev, x_test, y_test))
+    return accs
 
 
 def plot_rounds(row: dict, path: Path) -> None:
