@@ -183,7 +183,13 @@ def main() -> None:
                 central.append(accs[-1])
                 central_best.append(max(accs))
         parts = split(y[POOL], args.nodes, args.partition, args.seed)
-        steps = args.local_epochs * float(np.mean([len(i) for i in parts]))  # K a round
+        # K a round, per class (node k is class k mod n): FedAvg weighs each device's change
+        # by its samples, and a device of m samples takes epochs x m steps, so the class's
+        # fleet moves by the sample-weighted mean of its devices' steps
+        steps = []
+        for k in range(len(builds)):
+            m = np.array([len(i) for i in parts[k::len(builds)]], float)
+            steps.append(args.local_epochs * float((m * m).sum() / m.sum()))
         free: list[list[float]] = []
         if args.drift_free or args.drift_free_lr:
             rate = args.drift_free_lr or \
@@ -195,7 +201,7 @@ def main() -> None:
                 build(pre, b, replace(opts, update=plan, fleet_correction=False,
                                       sgd=SGDConfig(lr=rate, batch=len(y[POOL]))))
                 free.append([start[k], *drift_free(b, turned[POOL], y[POOL], turned[TEST],
-                                                   y[TEST], round(steps), args.rounds,
+                                                   y[TEST], round(steps[k]), args.rounds,
                                                    rate, args.lr_decay)])
         t0 = time.monotonic()
         alone: list[list[float]] = [[] for _ in builds]  # per class: node k is class k mod n
@@ -268,7 +274,7 @@ def main() -> None:
     for k, f in enumerate(free):
         hit = row["drift_free_rounds_to_target"][k]
         print(f"drift-free ceiling, `{plans[k]}`: {100 * f[-1]:.1f} % ({100 * max(f):.1f} % "
-              f"at best) after {args.rounds} rounds of {round(steps)} full-batch steps at lr "
+              f"at best) after {args.rounds} rounds of {round(steps[k])} full-batch steps at lr "
               f"{rate:g}; within {100 * TARGET_GAP:.0f} points of centralised's best in "
               f"{hit if hit else f'> {args.rounds}'} rounds")
     if args.json:

@@ -13,8 +13,8 @@ server's lr, SCAFFOLD's control variates (option II: a device's c_i is its mean 
 the round). It is not tinytrain: the devices are PyTorch, so its figures guide what to build
 and the bench measures what was built. Checked against the bench (bias plan, `labels:2`,
 5 local epochs): SCAFFOLD at lr 0.3 x 0.95 and server lr 2 ends at 72.4 % here and 71.4 % on
-the host builds; the drift-free ceiling at 0.6 x 0.95 at 70.0 % here and 70.4 % there, and
-at 1.6 reaches 80.1 % (best round) here and 79.8 % there.
+the host builds; the drift-free ceiling at 0.6 x 0.95 at 70.0 % in both, and at 1.6 peaks
+at 80.1 % here and 79.8 % there (45 steps a round).
 
 --local adam runs Adam on each device (its moments reset every round; the correction is added
 to the gradient before Adam's scaling), which the generated C does not have yet.
