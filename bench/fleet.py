@@ -50,11 +50,11 @@ from onnx import numpy_helper
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.fleet_task import pretrained, turned_digits  # noqa: E402
-from tinytrain.autoplan.choose import AutoOptions, build_auto  # noqa: E402
+from tinytrain.autoplan.choose import PLAN_FILE, AutoOptions, build_auto  # noqa: E402
 from tinytrain.device.build import build  # noqa: E402
 from tinytrain.device.runner import load_program_info, open_program  # noqa: E402
 from tinytrain.device.train import evaluate, train  # noqa: E402
-from tinytrain.fleet.correction import METHODS  # noqa: E402
+from tinytrain.fleet.correction import METHODS, effective_lr  # noqa: E402
 from tinytrain.fleet.local import accuracy  # noqa: E402
 from tinytrain.fleet.partition import split  # noqa: E402
 from tinytrain.fleet.shares import SHARES  # noqa: E402
@@ -153,10 +153,7 @@ def main() -> None:
         if (c_lr, c_mom) != (args.lr, args.momentum):  # the same plans at the reference's SGD
             central_builds = [tmp / f"central{k}" for k in range(len(builds))]
             for fleet_build, b in zip(builds, central_builds, strict=True):
-                plan = str(fleet_build / "update_plan.toml") if args.max_sram else \
-                    load_program_info(fleet_build)["update"]
-                build(pre, b, replace(opts, update=plan, fleet_correction=False,
-                                      sgd=SGDConfig(lr=c_lr, momentum=c_mom)))
+                rebuild(pre, fleet_build, b, opts, SGDConfig(lr=c_lr, momentum=c_mom))
         start = [accuracy(b, {}, tmp / "test.npz") for b in builds]
         run = simulate(builds, tmp / "pool.npz", tmp / "run", args.nodes, args.rounds,
                        local_epochs=args.local_epochs, partition=args.partition,
@@ -193,13 +190,10 @@ def main() -> None:
         free: list[list[float]] = []
         if args.drift_free or args.drift_free_lr:
             rate = args.drift_free_lr or \
-                args.lr / (1 - (0 if args.quantize else args.momentum)) * args.server_lr
+                effective_lr({"lr": args.lr, "momentum": args.momentum}) * args.server_lr
             for k, fleet_build in enumerate(builds):
-                plan = str(fleet_build / "update_plan.toml") if args.max_sram else \
-                    load_program_info(fleet_build)["update"]
                 b = tmp / f"free{k}"
-                build(pre, b, replace(opts, update=plan, fleet_correction=False,
-                                      sgd=SGDConfig(lr=rate, batch=len(y[POOL]))))
+                rebuild(pre, fleet_build, b, opts, SGDConfig(lr=rate, batch=len(y[POOL])))
                 free.append([start[k], *drift_free(b, turned[POOL], y[POOL], turned[TEST],
                                                    y[TEST], round(steps[k]), args.rounds,
                                                    rate, args.lr_decay)])
@@ -282,6 +276,14 @@ def main() -> None:
     if args.plot:
         plot_rounds(row, args.plot)
         print(f"wrote {args.plot}")
+
+
+def rebuild(model: Path, fleet_build: Path, out: Path, opts: Options, sgd: SGDConfig) -> None:
+    """fleet_build's plan (its --update auto TOML, or its --update) built again at another
+    SGD setting and without the fleet's correction: centralised training and the ceiling."""
+    auto = fleet_build / PLAN_FILE
+    plan = str(auto) if auto.exists() else load_program_info(fleet_build)["update"]
+    build(model, out, replace(opts, update=plan, fleet_correction=False, sgd=sgd))
 
 
 def drift_free(build_dir: Path, x: np.ndarray, y: np.ndarray, x_test: np.ndarray,
