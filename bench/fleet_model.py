@@ -41,6 +41,7 @@ from tinytrain.fleet.partition import split  # noqa: E402
 POOL, TEST = slice(600, 1500), slice(1500, None)  # as bench/fleet.py
 TRAINED = ("stem.bias", "dw.bias", "pw.bias", "conv2.bias", "fc.weight", "fc.bias")
 Params = dict[str, torch.Tensor]
+B1, B2, EPS = 0.9, 0.999, 1e-8  # the devices' Adam: torch.optim.Adam's defaults, as --full-batch
 
 
 class Digits:
@@ -95,10 +96,9 @@ def local(net: Digits, p0: Params, x: torch.Tensor, y: torch.Tensor, args: argpa
                     mean[k] += g
                     g = g + corr[k] if corr is not None else g
                     if args.local == "adam":
-                        m[k] = 0.9 * m[k] + 0.1 * g
-                        v2[k] = 0.999 * v2[k] + 0.001 * g * g
-                        w -= lr * m[k] / (1 - 0.9 ** t) / ((v2[k] / (1 - 0.999 ** t)).sqrt()
-                                                           + 1e-8)
+                        m[k] = B1 * m[k] + (1 - B1) * g
+                        v2[k] = B2 * v2[k] + (1 - B2) * g * g
+                        w -= lr * m[k] / (1 - B1 ** t) / ((v2[k] / (1 - B2 ** t)).sqrt() + EPS)
                     else:
                         m[k] = args.momentum * m[k] + g
                         w -= lr * args.scales.get(k, 1.0) * m[k]
