@@ -11,6 +11,8 @@ by 90 degrees, each device holding a few samples of a few classes (non-IID).
     python bench/fleet.py --correction scaffold+restricted --alpha 0.5   # and FedRS
     python bench/fleet.py --max-sram 9,12.9,40 --plot docs/fleet-rounds.png   # make fleet-plot
     python bench/fleet.py --correction scaffold --local-epochs 5 --drift-free  # the ceiling
+    python bench/fleet.py --correction scaffold --local-epochs 5 --optimizer adam --momentum 0 \
+        --lr 0.05 --lr-decay 0.9 --central-lr 0.02 --central-momentum 0.9  # Adam devices
 
 Every device is a host build driven over the link by Flower's simulation engine (`flwr run`,
 tinytrain.fleet.simulate); "centralised" trains the same plan on the pooled samples for as
@@ -96,6 +98,9 @@ def main() -> None:
                     "each builds --update auto (replaces --plan)")
     ap.add_argument("--lr", type=float, default=0.02)
     ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd",
+                    help="the devices' optimizer (adam: --momentum 0; centralised training "
+                    "stays SGD at --central-lr and --central-momentum)")
     ap.add_argument("--central-lr", type=float, help="centralised training's lr (default: "
                     "--lr): the reference a fleet tuned otherwise is measured against")
     ap.add_argument("--central-momentum", type=float, help="centralised training's momentum "
@@ -131,7 +136,8 @@ def main() -> None:
         np.savez(tmp / "pool.npz", x=turned[POOL], y=y[POOL])
         np.savez(tmp / "test.npz", x=turned[TEST], y=y[TEST])
         np.savez(tmp / "auto.npz", x=turned[POOL][:AUTO_SAMPLES], y=y[POOL][:AUTO_SAMPLES])
-        opts = Options(sgd=SGDConfig(lr=args.lr, momentum=args.momentum),
+        opts = Options(sgd=SGDConfig(lr=args.lr, momentum=args.momentum,
+                                     optimizer=args.optimizer),
                        quantize=args.quantize, calib=tmp / "auto.npz",
                        fleet_correction=args.correction != "none")
         classes = args.max_sram.split(",") if args.max_sram else args.plan.split(",")
@@ -150,7 +156,8 @@ def main() -> None:
         c_lr = args.lr if args.central_lr is None else args.central_lr
         c_mom = args.momentum if args.central_momentum is None else args.central_momentum
         central_builds = builds
-        if (c_lr, c_mom) != (args.lr, args.momentum):  # the same plans at the reference's SGD
+        if (c_lr, c_mom, "sgd") != (args.lr, args.momentum, args.optimizer):  # the same
+            # plans at the reference's SGD
             central_builds = [tmp / f"central{k}" for k in range(len(builds))]
             for fleet_build, b in zip(builds, central_builds, strict=True):
                 rebuild(pre, fleet_build, b, opts, SGDConfig(lr=c_lr, momentum=c_mom))
@@ -193,7 +200,8 @@ def main() -> None:
                 effective_lr({"lr": args.lr, "momentum": args.momentum}) * args.server_lr
             for k, fleet_build in enumerate(builds):
                 b = tmp / f"free{k}"
-                rebuild(pre, fleet_build, b, opts, SGDConfig(lr=rate, batch=len(y[POOL])))
+                rebuild(pre, fleet_build, b, opts, SGDConfig(lr=rate, batch=len(y[POOL]),
+                                                             optimizer=args.optimizer))
                 free.append([start[k], *drift_free(b, turned[POOL], y[POOL], turned[TEST],
                                                    y[TEST], round(steps[k]), args.rounds,
                                                    rate, args.lr_decay)])
@@ -220,6 +228,7 @@ def main() -> None:
     down = [down_by.get(k, []) for k in key]
     row = {"nodes": args.nodes, "rounds": args.rounds, "local_epochs": args.local_epochs,
            "partition": args.partition, "lr": args.lr, "momentum": args.momentum,
+           "optimizer": args.optimizer,
            "quantize": args.quantize, "server_lr": args.server_lr,
            "server_momentum": args.server_momentum, "central_lr": c_lr,
            "central_momentum": c_mom, "correction": args.correction,
@@ -257,7 +266,8 @@ def main() -> None:
               f"{row['uplink_per_device'][k]:,.0f} / {row['downlink_per_device'][k]:,.0f} | "
               f"{extra_sram[k]:,} |")
     print(f"\n{args.nodes} devices, {args.rounds} rounds x {args.local_epochs} local epochs, "
-          f"split {args.partition}, lr {args.lr} (x {args.lr_decay} a round), momentum "
+          f"split {args.partition}, {args.optimizer} lr {args.lr} (x {args.lr_decay} a "
+          f"round), momentum "
           f"{args.momentum}, server lr "
           f"{args.server_lr} and momentum {args.server_momentum}, share {args.share}; "
           f"centralised lr {c_lr}, "

@@ -250,3 +250,78 @@ def test_fleet_simulate_refuses_a_correction_the_builds_lack(tmp_path, cli) -> N
                 tmp_path / "pool.npz", "--out", tmp_path / "run", *args, check=False)
         assert p.returncode != 0 and msg in p.stdout + p.stderr, p.stdout + p.stderr
         assert "Traceback" not in p.stdout + p.stderr
+
+
+ADAM_LR = 0.01
+
+
+@pytest.mark.parametrize("update", ["bias", PARTIAL])
+def test_adam_step_takes_the_correction_into_its_gradient(tmp_path, update) -> None:
+    """--optimizer adam: b and mu enter the gradient ahead of the moments, and the gradient
+    sum takes the device's own gradient. Batch 2, one sample a step and the link's apply:
+    the accumulator then holds the sample's gradient (read from the state table), and the
+    step equals ops/adam.py's NumPy reference on it, bit for bit, with random terms."""
+    x, y = _digits()
+    opts = Options(update=update, sgd=SGDConfig(lr=ADAM_LR, batch=2, weight_decay=1e-3,
+                                                optimizer="adam"), fleet_correction=True)
+    build(DIGITS, tmp_path / "dev", opts)
+    g, _ = compile_model(DIGITS, opts)
+    nodes = {n.outputs[0]: n for n in g.nodes if n.op == "adam"}
+    assert not any(n.op == "fleet_correction" for n in g.nodes)  # all in Adam's gradient
+    rng = np.random.default_rng(2)
+    with open_program(tmp_path / "dev") as dev:
+        plan = trained_tensors(dev.info)
+        assert set(nodes) == {t.name for t in plan}
+        for i in range(STEPS):
+            st = dev.get_state()
+            st.update(_terms(plan, rng, 0.1, 0.01))
+            dev.set_state(st)
+            dev.train(x[i], y[i])
+            before, p0 = dev.get_state(), dev.get_params()
+            dev.apply_update()  # a step of one sample (scaled as one, not as a batch of 2)
+            after, p1 = dev.get_state(), dev.get_params()
+            assert int(after["adam_step"][0]) == i + 1
+            for t in plan:
+                n = nodes[t.name]
+                xs = [p0[t.name].copy(), 2 * before[n.inputs[1]],  # scale 1/2, sum of 1
+                      *(before[k].copy() for k in n.inputs[2:4]),
+                      after["adam_step"].copy(),
+                      *(before[k].copy() for k in n.inputs[5:])]
+                want = get_op("adam").forward(n, xs)[0]
+                assert np.array_equal(p1[t.name], want), (t.name, i)
+                for k, ref in zip(n.inputs[2:4], xs[2:4]):  # the moments
+                    assert np.array_equal(after[k], ref), (k, i)
+                gsum = n.inputs[7]
+                assert np.array_equal(after[gsum], xs[7]), (gsum, i)
+                assert not after[n.inputs[1]].any()  # the accumulator is cleared
+
+
+def test_adam_rounds_restart_the_moments_and_send_the_mean_gradient(tmp_path) -> None:
+    """A fleet round of an Adam build starts from zero moments and step counter, and its
+    SCAFFOLD variate is the round's mean gradient (the gradient sum over the K steps); a
+    plain Adam build (no correction) restarts its moments too."""
+    x, y = _digits()
+    np.savez(tmp_path / "pool.npz", x=x[:120], y=y[:120])
+    for fleet in (True, False):
+        out = tmp_path / f"dev{fleet}"
+        build(DIGITS, out, Options(update="bias", fleet_correction=fleet,
+                                   sgd=SGDConfig(lr=ADAM_LR, optimizer="adam")))
+        node = Node(out, tmp_path / "pool.npz", part=1, parts=4, partition="labels:2")
+        k = len(node.samples()[1])
+        _, start = describe(node)
+        corr = Correction("scaffold") if fleet else None
+        first = train_round(node, start, None, 1, corr, None, None)
+        second = train_round(node, first.parts, first.state, 2, corr, None, first.control)
+        for r in (first, second):
+            assert int(r.state["adam_step"][0]) == k  # counted from zero in each round
+        if not fleet:
+            assert first.control is None
+            continue
+        for t in first.plan:
+            gsum = second.state[f"{t.name}_fleet_gsum"].astype(np.float64)
+            want = gsum.reshape(t.part_shape()) / k
+            old = first.control[t.name]  # c_i moves by the reply's change, sent as float32
+            assert np.allclose(second.control_delta[t.name], want - old, rtol=WIRE_RTOL,
+                               atol=0)
+            assert np.array_equal(second.control[t.name], old + second.control_delta[t.name])
+            assert np.abs(want).max() > 0

@@ -1,6 +1,7 @@
 """An interrupted run goes on exactly where it stopped: `run --save` keeps the parameters, the
-training state (model.h NAME_state over the link's g/s commands: momentum buffers, pending
-gradients, int8 shadow bytes, the stochastic rounding's step counter) and the run's position;
+training state (model.h NAME_state over the link's g/s commands: momentum buffers, Adam's
+moments and step counter, pending gradients, int8 shadow bytes, the stochastic rounding's
+step counter) and the run's position;
 `run --state FILE --resume` ends with the bits of a run never interrupted, wherever Ctrl-C
 fell. The Python API's save/load does the same mid-batch. The device refuses a state it
 could not run (a pending count outside the batch), changing nothing."""
@@ -35,6 +36,7 @@ BUILDS = {  # what each keeps besides its parameters
     "int8 shadow": ("--lr", "0.01", "--quantize", "int8", "--update", "last:3", "--rounding",
                     "shadow"),
     "fp32 batch 4": ("--lr", "0.01", "--momentum", "0.9", "--batch", "4"),
+    "adam batch 4": ("--lr", "0.001", "--optimizer", "adam", "--batch", "4"),  # moments, t
 }
 INTERRUPT_TRIES = 6  # Ctrl-C falls where it falls: until one lands mid-batch (3 in 4 do)
 

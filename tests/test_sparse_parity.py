@@ -132,6 +132,7 @@ class Case:
     weights: dict[int, list[int] | None]  # layer -> trained input channels (None: all)
     biases: set[int] = field(default_factory=set)
     toml: str = ""
+    optimizer: str = "sgd"  # --optimizer (adam: PyTorch's defaults for betas and eps)
 
 
 CASES = {
@@ -161,6 +162,14 @@ CASES = {
     # depthwise channel list, batch 4 with momentum: accumulated gradient, then row updates
     "cnn_dw_toml_b4": Case(DigitsCNN, "@toml", 4, 0.1, 0.9, 0.0, {1: [1, 4, 6], 4: None},
                            {1, 4}, DW_TOML_PLAN),
+    # Adam (never fused: its moments need the whole gradient): whole tensors with weight
+    # decay at batch 4, input channels at batch 1, a depthwise weight's rows at batch 4
+    "mobilenet_adam_last2_b4": Case(TinyMobileNet, "last:2", 4, 0.01, 0.0, 1e-3,
+                                    {14: None, 15: None}, {14, 15}, optimizer="adam"),
+    "mobilenet_adam_tte_b1": Case(TinyMobileNet, TTE, 1, 0.005, 0.0, 0.0, TTE_WEIGHTS,
+                                  TTE_BIASES, optimizer="adam"),
+    "cnn_adam_dw_toml_b4": Case(DigitsCNN, "@toml", 4, 0.01, 0.0, 0.0, {1: [1, 4, 6], 4: None},
+                                {1, 4}, DW_TOML_PLAN, optimizer="adam"),
 }
 
 
@@ -203,7 +212,7 @@ def reference(model, case, masks, x, y):
             hooks.append(p.register_hook(lambda gr, rows=rows: gr.index_fill(0, rows, 0.0)))
     try:
         return torch_train(model, x, y, case.batch, case.lr, case.momentum, case.wd,
-                           [(p, u) for p, u, axis in masks if axis == 1])
+                           [(p, u) for p, u, axis in masks if axis == 1], case.optimizer)
     finally:
         for h in hooks:
             h.remove()
@@ -226,7 +235,8 @@ def build_and_run(cli, tmp_path, case, *extra):
     np.savez(tmp_path / "train.npz", x=x, y=y)
     build = tmp_path / "build"
     cli("build", onnx_path, "--out", build, "--update", update, "--lr", case.lr,
-        "--momentum", case.momentum, "--weight-decay", case.wd, "--batch", case.batch, *extra)
+        "--momentum", case.momentum, "--weight-decay", case.wd, "--batch", case.batch,
+        "--optimizer", case.optimizer, *extra)
     cli("run", build, "--data", tmp_path / "train.npz", "--metrics", tmp_path / "m.jsonl",
         "--save", tmp_path / "state.npz")
     losses = np.array([json.loads(line)["loss"] for line in open(tmp_path / "m.jsonl")])

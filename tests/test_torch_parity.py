@@ -38,10 +38,12 @@ def digits(model_cls, n):
     return x, d.target[:n].astype(np.int64)
 
 
-def torch_train(model, x, y, batch, lr, momentum, wd, masks=()):
-    """PyTorch SGD over x in order; returns the per-sample losses. `masks` lists (param,
-    untrained input channels) whose gradients are zeroed before each step (partial updates)."""
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=wd)
+def torch_train(model, x, y, batch, lr, momentum, wd, masks=(), optimizer="sgd"):
+    """PyTorch SGD (or Adam) over x in order; returns the per-sample losses. `masks` lists
+    (param, untrained input channels) whose gradients are zeroed before each step (partial
+    updates: Adam's moments then stay 0, and 0 / (0 + eps) moves nothing)."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=wd) if optimizer == "adam" \
+        else torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=wd)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: thread start-up would cost more than the math
     losses = []

@@ -410,6 +410,19 @@ void tt_fleet_correct_s32(int32_t *p, const float *b, int32_t outer, int32_t n_c
                           int32_t inner, const int32_t *idx, int32_t k, float lr, float mu,
                           const tt_q8_update *u);
 
+/* ---- Adam (tt_adam_f32.c): PyTorch's torch.optim.Adam over a parameter's trained
+ * elements (the walk of tt_fleet.c); b and gsum: a fleet build's correction and gradient sum
+ * (NULL otherwise) ---- */
+typedef struct {
+    float lr, beta1, beta2, eps, wd;
+    float grad_scale; /* 1 / the samples accumulated */
+} tt_adam_hyper;
+/* the model's step counter t, advanced once before each step's updates (saturating) */
+void tt_adam_tick(int32_t *t);
+void tt_adam_f32(float *p, float *g, float *m, float *v, int32_t outer, int32_t n_ch,
+                 int32_t inner, const int32_t *idx, int32_t k, const tt_adam_hyper *h,
+                 int32_t t, const float *b, float mu, float *gsum);
+
 /* ---- channel streaming (tt_channel_stream.c, tinytrain/passes/channel_stream.py) ----
  * Channel c's share of a backward sub-op. A plane is one channel of an HWC tensor stored
  * contiguously (n = H * W floats); whole tensors are HWC with `ch` channels. */

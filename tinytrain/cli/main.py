@@ -132,11 +132,20 @@ def build(
     loss: str = typer.Option("ce", help=f"{_choices(LOSSES)} ce: softmax cross-entropy on "
                              "integer labels (a trailing Softmax is folded in); mse: mean "
                              "squared error for regressors.", rich_help_panel=TRAINING),
-    lr: float = typer.Option(0.01, help="SGD learning rate.", rich_help_panel=TRAINING),
+    lr: float = typer.Option(0.01, help="Learning rate.", rich_help_panel=TRAINING),
     momentum: float = typer.Option(0.0, help="SGD momentum (PyTorch semantics, no dampening).",
                                    rich_help_panel=TRAINING),
     weight_decay: float = typer.Option(0.0, "--weight-decay", help="L2 weight decay.",
                                        rich_help_panel=TRAINING),
+    optimizer: str = typer.Option("sgd", help="sgd, or adam (PyTorch's Adam; fp32 parameters "
+                                  "only): two more floats of state per trained element, "
+                                  "for a fleet's devices, whose gradients differ in scale.",
+                                  rich_help_panel=TRAINING),
+    beta1: float = typer.Option(0.9, help="Adam's first-moment decay.",
+                                rich_help_panel=TRAINING),
+    beta2: float = typer.Option(0.999, help="Adam's second-moment decay.",
+                                rich_help_panel=TRAINING),
+    eps: float = typer.Option(1e-8, help="Adam's denominator term.", rich_help_panel=TRAINING),
     batch: int = typer.Option(1, help="Samples per optimizer step (gradient accumulation: "
                               "memory does not grow with the batch).", rich_help_panel=TRAINING),
     update: str = typer.Option("full", rich_help_panel=TRAINING,
@@ -251,7 +260,8 @@ def build(
     with user_errors():
         t0 = time.perf_counter()
         opts = Options(board=board, loss=loss, sgd=SGDConfig(lr, momentum, weight_decay, batch,
-                                                              qas, rounding, seed),
+                                                              qas, rounding, seed, optimizer,
+                                                              beta1, beta2, eps),
                        update=update, memory_passes=memory_passes, quantize=quantize,
                        calib=calib, kernels=kernels, prefix=prefix, new_head=new_head,
                        remat=remat, profile_members=profile_members, fp32_mac=fp32_mac,

@@ -303,7 +303,9 @@ def _library_context(g: Graph, prefix: str) -> dict[str, Any]:
         # int8 parameters train with plain SGD; momentum needs the buffers only a build with
         # momentum allocates (passes/optimizer)
         "q8_updates": any(t.dtype in ("s8", "s32") for t in trainable),
-        "has_momentum": any(t.kind == OPT_STATE and t.dtype == "f32" for t in g.tensors.values()),
+        "has_momentum": any(t.kind == OPT_STATE and t.name.endswith("_momentum")
+                            for t in g.tensors.values()),
+        "adam": sgd.get("optimizer") == "adam",  # its moments are not SGD's momentum buffers
     }
 
 

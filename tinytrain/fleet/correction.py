@@ -21,6 +21,12 @@ mu are for the method the fleet's run chose, and SCAFFOLD's control variates.
 
 Methods combine (correction=scaffold+restricted): their terms add.
 
+An Adam build (--optimizer adam) takes b and mu into its gradient, ahead of the moments, and
+its SCAFFOLD variate is the round's mean gradient, c_i+ = (sum of the K steps' gradients) / K,
+which the device sums in `<p>_fleet_gsum` (option II's formula above assumes SGD's step). The
+fleet starts each round of an Adam build with fresh moments (round_start): the local optimizer
+of the round's start, as FedAvg with Adam clients has it.
+
 Everything is in the parameter's own units, as the device stores them: values for fp32 and
 codes for int8 weights and int32 biases. lr is the device's effective rate: the build's lr,
 over (1 - momentum) for fp32 (the rate at which a term that is constant through a round moves
@@ -37,8 +43,18 @@ import numpy as np
 
 from tinytrain.errors import DataError, OptionError
 from tinytrain.fleet.tensors import Trained
+from tinytrain.ops.adam import MOMENTS
+from tinytrain.ops.adam import STEP as ADAM_STEP
 from tinytrain.ops.fleet_correction import effective_lr as ops_effective_lr
-from tinytrain.passes.fleet_correction import B_SUFFIX, DAMP, MU  # the build's state names
+from tinytrain.ops.interp import NP_TYPES
+from tinytrain.passes.fleet_correction import (  # the build's state names
+    B_SUFFIX,
+    DAMP,
+    GSUM_SUFFIX,
+    MU,
+)
+
+ADAM_STATE = (*MOMENTS, GSUM_SUFFIX)  # per trained tensor, zeroed each round
 
 METHODS = ("scaffold", "prox", "restricted")  # `correction`: one, several joined by '+', none
 
@@ -95,6 +111,20 @@ def effective_lr(sgd: Mapping[str, float]) -> float:
     return float(ops_effective_lr(sgd["lr"], sgd.get("momentum", 0.0)))
 
 
+def uses_adam(info: Mapping[str, Any]) -> bool:
+    """Whether the build's optimizer is Adam (built with --optimizer adam)."""
+    return (info.get("sgd") or {}).get("optimizer") == "adam"
+
+
+def round_start(info: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """An Adam build's state a round starts from: its moments, step counter and gradient sums
+    zeroed (nothing for an SGD build, whose momentum carries over as before)."""
+    if not uses_adam(info):
+        return {}
+    return {e["name"]: np.zeros(e["shape"], NP_TYPES[e["dtype"]]) for e in info.get("state", [])
+            if e["name"] == ADAM_STEP or e["name"].endswith(ADAM_STATE)}
+
+
 def steps(info: Mapping[str, Any], samples: int, epochs: int) -> int:
     """Optimizer steps in a round of `epochs` passes over `samples` (a partial last batch
     is a step of its own, as the device applies it)."""
@@ -149,6 +179,20 @@ def control_update(plan: list[Trained], start: Mapping[str, np.ndarray],
         moved = (np.asarray(start[t.name], np.float64) - np.asarray(end[t.name], np.float64))
         d = (-cc + moved.reshape(shape) / (max(k, 1) * lr)).astype(np.float32)  # the wire's
         new[t.name], delta[t.name] = old + d, d  # c_i moves by what the server adds up
+    return new, delta
+
+
+def control_update_adam(plan: list[Trained], gsum: Mapping[str, np.ndarray],
+                        c_i: Mapping[str, np.ndarray] | None, k: int
+                        ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """An Adam build's c_i+ = the round's mean gradient (its `<p>_fleet_gsum` state over the
+    k steps) and the reply's c_i+ - c_i, per trained tensor (trained parts)."""
+    new, delta = {}, {}
+    for t in plan:
+        old = _own(t, c_i)
+        mean = np.asarray(gsum[f"{t.name}{GSUM_SUFFIX}"], np.float64).reshape(old.shape)
+        d = (mean / max(k, 1) - old).astype(np.float32)  # the wire's
+        new[t.name], delta[t.name] = old + d, d
     return new, delta
 
 

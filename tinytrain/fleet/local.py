@@ -20,10 +20,13 @@ from tinytrain.errors import DataError
 from tinytrain.fleet.correction import (
     Correction,
     control_update,
+    control_update_adam,
     corrects,
     device_terms,
     effective_lr,
+    round_start,
     steps,
+    uses_adam,
 )
 from tinytrain.fleet.partition import split
 from tinytrain.fleet.tensors import Trained, trained_tensors
@@ -120,6 +123,9 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
         if corr.on or corrects(dev.info):  # a build's b from an earlier run must not linger
             kept = kept if kept is not None else dev.get_state() or {}
             kept.update(device_terms(dev.info, plan, corr, before, control, own_control, y))
+        if uses_adam(dev.info):  # each round's local Adam starts afresh
+            kept = kept if kept is not None else dev.get_state() or {}
+            kept.update(round_start(dev.info))
         if kept is not None:  # one write: the kept state with this round's terms
             dev.set_state(kept)
         stats = train(dev, x, y, epochs=epochs, shuffle=True,
@@ -127,14 +133,17 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
         after = dev.get_params()
         parts = {t.name: t.take(after[t.name]) for t in plan}
         new = delta = None
-        if corr.scaffold:
+        state = dev.get_state()
+        k = steps(dev.info, len(y), epochs)
+        if corr.scaffold and uses_adam(dev.info):
+            new, delta = control_update_adam(plan, state or {}, own_control, k)
+        elif corr.scaffold:
             start = {t.name: t.take(before[t.name]) for t in plan}
-            new, delta = control_update(plan, start, parts, control, own_control,
-                                        steps(dev.info, len(y), epochs),
+            new, delta = control_update(plan, start, parts, control, own_control, k,
                                         effective_lr(dev.sgd()))
         return RoundResult(parts, plan, int(len(y)) * epochs,
                            float(np.mean([s.mean_loss for s in stats])) if stats else float("nan"),
-                           dev.get_state(), new, delta)
+                           state, new, delta)
 
 
 def load_tensors(dev: Device, plan: list[Trained], tensors: Mapping[str, np.ndarray]

@@ -5,6 +5,7 @@ interp.py, which runs a graph with the numpy references."""
 from __future__ import annotations
 
 from tinytrain.ops import (
+    adam,
     add,
     add_q8,
     avg_pool2d,
@@ -76,6 +77,7 @@ _MODULES += (global_avg_pool_share, pooled_grad)  # per-channel pool gradient (p
 _MODULES += (dw_partial,)  # partial depthwise weight updates (passes/prune.py)
 _MODULES += (lstm, gru, rnn_recurrent_grad, seq_step)  # recurrent layers, trained by BPTT
 _MODULES += (fleet_correction,)  # the fleet's drift correction (passes/fleet_correction.py)
+_MODULES += (adam,)  # Adam updates (--optimizer adam)
 
 REGISTRY.update({op.name: op for m in _MODULES for op in m.OPS})
 __all__ = ["REGISTRY", "OpDef", "get_op", "public_ops"]

@@ -16,6 +16,12 @@ A cross-entropy loss also gets FedRS's restricted softmax (Li & Zhan, 2021): a p
 damping d, the loss taken on logits * (1 - d), which the fleet sets to 1 - alpha for the
 classes a device has no samples of, so its few classes do not push the others' logits down.
 
+An Adam build (--optimizer adam) takes the term into its gradient instead: b and mu become
+inputs of each adam node (ops/adam.py), g' = g + mu * p + b ahead of the moments, since a
+correction added after Adam's step would not be scaled as the gradient is. Its SCAFFOLD
+variate is the round's mean gradient (option II's (w_global - w) / (K lr) holds only for
+SGD), so each trained element also gets a gradient sum, `<p>_fleet_gsum`, one float more.
+
 Cost: b is one float per trained element, plus mu and d (one float per class): the planner
 prices them as training state (report.json's sram_bytes.fleet_correction). It runs last, on
 the graph the memory passes left, so b follows the parameters as stored (a packed partial
@@ -33,11 +39,12 @@ from tinytrain.quant.update import ROUNDINGS
 MU = "fleet_mu"
 B_SUFFIX = "_fleet_b"
 DAMP = "fleet_damp"  # per class: the restricted softmax's 1 - alpha for classes a device lacks
+GSUM_SUFFIX = "_fleet_gsum"  # Adam builds: the device's gradient summed over a round
 
 
 def is_fleet_state(name: str) -> bool:
     """Whether a state tensor is the correction's (its own line in the SRAM breakdown)."""
-    return name in (MU, DAMP) or name.endswith(B_SUFFIX)
+    return name in (MU, DAMP) or name.endswith(B_SUFFIX) or name.endswith(GSUM_SUFFIX)
 
 
 def salt(seed: int, name: str) -> int:
@@ -71,10 +78,19 @@ def add_fleet_correction(g: Graph) -> Graph:
     mu = Tensor(MU, (1,), OPT_STATE)
     tensors, nodes = [mu], []
     step = "rng_step"
+    adam = {n.outputs[0]: n for n in g.nodes if n.op == "adam"}
     for p in params:
         attrs, b_shape = walk(g, p.name)
         b = Tensor(f"{p.name}{B_SUFFIX}", b_shape, OPT_STATE)
         tensors.append(b)
+        if p.name in adam:  # into Adam's gradient, with the round's gradient sum
+            gsum = Tensor(f"{p.name}{GSUM_SUFFIX}", b_shape, OPT_STATE)
+            tensors.append(gsum)
+            n = adam[p.name]
+            assert size(g.t(n.inputs[1]).shape) == size(b_shape), p.name  # one walk
+            adam[p.name] = Node(n.name, n.op, n.inputs + (b.name, mu.name, gsum.name),
+                                n.outputs, n.attrs, n.phase)
+            continue
         inputs = [p.name, b.name, mu.name]
         attrs |= {"lr": sgd.get("lr", 0.0), "momentum": sgd.get("momentum", 0.0)}
         if p.dtype in ("s8", "s32"):
@@ -88,8 +104,9 @@ def add_fleet_correction(g: Graph) -> Graph:
                       "salt": salt(int(sgd.get("seed", 0)), p.name)}
         nodes.append(Node(f"{p.name}_fleet", "fleet_correction", tuple(inputs), (p.name,),
                           attrs, phase="update"))
+    body = tuple(adam.get(n.outputs[0], n) if n.op == "adam" else n for n in g.nodes)
     return _restrict_softmax(g.with_tensors(tensors).replace(
-        nodes=g.nodes + tuple(nodes), meta={**g.meta, "fleet_correction": True}))
+        nodes=body + tuple(nodes), meta={**g.meta, "fleet_correction": True}))
 
 
 def _restrict_softmax(g: Graph) -> Graph:

@@ -1,4 +1,5 @@
-"""Append the SGD update nodes (phase "update", run once per batch) for every trainable param."""
+"""Append the update nodes (phase "update", run once per batch) for every trainable param:
+SGD (fp32 or int8), or Adam for fp32 parameters (--optimizer adam)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import numpy as np
 
 from tinytrain.errors import CompileError, OptionError
 from tinytrain.ir import OPT_STATE, Graph, Node, Tensor
+from tinytrain.ops.adam import MOMENTS
+from tinytrain.ops.adam import STEP as ADAM_STEP
 from tinytrain.quant.update import ROUNDINGS
+
+OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclass(frozen=True)
@@ -21,8 +26,24 @@ class SGDConfig:
     qas: bool = True  # int8: quantisation-aware scaling of weight and bias steps
     rounding: str = "stochastic"  # int8: stochastic | shadow | master | truncate (quant/update)
     seed: int = 0  # int8 stochastic rounding stream
+    optimizer: str = "sgd"  # sgd | adam (fp32 parameters only; PyTorch's torch.optim.Adam)
+    beta1: float = 0.9  # Adam's moment decays and denominator term (PyTorch's defaults)
+    beta2: float = 0.999
+    eps: float = 1e-8
 
     def check(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise OptionError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, "
+                              f"got '{self.optimizer}'")
+        if self.optimizer == "adam":
+            if self.momentum:
+                raise OptionError("--momentum is SGD's; Adam's first moment decays at "
+                                  "--beta1")
+            for name, b in (("beta1", self.beta1), ("beta2", self.beta2)):
+                if not 0 <= b < 1:
+                    raise OptionError(f"--{name} must be in [0, 1), got {b}")
+            if not self.eps > 0:
+                raise OptionError(f"--eps must be positive, got {self.eps}")
         if not self.lr > 0:
             raise OptionError(f"--lr must be positive, got {self.lr}")
         if not 0 <= self.momentum < 1:
@@ -80,6 +101,11 @@ def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
         if gname not in g.tensors:
             continue  # nothing reaches this parameter's gradient
         if p.dtype in ("s8", "s32"):
+            if cfg.optimizer != "sgd":
+                raise OptionError(f"--optimizer {cfg.optimizer} needs fp32 parameters; "
+                                  f"{p.name} is {'int8' if p.dtype == 's8' else 'int32'} "
+                                  "(int8 training uses plain SGD with quantisation-aware "
+                                  "scaling): build the float model, or use --optimizer sgd")
             if cfg.momentum or cfg.weight_decay:
                 raise OptionError("int8 training uses plain SGD: --momentum and "
                                   "--weight-decay must be 0")
@@ -98,6 +124,17 @@ def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
             nodes.append(Node(f"{p.name}_sgd", "sgd_q8", tuple(inputs), (p.name,), attrs,
                               phase="update"))
             continue
+        if cfg.optimizer == "adam":
+            if ADAM_STEP not in [t.name for t in tensors]:
+                tensors.append(Tensor(ADAM_STEP, (1,), OPT_STATE, dtype="s32"))
+            moments = [Tensor(p.name + k, g.t(gname).shape, OPT_STATE) for k in MOMENTS]
+            tensors += moments
+            attrs = {"lr": cfg.lr, "beta1": cfg.beta1, "beta2": cfg.beta2, "eps": cfg.eps,
+                     "wd": cfg.weight_decay, "scale": 1.0 / cfg.batch, **_partial(g, p.name)}
+            nodes.append(Node(f"{p.name}_adam", "adam",
+                              (p.name, gname, *(t.name for t in moments), ADAM_STEP),
+                              (p.name,), attrs, phase="update"))
+            continue
         inputs = [p.name, gname]
         if cfg.momentum:  # shaped like the gradient: a partial update keeps state for its slice
             m = Tensor(f"{p.name}_momentum", g.t(gname).shape, OPT_STATE)
@@ -109,6 +146,12 @@ def add_optimizer(g: Graph, cfg: SGDConfig) -> Graph:
     meta = {**g.meta, "sgd": {"lr": cfg.lr, "momentum": cfg.momentum,
                               "weight_decay": cfg.weight_decay, "batch": cfg.batch,
                               "qas": cfg.qas, "rounding": cfg.rounding, "seed": cfg.seed}}
+    if cfg.optimizer == "adam":  # (an SGD build's info stays as it was: no optimizer key)
+        meta["sgd"] |= {"optimizer": "adam", "beta1": cfg.beta1, "beta2": cfg.beta2,
+                        "eps": cfg.eps}
+    tick = [Node("adam_tick", "adam_tick", (ADAM_STEP,), (ADAM_STEP,), phase="update")] \
+        if any(n.op == "adam" for n in nodes) else []
+    nodes = tick + nodes  # the step's number first: every update reads t
     if masters:
         meta["master_read"] = masters
     return g.with_tensors(tensors).replace(nodes=_read_masters(g.nodes, masters) + tuple(nodes),

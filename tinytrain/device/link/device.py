@@ -36,7 +36,8 @@ SGD_SCALARS = ("lr", "momentum", "weight_decay")  # the 'O' command's order
 # model.h's setter errors, as the 'O' command reports them
 SETTER_ERRORS = {3: "out of range (lr >= 0, 0 <= momentum < 1, weight decay >= 0, finite)",
                  4: "not usable by this build (int8 parameters train with plain SGD; momentum "
-                    "needs the buffers a build with --momentum > 0 has)"}
+                    "needs the buffers a build with --momentum > 0 has, and an Adam build "
+                    "has none)"}
 CKPT_ERRORS = {-1: "this board has no checkpoint flash", -2: "the parameters do not fit a slot",
                -3: "erasing flash failed", -4: "programming flash failed",
                -5: "read-back verification failed"}
