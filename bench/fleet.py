@@ -141,7 +141,7 @@ def main() -> None:
                        quantize=args.quantize, calib=tmp / "auto.npz",
                        fleet_correction=args.correction != "none")
         classes = args.max_sram.split(",") if args.max_sram else args.plan.split(",")
-        builds, plans, extra_sram = [], [], []
+        builds, plans, extra_sram, sram = [], [], [], []  # the correction's; the plan's total
         for k, c in enumerate(classes):
             builds.append(tmp / f"class{k}")
             if args.max_sram:
@@ -153,6 +153,7 @@ def main() -> None:
                 report = build(pre, builds[-1], replace(opts, update=c))
                 plans.append(c)
             extra_sram.append(report["sram_bytes"].get("fleet_correction", 0))
+            sram.append(report["sram_bytes"]["total"])
         c_lr = args.lr if args.central_lr is None else args.central_lr
         c_mom = args.momentum if args.central_momentum is None else args.central_momentum
         central_builds = builds
@@ -234,7 +235,7 @@ def main() -> None:
            "central_momentum": c_mom, "correction": args.correction,
            "mu": args.mu, "alpha": args.alpha, "share": args.share,
            "lr_decay": args.lr_decay,
-           "extra_sram": extra_sram, "plans": plans,
+           "extra_sram": extra_sram, "sram": sram, "plans": plans,
            "start": start, "fleet": fleet,
            "centralised": central, "centralised_best": central_best,
            "rounds_to_target": [rounds_to(by_round[k], central_best[k] - TARGET_GAP)
@@ -272,7 +273,8 @@ def main() -> None:
           f"{args.server_lr} and momentum {args.server_momentum}, share {args.share}; "
           f"centralised lr {c_lr}, "
           f"momentum {c_mom}"
-          f"{', ' + args.quantize if args.quantize else ''}; whole model {whole:,} B; failed "
+          f"{', ' + args.quantize if args.quantize else ''}; device SRAM planned "
+          f"{' / '.join(f'{b:,}' for b in sram)} B; whole model {whole:,} B; failed "
           f"replies {row['failed']}; wall time {run.seconds:.0f} s (the fleet), "
           f"{alone_s:.0f} s (devices alone)")
     for k, f in enumerate(free):

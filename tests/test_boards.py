@@ -87,6 +87,23 @@ def test_twin_trains_like_the_host(name, board, models, tmp_path, cli):
         np.testing.assert_allclose(got_params[k], v, atol=PARAM_ATOL, err_msg=k)
 
 
+def test_adam_on_the_twin_trains_like_the_host(models, tmp_path, cli):
+    """--optimizer adam with the fleet's correction term: the M4F's single-precision Adam
+    (squares, square roots, the bias corrections by squaring) is the host's, to libm's ulps."""
+    extra = ("--optimizer", "adam", "--fleet-correction", "--update", "last:2", "--batch", "2")
+    host = _build(cli, models["cnn"], "host", tmp_path / "host", *extra)
+    fw = _build(cli, models["cnn"], "nrf52840", tmp_path / "fw", *extra)
+    x, y = _data(DigitsCNN, STEPS)
+    with HostProgram(host) as p:
+        want_loss, want_params = _run(p, x, y)
+    with open_program(fw, qemu=True) as p:
+        got_loss, got_params = _run(p, x, y)
+    np.testing.assert_allclose(got_loss, want_loss, rtol=LOSS_RTOL)
+    assert want_loss[-1] != want_loss[0]
+    for k, v in want_params.items():
+        np.testing.assert_allclose(got_params[k], v, atol=PARAM_ATOL, err_msg=k)
+
+
 @pytest.fixture(scope="module")
 def stm32_mlp(models, tmp_path_factory):
     from tests.conftest import tinytrain
