@@ -105,6 +105,8 @@ def main() -> None:
                     "--lr): the reference a fleet tuned otherwise is measured against")
     ap.add_argument("--central-momentum", type=float, help="centralised training's momentum "
                     "(default: --momentum)")
+    ap.add_argument("--central-optimizer", choices=["sgd", "adam"], default="sgd",
+                    help="centralised training's optimizer (adam: --central-momentum 0)")
     ap.add_argument("--lr-decay", type=float, default=1.0, help="the server's schedule: the "
                     "devices' lr in round r is --lr times this to the power r - 1")
     ap.add_argument("--server-lr", type=float, default=1.0, help="FedAvgM's server step")
@@ -157,11 +159,13 @@ def main() -> None:
         c_lr = args.lr if args.central_lr is None else args.central_lr
         c_mom = args.momentum if args.central_momentum is None else args.central_momentum
         central_builds = builds
-        if (c_lr, c_mom, "sgd") != (args.lr, args.momentum, args.optimizer):  # the same
-            # plans at the reference's SGD
+        c_opt = args.central_optimizer
+        if (c_lr, c_mom, c_opt) != (args.lr, args.momentum, args.optimizer):  # the same
+            # plans at the reference's optimizer
             central_builds = [tmp / f"central{k}" for k in range(len(builds))]
             for fleet_build, b in zip(builds, central_builds, strict=True):
-                rebuild(pre, fleet_build, b, opts, SGDConfig(lr=c_lr, momentum=c_mom))
+                rebuild(pre, fleet_build, b, opts,
+                        SGDConfig(lr=c_lr, momentum=c_mom, optimizer=c_opt))
         start = [accuracy(b, {}, tmp / "test.npz") for b in builds]
         run = simulate(builds, tmp / "pool.npz", tmp / "run", args.nodes, args.rounds,
                        local_epochs=args.local_epochs, partition=args.partition,
@@ -232,7 +236,8 @@ def main() -> None:
            "optimizer": args.optimizer,
            "quantize": args.quantize, "server_lr": args.server_lr,
            "server_momentum": args.server_momentum, "central_lr": c_lr,
-           "central_momentum": c_mom, "correction": args.correction,
+           "central_momentum": c_mom, "central_optimizer": c_opt,
+           "correction": args.correction,
            "mu": args.mu, "alpha": args.alpha, "share": args.share,
            "lr_decay": args.lr_decay,
            "extra_sram": extra_sram, "sram": sram, "plans": plans,
@@ -271,7 +276,7 @@ def main() -> None:
           f"round), momentum "
           f"{args.momentum}, server lr "
           f"{args.server_lr} and momentum {args.server_momentum}, share {args.share}; "
-          f"centralised lr {c_lr}, "
+          f"centralised {c_opt} lr {c_lr}, "
           f"momentum {c_mom}"
           f"{', ' + args.quantize if args.quantize else ''}; device SRAM planned "
           f"{' / '.join(f'{b:,}' for b in sram)} B; whole model {whole:,} B; failed "

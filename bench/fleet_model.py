@@ -17,7 +17,8 @@ the host builds; the drift-free ceiling at 0.6 x 0.95 ends at 70.0 % in both, an
 77.8 % here and 78.1 % there (best round 78.1 % in both).
 
 --local adam runs Adam on each device (its moments reset every round; the correction is added
-to the gradient before Adam's scaling), which the generated C does not have yet.
+to the gradient before Adam's scaling), as builds with `--optimizer adam --fleet-correction`
+do (the bench then measured them within a point or two of this model).
 """
 
 from __future__ import annotations
