@@ -98,9 +98,10 @@ def main() -> None:
                     "each builds --update auto (replaces --plan)")
     ap.add_argument("--lr", type=float, default=0.02)
     ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd",
-                    help="the devices' optimizer (adam: --momentum 0; centralised training "
-                    "stays SGD at --central-lr and --central-momentum)")
+    ap.add_argument("--optimizer", default="sgd", help="the devices' optimizer, sgd or adam, "
+                    "or one per class, comma-separated (sgd,sgd,adam); Adam classes train at "
+                    "--adam-lr without momentum, and each class's lr decays by --lr-decay")
+    ap.add_argument("--adam-lr", type=float, help="the Adam classes' lr (default: --lr)")
     ap.add_argument("--central-lr", type=float, help="centralised training's lr (default: "
                     "--lr): the reference a fleet tuned otherwise is measured against")
     ap.add_argument("--central-momentum", type=float, help="centralised training's momentum "
@@ -138,14 +139,21 @@ def main() -> None:
         np.savez(tmp / "pool.npz", x=turned[POOL], y=y[POOL])
         np.savez(tmp / "test.npz", x=turned[TEST], y=y[TEST])
         np.savez(tmp / "auto.npz", x=turned[POOL][:AUTO_SAMPLES], y=y[POOL][:AUTO_SAMPLES])
-        opts = Options(sgd=SGDConfig(lr=args.lr, momentum=args.momentum,
-                                     optimizer=args.optimizer),
+        opts = Options(sgd=SGDConfig(lr=args.lr, momentum=args.momentum),
                        quantize=args.quantize, calib=tmp / "auto.npz",
                        fleet_correction=args.correction != "none")
         classes = args.max_sram.split(",") if args.max_sram else args.plan.split(",")
+        optimizers = args.optimizer.split(",")
+        if len(optimizers) == 1:
+            optimizers *= len(classes)
+        if len(optimizers) != len(classes) or set(optimizers) - {"sgd", "adam"}:
+            ap.error("--optimizer: sgd or adam, once or once per class")
+        adam = SGDConfig(lr=args.adam_lr or args.lr, optimizer="adam")
         builds, plans, extra_sram, sram = [], [], [], []  # the correction's; the plan's total
         for k, c in enumerate(classes):
             builds.append(tmp / f"class{k}")
+            opts = replace(opts, sgd=adam if optimizers[k] == "adam" else
+                           SGDConfig(lr=args.lr, momentum=args.momentum))
             if args.max_sram:
                 report = build_auto(pre, builds[-1], replace(opts, update="auto"),
                                     AutoOptions(data=tmp / "auto.npz"),
@@ -160,8 +168,8 @@ def main() -> None:
         c_mom = args.momentum if args.central_momentum is None else args.central_momentum
         central_builds = builds
         c_opt = args.central_optimizer
-        if (c_lr, c_mom, c_opt) != (args.lr, args.momentum, args.optimizer):  # the same
-            # plans at the reference's optimizer
+        if {(c_lr, c_mom, c_opt)} != {(b.lr, b.momentum, b.optimizer)  # the same plans at
+                                      for b in (load_sgd(d) for d in builds)}:  # the reference's
             central_builds = [tmp / f"central{k}" for k in range(len(builds))]
             for fleet_build, b in zip(builds, central_builds, strict=True):
                 rebuild(pre, fleet_build, b, opts,
@@ -172,7 +180,7 @@ def main() -> None:
                        seed=args.seed, server_lr=args.server_lr,
                        server_momentum=args.server_momentum, keep_rounds=True,
                        correction=args.correction, mu=args.mu, alpha=args.alpha,
-                       share=args.share, lr=None if args.lr_decay == 1 else args.lr,
+                       share=args.share, lr=None,  # each class's own, decayed by the server
                        lr_decay=args.lr_decay)
         mine = [trained_tensors(load_program_info(b)) for b in builds]  # each class's copies
         fleet = [accuracy(b, run.tensors(p), tmp / "test.npz")
@@ -200,16 +208,17 @@ def main() -> None:
             m = np.array([len(i) for i in parts[k::len(builds)]], float)
             steps.append(args.local_epochs * float((m * m).sum() / m.sum()))
         free: list[list[float]] = []
+        rates: list[float] = []  # per class: its effective lr x the server's
         if args.drift_free or args.drift_free_lr:
-            rate = args.drift_free_lr or \
-                effective_lr({"lr": args.lr, "momentum": args.momentum}) * args.server_lr
             for k, fleet_build in enumerate(builds):
+                rates.append(args.drift_free_lr or
+                             effective_lr(load_program_info(fleet_build)["sgd"]) * args.server_lr)
                 b = tmp / f"free{k}"
-                rebuild(pre, fleet_build, b, opts, SGDConfig(lr=rate, batch=len(y[POOL]),
-                                                             optimizer=args.optimizer))
+                rebuild(pre, fleet_build, b, opts, SGDConfig(lr=rates[k], batch=len(y[POOL]),
+                                                             optimizer=optimizers[k]))
                 free.append([start[k], *drift_free(b, turned[POOL], y[POOL], turned[TEST],
                                                    y[TEST], round(steps[k]), args.rounds,
-                                                   rate, args.lr_decay)])
+                                                   rates[k], args.lr_decay)])
         t0 = time.monotonic()
         alone: list[list[float]] = [[] for _ in builds]  # per class: node k is class k mod n
         for k, idx in enumerate(parts):
@@ -233,7 +242,7 @@ def main() -> None:
     down = [down_by.get(k, []) for k in key]
     row = {"nodes": args.nodes, "rounds": args.rounds, "local_epochs": args.local_epochs,
            "partition": args.partition, "lr": args.lr, "momentum": args.momentum,
-           "optimizer": args.optimizer,
+           "optimizer": optimizers, "adam_lr": adam.lr,
            "quantize": args.quantize, "server_lr": args.server_lr,
            "server_momentum": args.server_momentum, "central_lr": c_lr,
            "central_momentum": c_mom, "central_optimizer": c_opt,
@@ -254,7 +263,7 @@ def main() -> None:
            "loss": [r["loss"] for r in run.rounds], "fleet_by_round": by_round,
            "test_samples": len(y[TEST]), "steps_per_round": steps}
     if free:
-        row.update(drift_free_rate=rate, drift_free_by_round=free,
+        row.update(drift_free_rate=rates, drift_free_by_round=free,
                    drift_free_rounds_to_target=[rounds_to(f, central_best[k] - TARGET_GAP)
                                                 for k, f in enumerate(free)])
     print("| plan | correction | start | fleet | centralised (best epoch) | fleet − centralised "
@@ -272,7 +281,8 @@ def main() -> None:
               f"{row['uplink_per_device'][k]:,.0f} / {row['downlink_per_device'][k]:,.0f} | "
               f"{extra_sram[k]:,} |")
     print(f"\n{args.nodes} devices, {args.rounds} rounds x {args.local_epochs} local epochs, "
-          f"split {args.partition}, {args.optimizer} lr {args.lr} (x {args.lr_decay} a "
+          f"split {args.partition}, {args.optimizer} lr {args.lr} (Adam {adam.lr}; x "
+          f"{args.lr_decay} a "
           f"round), momentum "
           f"{args.momentum}, server lr "
           f"{args.server_lr} and momentum {args.server_momentum}, share {args.share}; "
@@ -286,13 +296,20 @@ def main() -> None:
         hit = row["drift_free_rounds_to_target"][k]
         print(f"drift-free ceiling, `{plans[k]}`: {100 * f[-1]:.1f} % ({100 * max(f):.1f} % "
               f"at best) after {args.rounds} rounds of {round(steps[k])} full-batch steps at lr "
-              f"{rate:g}; within {100 * TARGET_GAP:.0f} points of centralised's best in "
+              f"{rates[k]:g}; within {100 * TARGET_GAP:.0f} points of centralised's best in "
               f"{hit if hit else f'> {args.rounds}'} rounds")
     if args.json:
         args.json.write_text(json.dumps(row, indent=1) + "\n")
     if args.plot:
         plot_rounds(row, args.plot)
         print(f"wrote {args.plot}")
+
+
+def load_sgd(build_dir: Path) -> SGDConfig:
+    """The optimizer a build trains with (its program.json)."""
+    sgd = load_program_info(build_dir)["sgd"]
+    return SGDConfig(lr=sgd["lr"], momentum=sgd["momentum"],
+                     optimizer=sgd.get("optimizer", "sgd"))
 
 
 def rebuild(model: Path, fleet_build: Path, out: Path, opts: Options, sgd: SGDConfig) -> None:

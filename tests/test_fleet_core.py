@@ -17,7 +17,7 @@ from tinytrain.errors import DataError, OptionError
 from tinytrain.fleet.aggregate import Master, Reply, quantise
 from tinytrain.fleet.local import Node, describe, train_round
 from tinytrain.fleet.partition import split
-from tinytrain.fleet.schedule import Schedule
+from tinytrain.fleet.schedule import Schedule, device_lr
 from tinytrain.fleet.shares import Shares
 from tinytrain.fleet.tensors import Trained, trained_tensors
 from tinytrain.passes.optimizer import SGDConfig
@@ -322,7 +322,14 @@ def test_the_servers_schedule_sets_each_rounds_lr_and_local_epochs(builds) -> No
     assert any(not np.array_equal(plain.parts[t.name], r.parts[t.name]) for t in plan)
     assert Schedule(0.1, 0.5, 3).at(1) == {"lr": 0.1, "local-epochs": 3}
     assert Schedule(0.1, 0.5).at(3) == {"lr": 0.025} and Schedule().at(7) == {}
-    for bad in ({"lr": 0.0}, {"lr": 0.1, "lr_decay": 1.5}, {"epochs": 0}, {"lr_decay": 0.5}):
+    # a decay alone scales each device's own build lr (a mixed fleet's classes keep theirs)
+    assert Schedule(lr_decay=0.5).at(1) == {"lr-scale": 1.0}
+    assert Schedule(lr_decay=0.5).at(3) == {"lr-scale": 0.25}
+    info = {"sgd": {"lr": 0.2}}  # what a device sets: the fleet's lr, or its own scaled
+    assert device_lr(Schedule(0.1, 0.5).at(2), info) == 0.05
+    assert device_lr(Schedule(lr_decay=0.5).at(3), info) == 0.05
+    assert device_lr(Schedule().at(3), info) is None
+    for bad in ({"lr": 0.0}, {"lr": 0.1, "lr_decay": 1.5}, {"epochs": 0}, {"lr_decay": 0.0}):
         with pytest.raises(OptionError):
             Schedule(**bad)
     with pytest.raises(DataError, match="local epochs >= 1"):

@@ -52,6 +52,8 @@ def fleet(tmp_path_factory):
     # depthwise rows and pw input channels: a copy's elements, not its whole tensors, go down
     build(pre, d / "corrected-partial", Options(update=PARTIAL, fleet_correction=True,
                                                 sgd=SGDConfig(lr=0.02, momentum=0.9)))
+    build(pre, d / "corrected-adam", Options(update="bias", fleet_correction=True,
+                                             sgd=SGDConfig(lr=0.02, optimizer="adam")))
     (d / "broken").mkdir()  # a device class whose build is missing: its nodes fail
     shutil.copy(d / "bias" / "program.json", d / "broken" / "program.json")
     return d
@@ -171,6 +173,25 @@ def test_fleet_simulate_with_scaffold_and_restricted_softmax(fleet, cli) -> None
         assert accuracy(b, class_tensors(res, final, b), fleet / "test.npz") > start + LEARNED
 
 
+def test_a_fleet_of_sgd_and_adam_devices_decays_each_ones_own_lr(fleet, cli) -> None:
+    """SCAFFOLD over an SGD class and an Adam class, the server decaying each build's own lr
+    (--lr-decay without --lr): both classes learn, and every reply carries its control
+    variate's change (the Adam class's from its gradient sum)."""
+    out = fleet / "run-mixed-optimizers"
+    cli("fleet", "simulate", "--build", fleet / "corrected", "--build", fleet / "corrected-adam",
+        "--data", fleet / "train.npz", "--out", out, "--nodes", "4", "--rounds", "3",
+        "--local-epochs", "2", "--partition", "labels:2", "--correction", "scaffold",
+        "--lr-decay", "0.5")
+    res = json.loads((out / "fleet_rounds.json").read_text())
+    assert [r["lr_scale"] for r in res["rounds"]] == [1.0, 0.5, 0.25]
+    assert all(r["lr"] is None for r in res["rounds"])
+    assert all(r["devices"] == r["controls"] == 4 and not r["failed"] for r in res["rounds"])
+    final = dict(np.load(out / "fleet_final.npz"))
+    for b in (fleet / "corrected", fleet / "corrected-adam"):
+        start = accuracy(b, {}, fleet / "test.npz")
+        assert accuracy(b, class_tensors(res, final, b), fleet / "test.npz") > start + LEARNED
+
+
 def test_three_budgets_chosen_by_update_auto_converge_and_leave_the_rest_alone(fleet, cli):
     """Three device classes, each `build --update auto --max-sram KB`, federated: every class
     learns, and the elements of the fleet's tensors that no class trains end bit-identical."""
@@ -243,8 +264,7 @@ def test_bad_fleet_options_are_clean_errors(fleet, cli) -> None:
             "--out", fleet / "x", "--server-momentum", "1", check=False)
     assert r.returncode == 2 and "--server-momentum in [0, 1)" in r.stderr
     assert "Traceback" not in r.stderr and not (fleet / "x").exists()
-    for args, said in ((["--lr-decay", "0.5"], "give the first round's lr too"),
-                       (["--lr", "0.1", "--lr-decay", "2"], "lr-decay must be in (0, 1]"),
+    for args, said in ((["--lr", "0.1", "--lr-decay", "2"], "lr-decay must be in (0, 1]"),
                        (["--share", "some"], "share must be one of matching, all")):
         r = cli("fleet", "simulate", "--build", fleet / "bias", "--data", fleet / "train.npz",
                 "--out", fleet / "x", *args, check=False)

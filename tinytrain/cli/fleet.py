@@ -67,7 +67,8 @@ def simulate(
     lr: float | None = typer.Option(None, help="The devices' learning rate in round 1, set "
                                     "over the link each round (default: each build's own)."),
     lr_decay: float = typer.Option(1.0, help="Multiply --lr by this every round after the "
-                                   "first (a decaying schedule; needs --lr)."),
+                                   "first (a decaying schedule); without --lr, each build's "
+                                   "own lr (a mixed fleet's classes keep their rates)."),
     share: str = typer.Option("matching", help="Which devices share a tensor's average: "
                               "matching (those that train it in the same context: the same "
                               "trained layers feed it, so device classes do not interfere) "

@@ -27,6 +27,7 @@ from tinytrain.errors import OptionError
 from tinytrain.fleet import records as rec
 from tinytrain.fleet.correction import Correction
 from tinytrain.fleet.local import Node, describe, train_round
+from tinytrain.fleet.schedule import device_lr
 
 app = ClientApp()
 
@@ -71,7 +72,7 @@ def train(msg: Message, context: Context) -> Message:
     control = rec.from_arrays(msg.content[rec.CONTROL]) if rec.CONTROL in msg.content else None
     own = (rec.from_arrays(context.state[rec.OWN_CONTROL]) if rec.OWN_CONTROL in context.state
            else None)
-    lr = float(cfg["lr"]) if "lr" in cfg else None  # the server's schedule, if it has one
+    lr = device_lr(cfg, node.info())  # the server's schedule, if it has one
     epochs = int(cfg["local-epochs"]) if "local-epochs" in cfg else None
     r = train_round(node, tensors, state, server_round, corr, control, own, lr, epochs)
     if r.state is not None:

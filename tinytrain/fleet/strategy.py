@@ -51,6 +51,7 @@ class RoundLog:
     uplink: dict[int, int] = field(default_factory=dict)  # node -> tensor bytes received
     controls: int = 0  # replies that carried a SCAFFOLD control variate's change
     lr: float | None = None  # the devices' learning rate this round (None: their own)
+    lr_scale: float | None = None  # or the factor of each build's own lr this round
 
 
 def split_replies(replies: Iterable[Message]) -> tuple[list[Message], list[Message]]:
@@ -103,7 +104,7 @@ class SparseFedAvg(FedAvg):
         messages = list(super().configure_train(server_round, arrays, config, grid))
         sent = rec.from_arrays(arrays)
         work = self.schedule.at(server_round)  # this round's lr and local epochs
-        log_ = RoundLog(server_round, lr=work.get("lr"))
+        log_ = RoundLog(server_round, lr=work.get("lr"), lr_scale=work.get("lr-scale"))
         out = []
         for m in messages:
             node = m.metadata.dst_node_id
