@@ -60,8 +60,7 @@ void tt_adam_f32(float *p, float *g, float *m, float *v, int32_t outer, int32_t 
 
     for (o = 0; o < outer; ++o) {
         for (j = 0; j < k; ++j) {
-            float *row = p + ((size_t)o * (size_t)n_ch + (size_t)tt_channel(idx, j)) *
-                                 (size_t)inner;
+            float *row = p + tt_walk_row(o, n_ch, inner, idx, j);
             for (i = 0; i < inner; ++i, ++e) {
                 float gi = g[e] * h->grad_scale + h->wd * row[i];
                 if (gsum != NULL) {

@@ -26,8 +26,7 @@ void tt_fleet_correct_f32(float *p, const float *b, int32_t outer, int32_t n_ch,
 
     for (o = 0; o < outer; ++o) {
         for (j = 0; j < k; ++j) {
-            float *row = p + ((size_t)o * (size_t)n_ch + (size_t)tt_channel(idx, j)) *
-                                 (size_t)inner;
+            float *row = p + tt_walk_row(o, n_ch, inner, idx, j);
             for (i = 0; i < inner; ++i, ++e) {
                 const float t = mu * row[i] + b[e];
                 row[i] = row[i] - lr * t;
@@ -47,8 +46,7 @@ void tt_fleet_correct_s8(int8_t *p, uint8_t *shadow, const float *b, int32_t out
 
     for (o = 0; o < outer; ++o) {
         for (j = 0; j < k; ++j) {
-            int8_t *row = p + ((size_t)o * (size_t)n_ch + (size_t)tt_channel(idx, j)) *
-                                  (size_t)inner;
+            int8_t *row = p + tt_walk_row(o, n_ch, inner, idx, j);
             for (i = 0; i < inner; ++i, ++e) {
                 const float t = mu * (float)row[i] + b[e];
                 row[i] = tt_q8_step_s8(row[i], shadow != NULL ? &shadow[e] : NULL, lr * t, u,
@@ -67,8 +65,7 @@ void tt_fleet_correct_s32(int32_t *p, const float *b, int32_t outer, int32_t n_c
 
     for (o = 0; o < outer; ++o) {
         for (j = 0; j < k; ++j) {
-            int32_t *row = p + ((size_t)o * (size_t)n_ch + (size_t)tt_channel(idx, j)) *
-                                   (size_t)inner;
+            int32_t *row = p + tt_walk_row(o, n_ch, inner, idx, j);
             for (i = 0; i < inner; ++i, ++e) {
                 const float t = mu * (float)row[i] + b[e];
                 row[i] = tt_q8_step_s32(row[i], lr * t, u, (uint32_t)e);

@@ -245,6 +245,14 @@ static inline int32_t tt_channel(const int32_t *idx, int32_t j) /* channel j of 
     return idx != NULL ? idx[j] : j;
 }
 
+/* The first element of row (o, j) in the walk over a parameter's trained elements (outer x k
+ * x inner, channel j = tt_channel(idx, j) of n_ch; tt_fleet.c, tt_adam_f32.c) */
+static inline size_t tt_walk_row(int32_t o, int32_t n_ch, int32_t inner, const int32_t *idx,
+                                 int32_t j)
+{
+    return ((size_t)o * (size_t)n_ch + (size_t)tt_channel(idx, j)) * (size_t)inner;
+}
+
 /* y (rows x k) = the idx channels of x (rows x c) */
 void tt_gather_channels_f32(float *y, const float *x, int32_t rows, int32_t c,
                             const int32_t *idx, int32_t k);

@@ -15,22 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef, c_float, size, trained_index
+from tinytrain.ops.base import OpDef, c_float, trained_index, trained_walk, walk_args
 
 STEP = "adam_step"  # the model's Adam step counter (s32 training state)
 MOMENTS = ("_adam_m", "_adam_v")  # a parameter's moments: its name and these (training state)
-
-
-def walk(shape: tuple[int, ...], a: dict) -> tuple[int, int, int, tuple[int, ...] | None, int]:
-    """(outer, n_ch, inner, channels, k) of a parameter's trained elements (tt_fleet.c's walk):
-    whole, input channels on the last axis, or a depthwise weight's rows (axis 0)."""
-    ch = a.get("channels")
-    if ch is None:
-        return 1, 1, size(shape), None, 1
-    ch = tuple(int(c) for c in ch)
-    if a.get("channel_axis") == 0:
-        return 1, shape[0], size(shape[1:]), ch, len(ch)
-    return size(shape[:-1]), shape[-1], 1, ch, len(ch)
 
 
 def pow_step(beta: float, t: int) -> np.float32:
@@ -81,8 +69,6 @@ class Adam(OpDef):
     def c_call(self, node, cg):
         a = node.attrs
         ins = node.inputs
-        outer, n_ch, inner, ch, k = walk(cg.shape(ins[0]), a)
-        idx = "NULL" if ch is None or ch == tuple(range(len(ch))) else cg.ints(ch)
         if cg.hyper is None:
             lr, wd = c_float(a["lr"]), c_float(a["wd"])
         else:
@@ -92,7 +78,7 @@ class Adam(OpDef):
         fleet = (f"{cg.ptr(ins[5])}, {cg.ptr(ins[6])}[0], {cg.ptr(ins[7])}" if len(ins) > 5
                  else "NULL, 0.0f, NULL")
         return (f"tt_adam_f32({cg.ptr(ins[0])}, {cg.ptr(ins[1])}, {cg.ptr(ins[2])}, "
-                f"{cg.ptr(ins[3])}, {outer}, {n_ch}, {inner}, {idx}, {k}, {hyper}, "
+                f"{cg.ptr(ins[3])}, {walk_args(cg, trained_walk(cg.shape(ins[0]), a))}, {hyper}, "
                 f"{cg.ptr(ins[4])}[0], {fleet});")
 
 

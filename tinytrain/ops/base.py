@@ -156,6 +156,29 @@ def c_float(v: float) -> str:
     return f"{f!r}f" if "e" in repr(f) or "." in repr(f) else f"{f!r}.0f"
 
 
+def trained_walk(shape: Shape, a: dict) -> dict:
+    """The walk over a parameter's trained elements that the C kernels take (outer, n_ch,
+    inner, channels, k; runtime_c/reference/tt_fleet.c), from the same attrs as
+    trained_index: whole, input channels on the last axis, or a depthwise weight's rows."""
+    ch = a.get("channels")
+    if ch is None:
+        return {"outer": 1, "n_ch": 1, "inner": size(shape), "channels": None, "k": 1}
+    ch = [int(c) for c in ch]
+    if a.get("channel_axis") == 0:
+        return {"outer": 1, "n_ch": shape[0], "inner": size(shape[1:]), "channels": ch,
+                "k": len(ch)}
+    return {"outer": size(shape[:-1]), "n_ch": shape[-1], "inner": 1, "channels": ch,
+            "k": len(ch)}
+
+
+def walk_args(cg: CContext, w: dict) -> str:
+    """A trained_walk as the C kernels' arguments: outer, n_ch, inner, idx, k (idx NULL for
+    channels 0..k-1)."""
+    ch = w["channels"]
+    idx = "NULL" if ch is None or tuple(ch) == tuple(range(len(ch))) else cg.ints(ch)
+    return f"{w['outer']}, {w['n_ch']}, {w['inner']}, {idx}, {w['k']}"
+
+
 def trained_index(a: dict) -> tuple:
     """numpy index of the trained slice of a parameter from an update node's attrs: its
     `channels` on the last (input-channel) axis, or on axis 0 for a depthwise weight

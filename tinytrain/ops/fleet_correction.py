@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef, c_float
+from tinytrain.ops.base import OpDef, c_float, walk_args
 from tinytrain.quant.update import MODES, update_s8, update_s32
 
 
@@ -33,12 +33,6 @@ def positions(a: dict) -> np.ndarray:
 def effective_lr(lr: float, momentum: float) -> np.float32:
     """The fp32 correction's rate, as the C computes it in float."""
     return np.float32(np.float32(lr) / (np.float32(1.0) - np.float32(momentum)))
-
-
-def _walk(cg, a: dict) -> str:
-    ch = a["channels"]
-    idx = "NULL" if ch is None or tuple(ch) == tuple(range(len(ch))) else cg.ints(ch)
-    return f"{a['outer']}, {a['n_ch']}, {a['inner']}, {idx}, {a['k']}"
 
 
 def _run_time(cg, a: dict) -> tuple[str, str]:
@@ -80,14 +74,14 @@ class FleetCorrection(OpDef):
         lr, momentum = _run_time(cg, a)
         dtype = cg.g.t(node.inputs[0]).dtype
         if dtype == "f32":
-            return (f"tt_fleet_correct_f32({p}, {b}, {_walk(cg, a)}, {lr} / (1.0f - {momentum}), "
-                    f"{mu}[0]);")
+            return (f"tt_fleet_correct_f32({p}, {b}, {walk_args(cg, a)}, "
+                    f"{lr} / (1.0f - {momentum}), {mu}[0]);")
         u = (f"&(tt_q8_update){{{MODES[a['mode']]}, {a['salt']}u, "
              f"(uint32_t){cg.ptr(node.inputs[3])}[0], 0, 1.0f}}")
         if dtype == "s32":
-            return f"tt_fleet_correct_s32({p}, {b}, {_walk(cg, a)}, {lr}, {mu}[0], {u});"
+            return f"tt_fleet_correct_s32({p}, {b}, {walk_args(cg, a)}, {lr}, {mu}[0], {u});"
         shadow = cg.ptr(node.inputs[4]) if len(node.inputs) > 4 else "NULL"
-        return (f"tt_fleet_correct_s8({p}, {shadow}, {b}, {_walk(cg, a)}, {lr}, {mu}[0], "
+        return (f"tt_fleet_correct_s8({p}, {shadow}, {b}, {walk_args(cg, a)}, {lr}, {mu}[0], "
                 f"{u});")
 
 

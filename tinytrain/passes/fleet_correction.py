@@ -33,7 +33,7 @@ from __future__ import annotations
 import zlib
 
 from tinytrain.ir import OPT_STATE, Graph, Node, Tensor
-from tinytrain.ops.base import size
+from tinytrain.ops.base import size, trained_walk
 from tinytrain.quant.update import ROUNDINGS
 
 MU = "fleet_mu"
@@ -60,13 +60,10 @@ def walk(g: Graph, name: str) -> tuple[dict, tuple[int, ...]]:
     shape = tuple(g.t(name).shape)
     ch = g.meta.get("partial_channels", {}).get(name)
     if name in g.meta.get("split_weights", {}) or ch is None:  # whole, or stored packed
-        return {"outer": 1, "n_ch": 1, "inner": size(shape), "channels": None, "k": 1}, shape
-    ch = [int(c) for c in ch]
-    if g.meta.get("partial_axis", {}).get(name) == 0:  # a depthwise weight's rows
-        return ({"outer": 1, "n_ch": shape[0], "inner": size(shape[1:]), "channels": ch,
-                 "k": len(ch)}, (len(ch), *shape[1:]))
-    return ({"outer": size(shape[:-1]), "n_ch": shape[-1], "inner": 1, "channels": ch,
-             "k": len(ch)}, (*shape[:-1], len(ch)))
+        return trained_walk(shape, {}), shape
+    axis = g.meta.get("partial_axis", {}).get(name)
+    w = trained_walk(shape, {"channels": ch, "channel_axis": axis})
+    return w, ((w["k"], *shape[1:]) if axis == 0 else (*shape[:-1], w["k"]))
 
 
 def add_fleet_correction(g: Graph) -> Graph:
