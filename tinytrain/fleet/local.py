@@ -120,12 +120,12 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
             raise DataError(f"the fleet's model holds none of the tensors {node.build} "
                             "trains: is every device a build of the same model?")
         before = load_tensors(dev, plan, tensors)
+        terms = round_start(dev.info)  # each round's local Adam starts afresh (SGD: nothing)
         if corr.on or corrects(dev.info):  # a build's b from an earlier run must not linger
+            terms |= device_terms(dev.info, plan, corr, before, control, own_control, y)
+        if terms:
             kept = kept if kept is not None else dev.get_state() or {}
-            kept.update(device_terms(dev.info, plan, corr, before, control, own_control, y))
-        if uses_adam(dev.info):  # each round's local Adam starts afresh
-            kept = kept if kept is not None else dev.get_state() or {}
-            kept.update(round_start(dev.info))
+            kept.update(terms)
         if kept is not None:  # one write: the kept state with this round's terms
             dev.set_state(kept)
         stats = train(dev, x, y, epochs=epochs, shuffle=True,
