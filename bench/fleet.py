@@ -59,6 +59,7 @@ from tinytrain.device.train import evaluate, train  # noqa: E402
 from tinytrain.fleet.correction import METHODS, effective_lr  # noqa: E402
 from tinytrain.fleet.local import accuracy  # noqa: E402
 from tinytrain.fleet.partition import split  # noqa: E402
+from tinytrain.fleet.server_step import OPTIMIZERS, ServerStep  # noqa: E402
 from tinytrain.fleet.shares import SHARES  # noqa: E402
 from tinytrain.fleet.simulate import simulate  # noqa: E402
 from tinytrain.fleet.tensors import trained_tensors  # noqa: E402
@@ -112,6 +113,11 @@ def main() -> None:
                     "devices' lr in round r is --lr times this to the power r - 1")
     ap.add_argument("--server-lr", type=float, default=1.0, help="FedAvgM's server step")
     ap.add_argument("--server-momentum", type=float, default=0.0)
+    ap.add_argument("--server-optimizer", choices=OPTIMIZERS, default="avgm",
+                    help="adam: FedAdam on the server (--server-lr is its step)")
+    ap.add_argument("--server-beta1", type=float, default=ServerStep.beta1)
+    ap.add_argument("--server-beta2", type=float, default=ServerStep.beta2)
+    ap.add_argument("--server-tau", type=float, default=ServerStep.tau)
     ap.add_argument("--correction", default="none", help="the devices' drift correction: "
                     f"none, or {', '.join(METHODS)} joined by '+' (builds with "
                     "--fleet-correction)")
@@ -132,6 +138,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.plot and importlib.util.find_spec("matplotlib") is None:  # before minutes of work
         ap.error("--plot needs matplotlib: pip install -e '.[plot]'")
+    server = ServerStep(args.server_optimizer, args.server_lr, args.server_momentum,
+                        args.server_beta1, args.server_beta2, args.server_tau)
     _, y, turned = turned_digits()
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
@@ -177,8 +185,7 @@ def main() -> None:
         start = [accuracy(b, {}, tmp / "test.npz") for b in builds]
         run = simulate(builds, tmp / "pool.npz", tmp / "run", args.nodes, args.rounds,
                        local_epochs=args.local_epochs, partition=args.partition,
-                       seed=args.seed, server_lr=args.server_lr,
-                       server_momentum=args.server_momentum, keep_rounds=True,
+                       seed=args.seed, server=server, keep_rounds=True,
                        correction=args.correction, mu=args.mu, alpha=args.alpha,
                        share=args.share, lr=None,  # each class's own, decayed by the server
                        lr_decay=args.lr_decay)
@@ -244,7 +251,9 @@ def main() -> None:
            "partition": args.partition, "lr": args.lr, "momentum": args.momentum,
            "optimizer": optimizers, "adam_lr": adam.lr,
            "quantize": args.quantize, "server_lr": args.server_lr,
-           "server_momentum": args.server_momentum, "central_lr": c_lr,
+           "server_momentum": args.server_momentum, "server_optimizer": server.optimizer,
+           "server_betas": [server.beta1, server.beta2], "server_tau": server.tau,
+           "central_lr": c_lr,
            "central_momentum": c_mom, "central_optimizer": c_opt,
            "correction": args.correction,
            "mu": args.mu, "alpha": args.alpha, "share": args.share,
@@ -285,7 +294,10 @@ def main() -> None:
           f"{args.lr_decay} a "
           f"round), momentum "
           f"{args.momentum}, server lr "
-          f"{args.server_lr} and momentum {args.server_momentum}, share {args.share}; "
+          f"{args.server_lr} and "
+          + (f"momentum {args.server_momentum}" if server.optimizer == "avgm" else
+             f"FedAdam betas {server.beta1:g}, {server.beta2:g}, tau {server.tau:g}")
+          + f", share {args.share}; "
           f"centralised {c_opt} lr {c_lr}, "
           f"momentum {c_mom}"
           f"{', ' + args.quantize if args.quantize else ''}; device SRAM planned "

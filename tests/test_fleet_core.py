@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from conftest import ROOT
 
 from tinytrain.device.build import build
@@ -18,6 +19,7 @@ from tinytrain.fleet.aggregate import Master, Reply, quantise
 from tinytrain.fleet.local import Node, describe, train_round
 from tinytrain.fleet.partition import split
 from tinytrain.fleet.schedule import Schedule, device_lr
+from tinytrain.fleet.server_step import ServerStep
 from tinytrain.fleet.shares import Shares
 from tinytrain.fleet.tensors import Trained, trained_tensors
 from tinytrain.passes.optimizer import SGDConfig
@@ -113,7 +115,7 @@ def test_server_momentum_steps_like_fedavgm() -> None:
                                                                     (0,), 0)
     start = np.array([0.5, -0.25, 2.0], np.float32)
     lr, beta = 1.5, 0.8
-    master = Master({"w": start}, {"w": w}, lr=lr, momentum=beta)
+    master = Master({"w": start}, {"w": w}, ServerStep(lr=lr, momentum=beta))
     x, v, after = start.astype(np.float64), np.zeros(3), []
     for plan, move in ((two, [0.1, -0.2]), (one, [0.05]), (one, [0.3])):
         sent = master.sent()["w"]
@@ -128,8 +130,43 @@ def test_server_momentum_steps_like_fedavgm() -> None:
         after.append(got.copy())
     assert after[2][1] != after[0][1]  # trained in round 1 only, moved on in rounds 2 and 3
     assert after[2][2] == start[2]  # never trained: bit-identical
-    with pytest.raises(DataError, match="server lr"):
-        Master({"w": start}, {"w": w}, momentum=1.0)
+    with pytest.raises(DataError, match="server-momentum in"):
+        ServerStep(momentum=1.0)
+
+
+def test_fedadam_steps_like_torch_adam_on_the_turned_change() -> None:
+    """FedAdam's server step against torch.optim.Adam (float64) fed the negated average
+    change as its gradient: per element, only over the rounds some device trained it (its own
+    bias-correction count); an element nobody trained in a round keeps value and moments, one
+    never trained stays bit-identical."""
+    w = Trained("w", (3,), "f32")
+    two, one = Trained("w", (3,), "f32", None, (0, 1), 0), Trained("w", (3,), "f32", None,
+                                                                    (0,), 0)
+    start = np.array([0.5, -0.25, 2.0], np.float32)
+    step = ServerStep("adam", lr=0.3, beta1=0.5, beta2=0.9, tau=1e-3)
+    master = Master({"w": start}, {"w": w}, step)
+    # element 0 is trained every round, element 1 in rounds 1 and 3: one torch parameter each
+    ref = [torch.tensor([float(v)], dtype=torch.float64, requires_grad=True) for v in start]
+    opts = [torch.optim.Adam([p], lr=step.lr, betas=(step.beta1, step.beta2), eps=step.tau)
+            for p in ref]
+    for plan, move in ((two, [0.1, -0.2]), (one, [0.05]), (two, [-0.3, 0.02])):
+        sent = master.sent()["w"]
+        part = plan.take(sent) + np.array(move, np.float32)
+        got = master.update([Reply({"w": part}, [plan], 4)])["w"]
+        for k, e in enumerate(plan.channels):
+            ref[e].grad = -torch.tensor([float(part[k]) - float(sent[e])], dtype=torch.float64)
+            opts[e].step()
+        want = np.array([float(p.detach()) for p in ref])
+        assert np.allclose(master.values["w"], want, rtol=0, atol=AVG_TOL)
+        assert np.array_equal(got, want.astype(np.float32))
+    assert got[2] == start[2]  # never trained: bit-identical
+    assert abs(got[1] - start[1]) > 0.1  # Adam's pace: about lr a round, whatever the change
+    with pytest.raises(DataError, match="server-optimizer must be one of avgm, adam"):
+        ServerStep("yogi")
+    with pytest.raises(DataError, match="server-momentum is FedAvgM's"):
+        ServerStep("adam", momentum=0.9)
+    with pytest.raises(DataError, match="server-tau > 0"):
+        ServerStep("adam", tau=0.0)
 
 
 def test_codes_from_another_scale_are_rescaled_and_dtypes_must_agree() -> None:

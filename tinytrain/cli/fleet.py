@@ -57,6 +57,14 @@ def simulate(
                                     "change (FedAvgM; 1: FedAvg)."),
     server_momentum: float = typer.Option(0.0, help="The server's momentum over rounds "
                                           "(FedAvgM; 0: FedAvg), in [0, 1)."),
+    server_optimizer: str = typer.Option("avgm", help="The server's step: avgm (FedAvgM, "
+                                         "with --server-lr and --server-momentum) or adam "
+                                         "(FedAdam: each element at Adam's pace, for SGD "
+                                         "devices that cannot hold Adam's moments)."),
+    server_beta1: float = typer.Option(0.9, help="FedAdam's beta1 over rounds."),
+    server_beta2: float = typer.Option(0.99, help="FedAdam's beta2 over rounds."),
+    server_tau: float = typer.Option(1e-3, help="FedAdam's epsilon, in the tensors' units "
+                                     "(codes for int8)."),
     correction: str = typer.Option("none", help="The devices' drift correction: none, or "
                                    "scaffold (control variates), prox (FedProx, with --mu), "
                                    "restricted (FedRS, with --alpha), several joined by '+'. "
@@ -80,19 +88,22 @@ def simulate(
     simulation engine: `flwr run` on tinytrain's Flower app, isolated in its own FLWR_HOME."""
     from tinytrain.device.data import load_npz
     from tinytrain.device.runner import load_program_info
-    from tinytrain.errors import OptionError
+    from tinytrain.errors import DataError, OptionError
     from tinytrain.fleet.correction import Correction, corrects
     from tinytrain.fleet.local import accuracy
     from tinytrain.fleet.partition import split
     from tinytrain.fleet.schedule import Schedule
+    from tinytrain.fleet.server_step import ServerStep
     from tinytrain.fleet.shares import Shares
     from tinytrain.fleet.simulate import simulate as run_fleet
     from tinytrain.fleet.tensors import trained_tensors
 
     with user_errors():
-        if not (server_lr > 0 and 0 <= server_momentum < 1):
-            raise OptionError(f"--server-lr must be > 0 and --server-momentum in [0, 1), "
-                              f"not {server_lr} and {server_momentum}")
+        try:
+            server = ServerStep(server_optimizer, server_lr, server_momentum, server_beta1,
+                                server_beta2, server_tau)
+        except DataError as e:
+            raise OptionError(f"{e} (the --server-* options)") from None
         corr = Correction(correction, mu, alpha)
         Shares({}, share)
         Schedule(lr, lr_decay, local_epochs)
@@ -108,8 +119,8 @@ def simulate(
         _, y = load_npz(data, infos[0])
         split(y, nodes, partition, seed)  # a bad split is an error before Flower starts
         run = run_fleet(builds, data, out, nodes, rounds, local_epochs=local_epochs,
-                        partition=partition, seed=seed, server_lr=server_lr,
-                        server_momentum=server_momentum, correction=correction, mu=mu,
+                        partition=partition, seed=seed, server=server,
+                        correction=correction, mu=mu,
                         alpha=alpha, share=share, lr=lr, lr_decay=lr_decay)
         t = Table("round", "devices", "failed", "samples", "loss", "uplink B", "downlink B")
         for r in run.rounds:

@@ -16,7 +16,8 @@ it goes out exactly as it came in.
 
 Optionally the server steps like FedAvgM (Hsu et al., 2019): the round's average change d
 feeds a server velocity v = momentum * v + d and the master moves by lr * v (lr 1 and
-momentum 0, the default, is plain FedAvg). Elements no device ever trained keep v = 0.
+momentum 0, the default, is plain FedAvg). Elements no device ever trained keep v = 0. Or
+like FedAdam, each element at Adam's pace (fleet/server_step.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinytrain.errors import DataError
+from tinytrain.fleet.server_step import ServerState, ServerStep
 from tinytrain.fleet.tensors import INT_RANGES, NP_DTYPES, Trained
 
 
@@ -46,13 +48,10 @@ class Master:
     """The server's float copy of the fleet's tensors (see the module docstring)."""
 
     def __init__(self, start: Mapping[str, np.ndarray], kinds: Mapping[str, Trained],
-                 lr: float = 1.0, momentum: float = 0.0) -> None:
-        if not (lr > 0 and 0 <= momentum < 1):
-            raise DataError(f"server lr must be > 0 and momentum in [0, 1), not {lr} and "
-                            f"{momentum}")
-        self.kinds, self.lr, self.momentum = dict(kinds), lr, momentum
+                 step: ServerStep | None = None) -> None:
+        self.kinds, self.step = dict(kinds), step or ServerStep()
         self.values = {n: np.asarray(a).astype(np.float64) for n, a in start.items()}
-        self.velocity = {n: np.zeros_like(v) for n, v in self.values.items()}
+        self.state = {n: ServerState(v.shape) for n, v in self.values.items()}
         for n, a in self.values.items():
             if n not in self.kinds or a.shape != self.kinds[n].shape:
                 raise DataError(f"tensor '{n}': no description or a shape other than "
@@ -85,8 +84,7 @@ class Master:
             hit = den[n] > 0
             d = np.zeros_like(v)
             d[hit] = num[n][hit] / den[n][hit]
-            self.velocity[n] = self.momentum * self.velocity[n] + d
-            v += self.lr * self.velocity[n]
+            self.state[n].step(self.step, v, d, hit)
         return self.sent()
 
 

@@ -1,16 +1,17 @@
 """The Flower ServerApp: ask every device what it trains, then run SparseFedAvg.
 
 Run config: `num-rounds`, `fraction-train` (share of nodes per round), `min-nodes` (wait for
-this many devices; the default 2), `server-lr` and `server-momentum` (FedAvgM's server step;
-1 and 0: FedAvg), `out` (a directory: the final tensors `fleet_final.npz` and the per-round
-log `fleet_rounds.json`, written atomically), `keep-rounds` (also write the tensors after
-every round to `fleet_round_tensors.npz`, keyed `ROUND/TENSOR`), `correction` (none, scaffold
-or prox: the devices' drift correction, fleet/correction.py; their builds need
---fleet-correction), `mu` (FedProx's proximal weight), `alpha` (the restricted softmax's
-scale of absent classes' logits) and `share` (matching: a tensor is averaged over the devices
-that train it in the same context, fleet/shares.py; all: over every device that trains it),
-`lr` and `lr-decay` (the devices' learning rate in round r is lr * lr-decay^(r-1), set over
-the link; 0, the default, leaves each device's own) and `local-epochs` (sent every round).
+this many devices; the default 2), `server-lr` and `server-momentum` (FedAvgM's server step; 1
+and 0: FedAvg), or `server-optimizer` adam with `server-lr`, `server-beta1`, `server-beta2` and
+`server-tau` (FedAdam: fleet/server_step.py), `out` (a directory: the final tensors
+`fleet_final.npz` and the per-round log `fleet_rounds.json`, written atomically), `keep-rounds`
+(also write the tensors after every round to `fleet_round_tensors.npz`, keyed `ROUND/TENSOR`),
+`correction` (none, scaffold or prox: the devices' drift correction, fleet/correction.py; their
+builds need --fleet-correction), `mu` (FedProx's proximal weight), `alpha` (the restricted
+softmax's scale of absent classes' logits) and `share` (matching: a tensor is averaged over the
+devices that train it in the same context, fleet/shares.py; all: over every device that trains
+it), `lr` and `lr-decay` (the devices' learning rate in round r is lr * lr-decay^(r-1), set
+over the link; 0, the default, leaves each device's own) and `local-epochs` (sent every round).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
@@ -31,6 +34,7 @@ from tinytrain.fleet import records as rec
 from tinytrain.fleet.aggregate import Master
 from tinytrain.fleet.correction import Correction
 from tinytrain.fleet.schedule import Schedule
+from tinytrain.fleet.server_step import ServerStep
 from tinytrain.fleet.shares import Shares
 from tinytrain.fleet.strategy import SparseFedAvg
 from tinytrain.fleet.tensors import Trained
@@ -49,7 +53,7 @@ def wait_for_nodes(grid: Grid, n: int, timeout: float) -> list[int]:
         time.sleep(WAIT_STEP)
 
 
-def survey(grid: Grid, nodes: list[int], lr: float = 1.0, momentum: float = 0.0,
+def survey(grid: Grid, nodes: list[int], step: ServerStep | None = None,
            share: str = "matching") -> tuple[Master, dict[int, list[Trained]], Shares]:
     """The fleet's starting tensors (the union of what the devices train, a copy per
     context: fleet/shares.py), each node's plan and the copies, from a query to every node."""
@@ -80,7 +84,7 @@ def survey(grid: Grid, nodes: list[int], lr: float = 1.0, momentum: float = 0.0,
         for name, key in shares.copies(plan).items():
             start.setdefault(key, arrays[node][name])
             keyed.setdefault(key, kinds[name].renamed(key))
-    return Master(start, keyed, lr, momentum), plans, shares
+    return Master(start, keyed, step), plans, shares
 
 
 def write_results(out: Path, sent: dict[str, np.ndarray], strategy: SparseFedAvg,
@@ -107,6 +111,17 @@ def write_results(out: Path, sent: dict[str, np.ndarray], strategy: SparseFedAvg
         os.replace(tmp, out / "fleet_round_tensors.npz")
 
 
+def server_step(cfg: Mapping[str, Any]) -> ServerStep:
+    """The server's step from the run config (FedAvg when it names none)."""
+    d = ServerStep()
+    return ServerStep(str(cfg.get("server-optimizer", d.optimizer)),
+                      float(cfg.get("server-lr", d.lr)),
+                      float(cfg.get("server-momentum", d.momentum)),
+                      float(cfg.get("server-beta1", d.beta1)),
+                      float(cfg.get("server-beta2", d.beta2)),
+                      float(cfg.get("server-tau", d.tau)))
+
+
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     cfg = context.run_config
@@ -114,8 +129,7 @@ def main(grid: Grid, context: Context) -> None:
                             float(cfg.get("alpha", 1.0)))
     min_nodes = int(cfg.get("min-nodes", 2))
     nodes = wait_for_nodes(grid, min_nodes, QUERY_TIMEOUT)
-    master, plans, shares = survey(grid, nodes, float(cfg.get("server-lr", 1.0)),
-                                   float(cfg.get("server-momentum", 0.0)),
+    master, plans, shares = survey(grid, nodes, server_step(cfg),
                                    str(cfg.get("share", "matching")))
     strategy = SparseFedAvg(master, plans, shares,
                             fraction_train=float(cfg.get("fraction-train", 1.0)),

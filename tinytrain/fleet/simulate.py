@@ -26,6 +26,7 @@ import numpy as np
 from tinytrain.errors import TinyTrainError
 from tinytrain.fleet.correction import Correction
 from tinytrain.fleet.schedule import Schedule
+from tinytrain.fleet.server_step import ServerStep
 from tinytrain.fleet.shares import SEP, Shares
 from tinytrain.fleet.tensors import Trained
 
@@ -33,7 +34,8 @@ APP_TOML = '''# A Flower app: tinytrain's ClientApp (one device each) and Server
 # Keys: builds (device classes; simulated node k uses class k mod n), data (the pooled .npz,
 # split over the nodes by `partition`: iid, labels:K, dirichlet:ALPHA), local-epochs, seed,
 # num-rounds, fraction-train, min-nodes, server-lr and server-momentum (FedAvgM; 1 and 0 are
-# FedAvg), out (fleet_final.npz and fleet_rounds.json), keep-rounds (and every round's tensors
+# FedAvg), server-optimizer (avgm, or adam: FedAdam with server-beta1, server-beta2 and
+# server-tau), out (fleet_final.npz and fleet_rounds.json), keep-rounds (and every round's tensors
 # in fleet_round_tensors.npz), correction (none, or scaffold, prox, restricted joined by
 # '+'), mu and alpha (the devices' drift correction; builds with --fleet-correction), share
 # (matching: a tensor's copies by the trained layers feeding it; all: one average), lr and
@@ -67,6 +69,10 @@ min-nodes = 2
 local-epochs = 1
 server-lr = 1.0
 server-momentum = 0.0
+server-optimizer = "avgm"
+server-beta1 = 0.9
+server-beta2 = 0.99
+server-tau = 0.001
 seed = 0
 builds = ""
 data = ""
@@ -134,7 +140,7 @@ def _toml(v: object) -> str:
 
 def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int, *,
              local_epochs: int = 1, partition: str = "iid", seed: int = 0,
-             fraction: float = 1.0, server_lr: float = 1.0, server_momentum: float = 0.0,
+             fraction: float = 1.0, server: ServerStep | None = None,
              timeout: float = 3600.0, keep_rounds: bool = False,
              correction: str = "none", mu: float = 0.0, alpha: float = 1.0,
              share: str = "matching", lr: float | None = None,
@@ -144,8 +150,10 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
     every round too (FleetRun.per_round), e.g. to evaluate the fleet's model round by round.
     `correction`, `mu`, `alpha`: the devices' drift correction (tinytrain.fleet.correction);
     `share`: which devices share a tensor's average (tinytrain.fleet.shares); `lr`,
-    `lr_decay`: the devices' learning rate by round (None: each build's own)."""
+    `lr_decay`: the devices' learning rate by round (None: each build's own); `server`: the
+    server's step (tinytrain.fleet.server_step; None: FedAvg)."""
     Correction(correction, mu, alpha)  # a bad method or mu fails here, not in every node
+    server = server or ServerStep()
     Shares({}, share)
     Schedule(lr, lr_decay, local_epochs)
     flwr = Path(sys.executable).with_name("flwr")
@@ -156,7 +164,9 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
            "data": str(Path(data).resolve()), "out": str(Path(out).resolve()),
            "num-rounds": rounds, "min-nodes": nodes, "local-epochs": local_epochs,
            "partition": partition, "seed": seed, "fraction-train": fraction,
-           "server-lr": float(server_lr), "server-momentum": float(server_momentum),
+           "server-lr": float(server.lr), "server-momentum": float(server.momentum),
+           "server-optimizer": server.optimizer, "server-beta1": float(server.beta1),
+           "server-beta2": float(server.beta2), "server-tau": float(server.tau),
            "keep-rounds": keep_rounds, "correction": correction, "mu": float(mu),
            "alpha": float(alpha), "share": share, "lr": float(lr or 0.0),
            "lr-decay": float(lr_decay)}
