@@ -118,6 +118,8 @@ def main() -> None:
     ap.add_argument("--server-beta1", type=float, default=ServerStep.beta1)
     ap.add_argument("--server-beta2", type=float, default=ServerStep.beta2)
     ap.add_argument("--server-tau", type=float, default=ServerStep.tau)
+    ap.add_argument("--server-lr-decay", type=float, default=1.0,
+                    help="the server's lr in round r is --server-lr times this to the r - 1")
     ap.add_argument("--correction", default="none", help="the devices' drift correction: "
                     f"none, or {', '.join(METHODS)} joined by '+' (builds with "
                     "--fleet-correction)")
@@ -139,7 +141,8 @@ def main() -> None:
     if args.plot and importlib.util.find_spec("matplotlib") is None:  # before minutes of work
         ap.error("--plot needs matplotlib: pip install -e '.[plot]'")
     server = ServerStep(args.server_optimizer, args.server_lr, args.server_momentum,
-                        args.server_beta1, args.server_beta2, args.server_tau)
+                        args.server_beta1, args.server_beta2, args.server_tau,
+                        args.server_lr_decay)
     _, y, turned = turned_digits()
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
@@ -253,6 +256,7 @@ def main() -> None:
            "quantize": args.quantize, "server_lr": args.server_lr,
            "server_momentum": args.server_momentum, "server_optimizer": server.optimizer,
            "server_betas": [server.beta1, server.beta2], "server_tau": server.tau,
+           "server_lr_decay": server.lr_decay,
            "central_lr": c_lr,
            "central_momentum": c_mom, "central_optimizer": c_opt,
            "correction": args.correction,
@@ -294,7 +298,7 @@ def main() -> None:
           f"{args.lr_decay} a "
           f"round), momentum "
           f"{args.momentum}, server lr "
-          f"{args.server_lr} and "
+          f"{args.server_lr} (x {server.lr_decay:g} a round) and "
           + (f"momentum {args.server_momentum}" if server.optimizer == "avgm" else
              f"FedAdam betas {server.beta1:g}, {server.beta2:g}, tau {server.tau:g}")
           + f", share {args.share}; "

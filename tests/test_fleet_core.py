@@ -135,25 +135,27 @@ def test_server_momentum_steps_like_fedavgm() -> None:
 
 
 def test_fedadam_steps_like_torch_adam_on_the_turned_change() -> None:
-    """FedAdam's server step against torch.optim.Adam (float64) fed the negated average
-    change as its gradient: per element, only over the rounds some device trained it (its own
-    bias-correction count); an element nobody trained in a round keeps value and moments, one
-    never trained stays bit-identical."""
+    """FedAdam's server step against torch.optim.Adam (float64) fed the negated average change as
+    its gradient, its lr decayed by the server's schedule each round: per element, only
+    over the rounds some device trained it (its own bias-correction count); an element
+    nobody trained in a round keeps value and moments, one never trained stays bit-
+    identical."""
     w = Trained("w", (3,), "f32")
     two, one = Trained("w", (3,), "f32", None, (0, 1), 0), Trained("w", (3,), "f32", None,
                                                                     (0,), 0)
     start = np.array([0.5, -0.25, 2.0], np.float32)
-    step = ServerStep("adam", lr=0.3, beta1=0.5, beta2=0.9, tau=1e-3)
+    step = ServerStep("adam", lr=0.3, beta1=0.5, beta2=0.9, tau=1e-3, lr_decay=0.5)
     master = Master({"w": start}, {"w": w}, step)
     # element 0 is trained every round, element 1 in rounds 1 and 3: one torch parameter each
     ref = [torch.tensor([float(v)], dtype=torch.float64, requires_grad=True) for v in start]
     opts = [torch.optim.Adam([p], lr=step.lr, betas=(step.beta1, step.beta2), eps=step.tau)
             for p in ref]
-    for plan, move in ((two, [0.1, -0.2]), (one, [0.05]), (two, [-0.3, 0.02])):
+    for r, (plan, move) in enumerate(((two, [0.1, -0.2]), (one, [0.05]), (two, [-0.3, 0.02]))):
         sent = master.sent()["w"]
         part = plan.take(sent) + np.array(move, np.float32)
         got = master.update([Reply({"w": part}, [plan], 4)])["w"]
         for k, e in enumerate(plan.channels):
+            opts[e].param_groups[0]["lr"] = step.lr * step.lr_decay ** r  # the round's lr
             ref[e].grad = -torch.tensor([float(part[k]) - float(sent[e])], dtype=torch.float64)
             opts[e].step()
         want = np.array([float(p.detach()) for p in ref])
@@ -167,6 +169,20 @@ def test_fedadam_steps_like_torch_adam_on_the_turned_change() -> None:
         ServerStep("adam", momentum=0.9)
     with pytest.raises(DataError, match="server-tau > 0"):
         ServerStep("adam", tau=0.0)
+    with pytest.raises(DataError, match="server-lr-decay must be in"):
+        ServerStep("adam", lr_decay=0.0)
+
+
+def test_fedadam_steps_int8_codes_in_real_values() -> None:
+    """FedAdam's first step moves an element by about lr in real value, whatever its code's
+    worth: an int8 weight of scales 0.5 and 0.25 per output channel moves by lr / scale codes
+    (2 and 4 codes at lr 1), where stepping its codes would move both by 1 code."""
+    t = Trained("w", (2, 1), "s8", (0.5, 0.25))
+    master = Master({"w": np.array([[10], [10]], np.int8)}, {"w": t},
+                    ServerStep("adam", lr=1.0, tau=1e-6))
+    sent = master.update([Reply({"w": np.array([[11], [9]], np.int8)}, [t], 3)])
+    assert sent["w"].ravel().tolist() == [12, 6]
+    assert master.values["w"].ravel() == pytest.approx([12.0, 6.0], abs=1e-4)
 
 
 def test_codes_from_another_scale_are_rescaled_and_dtypes_must_agree() -> None:

@@ -63,8 +63,12 @@ def simulate(
                                          "devices that cannot hold Adam's moments)."),
     server_beta1: float = typer.Option(0.9, help="FedAdam's beta1 over rounds."),
     server_beta2: float = typer.Option(0.99, help="FedAdam's beta2 over rounds."),
-    server_tau: float = typer.Option(1e-3, help="FedAdam's epsilon, in the tensors' units "
-                                     "(codes for int8)."),
+    server_tau: float = typer.Option(1e-3, help="FedAdam's epsilon (in real values, as its "
+                                     "steps are, for int8 tensors too)."),
+    server_lr_decay: float = typer.Option(1.0, help="Multiply --server-lr by this every "
+                                          "round after the first: FedAdam's steps do not "
+                                          "shrink as the devices' changes do, so a fleet "
+                                          "settles only with this below 1."),
     correction: str = typer.Option("none", help="The devices' drift correction: none, or "
                                    "scaffold (control variates), prox (FedProx, with --mu), "
                                    "restricted (FedRS, with --alpha), several joined by '+'. "
@@ -101,7 +105,7 @@ def simulate(
     with user_errors():
         try:
             server = ServerStep(server_optimizer, server_lr, server_momentum, server_beta1,
-                                server_beta2, server_tau)
+                                server_beta2, server_tau, server_lr_decay)
         except DataError as e:
             raise OptionError(f"{e} (the --server-* options)") from None
         corr = Correction(correction, mu, alpha)

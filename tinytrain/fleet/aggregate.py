@@ -52,6 +52,7 @@ class Master:
         self.kinds, self.step = dict(kinds), step or ServerStep()
         self.values = {n: np.asarray(a).astype(np.float64) for n, a in start.items()}
         self.state = {n: ServerState(v.shape) for n, v in self.values.items()}
+        self.rounds = 0  # updates applied
         for n, a in self.values.items():
             if n not in self.kinds or a.shape != self.kinds[n].shape:
                 raise DataError(f"tensor '{n}': no description or a shape other than "
@@ -80,11 +81,12 @@ class Master:
                 m = t.mask()
                 num[t.name][m] += r.samples * (full[m] - sent[t.name][m])
                 den[t.name][m] += r.samples
+        self.rounds += 1
         for n, v in self.values.items():
             hit = den[n] > 0
             d = np.zeros_like(v)
             d[hit] = num[n][hit] / den[n][hit]
-            self.state[n].step(self.step, v, d, hit)
+            self.state[n].step(self.step, v, d, hit, self.rounds, code_value(self.kinds[n]))
         return self.sent()
 
 
@@ -119,6 +121,15 @@ class Controls:
                 full = t.put(np.zeros(t.shape), rescale(part, t, self.kinds[t.name]))
                 n = np.maximum(self.count[t.name], 1)
                 self.values[t.name][m] += full[m] / n[m]
+
+
+def code_value(t: Trained) -> np.ndarray | float:
+    """What one unit of the server's copy of `t` is worth: its scale (per output channel,
+    broadcast along axis 0) for int codes, 1 for float values."""
+    if t.scale is None:
+        return 1.0
+    s = np.asarray(t.scale, np.float64)
+    return s.reshape([-1] + [1] * (len(t.shape) - 1)) if s.size > 1 else float(s[0])
 
 
 def quantise(v: np.ndarray, dtype: str) -> np.ndarray:

@@ -3,7 +3,8 @@
 Run config: `num-rounds`, `fraction-train` (share of nodes per round), `min-nodes` (wait for
 this many devices; the default 2), `server-lr` and `server-momentum` (FedAvgM's server step; 1
 and 0: FedAvg), or `server-optimizer` adam with `server-lr`, `server-beta1`, `server-beta2` and
-`server-tau` (FedAdam: fleet/server_step.py), `out` (a directory: the final tensors
+`server-tau` (FedAdam: fleet/server_step.py), `server-lr-decay` (the server's lr in round r is
+server-lr * server-lr-decay^(r-1)), `out` (a directory: the final tensors
 `fleet_final.npz` and the per-round log `fleet_rounds.json`, written atomically), `keep-rounds`
 (also write the tensors after every round to `fleet_round_tensors.npz`, keyed `ROUND/TENSOR`),
 `correction` (none, scaffold or prox: the devices' drift correction, fleet/correction.py; their
@@ -119,7 +120,8 @@ def server_step(cfg: Mapping[str, Any]) -> ServerStep:
                       float(cfg.get("server-momentum", d.momentum)),
                       float(cfg.get("server-beta1", d.beta1)),
                       float(cfg.get("server-beta2", d.beta2)),
-                      float(cfg.get("server-tau", d.tau)))
+                      float(cfg.get("server-tau", d.tau)),
+                      float(cfg.get("server-lr-decay", d.lr_decay)))
 
 
 @app.main()

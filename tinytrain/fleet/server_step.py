@@ -12,8 +12,9 @@ classifier moves by hundredths.
 
 Moments and the bias correction's count are per element, and only elements some device
 trained in the round step: an element nobody trained (its devices sat the round out) keeps
-its value and its moments, as if the round had not happened for it. For int8 tensors the
-master is in codes, so tau is in codes too.
+its value and its moments, as if the round had not happened for it. The moments and the step
+are in real values (an int tensor's codes times its scale), so one lr and tau serve int8
+weights, int32 biases and floats alike.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ class ServerStep:
     momentum: float = 0.0  # avgm
     beta1: float = 0.9  # adam
     beta2: float = 0.99  # adam: FedAdam's default, a shorter memory than Adam's 0.999
-    tau: float = 1e-3  # adam: FedAdam's epsilon, in the tensor's units
+    tau: float = 1e-3  # adam: FedAdam's epsilon, in real values
+    lr_decay: float = 1.0  # round r steps at lr * lr_decay^(r-1): FedAdam's steps do not
+    # shrink with the devices' changes (it divides them out), so settling needs its own decay
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -48,6 +51,8 @@ class ServerStep:
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1 and self.tau > 0):
             raise DataError(f"server-beta1 and server-beta2 must be in [0, 1) and server-tau "
                             f"> 0, not {self.beta1}, {self.beta2} and {self.tau}")
+        if not 0 < self.lr_decay <= 1:
+            raise DataError(f"server-lr-decay must be in (0, 1], not {self.lr_decay}")
         if self.optimizer == "adam" and self.momentum:
             raise DataError("server-momentum is FedAvgM's (server-optimizer avgm); FedAdam's "
                             "momentum is server-beta1")
@@ -61,15 +66,23 @@ class ServerState:
         self.v = np.zeros(shape)
         self.t = np.zeros(shape)
 
-    def step(self, s: ServerStep, value: np.ndarray, d: np.ndarray, hit: np.ndarray) -> None:
-        """Move `value` (in place) by the average change `d` of the elements in `hit`."""
+    def step(self, s: ServerStep, value: np.ndarray, d: np.ndarray, hit: np.ndarray,
+             server_round: int, unit: np.ndarray | float = 1.0) -> None:
+        """Move `value` (in place) by the average change `d` of the elements in `hit`, in
+        the fleet's round `server_round` (1-based). `unit` is what one unit of `value` is
+        worth (an int tensor's scale): FedAdam steps in real values, so its lr and tau mean
+        the same for an int8 weight, an int32 bias and a float."""
+        lr = s.lr * s.lr_decay ** (server_round - 1)
         if s.optimizer == "avgm":
             self.m = s.momentum * self.m + d
-            value += s.lr * self.m
+            value += lr * self.m
             return
+        d = d * unit
+        step = np.zeros_like(value)
         self.t[hit] += 1
         self.m[hit] = s.beta1 * self.m[hit] + (1 - s.beta1) * d[hit]
         self.v[hit] = s.beta2 * self.v[hit] + (1 - s.beta2) * d[hit] ** 2
         m_hat = self.m[hit] / (1 - s.beta1 ** self.t[hit])
         v_hat = self.v[hit] / (1 - s.beta2 ** self.t[hit])
-        value[hit] += s.lr * m_hat / (np.sqrt(v_hat) + s.tau)
+        step[hit] = lr * m_hat / (np.sqrt(v_hat) + s.tau)
+        value += step / unit

@@ -35,11 +35,12 @@ APP_TOML = '''# A Flower app: tinytrain's ClientApp (one device each) and Server
 # split over the nodes by `partition`: iid, labels:K, dirichlet:ALPHA), local-epochs, seed,
 # num-rounds, fraction-train, min-nodes, server-lr and server-momentum (FedAvgM; 1 and 0 are
 # FedAvg), server-optimizer (avgm, or adam: FedAdam with server-beta1, server-beta2 and
-# server-tau), out (fleet_final.npz and fleet_rounds.json), keep-rounds (and every round's tensors
-# in fleet_round_tensors.npz), correction (none, or scaffold, prox, restricted joined by
-# '+'), mu and alpha (the devices' drift correction; builds with --fleet-correction), share
-# (matching: a tensor's copies by the trained layers feeding it; all: one average), lr and
-# lr-decay (the devices' rate in round r: lr * lr-decay^(r-1); 0: each build's own).
+# server-tau), server-lr-decay (the server's lr times this every round), out (fleet_final.npz
+# and fleet_rounds.json), keep-rounds (and every round's tensors in fleet_round_tensors.npz),
+# correction (none, or scaffold, prox, restricted joined by '+'), mu and alpha (the devices'
+# drift correction; builds with --fleet-correction), share (matching: a tensor's copies by
+# the trained layers feeding it; all: one average), lr and lr-decay (the devices' rate in
+# round r: lr * lr-decay^(r-1); 0: each build's own).
 # Paths absolute: Flower runs the apps from its own folders.
 [build-system]
 requires = ["hatchling"]
@@ -73,6 +74,7 @@ server-optimizer = "avgm"
 server-beta1 = 0.9
 server-beta2 = 0.99
 server-tau = 0.001
+server-lr-decay = 1.0
 seed = 0
 builds = ""
 data = ""
@@ -167,6 +169,7 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
            "server-lr": float(server.lr), "server-momentum": float(server.momentum),
            "server-optimizer": server.optimizer, "server-beta1": float(server.beta1),
            "server-beta2": float(server.beta2), "server-tau": float(server.tau),
+           "server-lr-decay": float(server.lr_decay),
            "keep-rounds": keep_rounds, "correction": correction, "mu": float(mu),
            "alpha": float(alpha), "share": share, "lr": float(lr or 0.0),
            "lr-decay": float(lr_decay)}
