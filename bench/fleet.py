@@ -380,9 +380,15 @@ def plot_rounds(row: dict, path: Path) -> None:
     handles = [*fleet, *start, *central]
     ax.legend(handles=handles, fontsize=8, ncol=2, loc="upper center",
               bbox_to_anchor=(0.5, -0.12))
+    server = ("FedAvg" if row["server_optimizer"] == "avgm" and row["server_lr"] == 1
+              and not row["server_momentum"] else
+              f"{'FedAdam' if row['server_optimizer'] == 'adam' else 'FedAvgM'} lr "
+              f"{row['server_lr']:g}" + (f" × {row['server_lr_decay']:g} a round"
+                                         if row["server_lr_decay"] < 1 else ""))
     ax.set_title(f"{row['nodes']} simulated devices, {row['rounds']} rounds × "
-                 f"{row['local_epochs']} local epochs, split {row['partition']}, "
-                 f"lr {row['lr']}, momentum {row['momentum']}", fontsize=10)
+                 f"{row['local_epochs']} local epochs, split {row['partition']}\n"
+                 f"devices lr {row['lr']:g}, momentum {row['momentum']:g}, correction "
+                 f"{row['correction']}; server {server}", fontsize=10)
     fig.savefig(path, dpi=120)
 
 

@@ -6,6 +6,8 @@ before it is built into the generated C.
     python bench/fleet_model.py --correction none --lr 0.02 --momentum 0.9 --local-epochs 2
     python bench/fleet_model.py --full-batch 1.6 --lr-decay 1    # the drift-free ceiling
     python bench/fleet_model.py --full-batch 0.1 --local adam     # full-batch Adam
+    python bench/fleet_model.py --lr 0.2 --lr-decay 1 --server-optimizer adam --server-lr 0.4 \
+        --server-beta1 0.5 --server-lr-decay 0.97                 # FedAdam on the server
 
 Same task, split, plan (every bias and the classifier) and round structure as the bench:
 100 devices of 9 turned digits, single-sample local steps, FedAvg of the changes times the
@@ -15,6 +17,9 @@ and the bench measures what was built. Checked against the bench (bias plan, `la
 5 local epochs): SCAFFOLD at lr 0.3 x 0.95 and server lr 2 ends at 72.4 % here and 71.4 % on
 the host builds; the drift-free ceiling at 0.6 x 0.95 ends at 70.0 % in both, and at 1.6 at
 77.8 % here and 78.1 % there (best round 78.1 % in both).
+
+--server-optimizer adam steps the server with FedAdam, tinytrain's own (fleet/server_step.py),
+on the round's average change; this model is where its setting (lr 0.4, beta1 0.5) was found.
 
 --local adam runs Adam on each device (its moments reset every round; the correction is added
 to the gradient before Adam's scaling), as builds with `--optimizer adam --fleet-correction`
@@ -38,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.fleet_task import pretrained, turned_digits  # noqa: E402
 from tinytrain.fleet.partition import split  # noqa: E402
+from tinytrain.fleet.server_step import OPTIMIZERS, ServerState, ServerStep  # noqa: E402
 
 POOL, TEST = slice(600, 1500), slice(1500, None)  # as bench/fleet.py
 TRAINED = ("stem.bias", "dw.bias", "pw.bias", "conv2.bias", "fc.weight", "fc.bias")
@@ -114,6 +120,9 @@ def fleet(net: Digits, x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor, yt: t
     p = net.start()
     zero = {k: torch.zeros_like(v) for k, v in p.items()}
     c, c_i = dict(zero), [dict(zero) for _ in parts]
+    server = ServerStep(args.server_optimizer, args.server_lr, 0.0, args.server_beta1,
+                        args.server_beta2, args.server_tau, args.server_lr_decay)
+    state = {k: ServerState(tuple(v.shape)) for k, v in p.items()}
     accs = [net.accuracy(p, xt, yt)]
     for r in range(args.rounds):
         lr = args.lr * args.lr_decay ** r
@@ -126,7 +135,14 @@ def fleet(net: Digits, x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor, yt: t
                 if corr is not None:
                     dc[k] = dc[k] + (mean[k] - c_i[j][k]) / len(parts)
                     c_i[j][k] = mean[k]
-        p = {k: p[k] + args.server_lr * change[k] for k in p}
+        if server.optimizer == "adam":  # the server's own FedAdam step (fleet/server_step.py)
+            for k in p:
+                v = p[k].double().numpy().copy()
+                state[k].step(server, v, change[k].double().numpy(), np.ones(v.shape, bool),
+                              r + 1)
+                p[k] = torch.tensor(v, dtype=torch.float32)
+        else:
+            p = {k: p[k] + args.server_lr * change[k] for k in p}
         c = {k: c[k] + dc[k] for k in p}
         accs.append(net.accuracy(p, xt, yt))
         print(f"round {r + 1}: {100 * accs[-1]:.1f} %", flush=True)
@@ -170,6 +186,13 @@ def main() -> None:
     ap.add_argument("--lr-decay", type=float, default=0.95)
     ap.add_argument("--momentum", type=float, default=0.0, help="the devices' SGD momentum")
     ap.add_argument("--server-lr", type=float, default=2.0)
+    ap.add_argument("--server-optimizer", choices=OPTIMIZERS, default="avgm",
+                    help="adam: FedAdam on the server (--server-lr is its step)")
+    ap.add_argument("--server-beta1", type=float, default=ServerStep.beta1)
+    ap.add_argument("--server-beta2", type=float, default=ServerStep.beta2)
+    ap.add_argument("--server-tau", type=float, default=ServerStep.tau)
+    ap.add_argument("--server-lr-decay", type=float, default=1.0, help="FedAdam: the "
+                    "server's lr times this every round")
     ap.add_argument("--correction", choices=("none", "scaffold"), default="scaffold")
     ap.add_argument("--full-batch", type=float, metavar="RATE",
                     help="run the drift-free ceiling at this rate instead of the fleet "
