@@ -135,11 +135,11 @@ def test_server_momentum_steps_like_fedavgm() -> None:
 
 
 def test_fedadam_steps_like_torch_adam_on_the_turned_change() -> None:
-    """FedAdam's server step against torch.optim.Adam (float64) fed the negated average change as
-    its gradient, its lr decayed by the server's schedule each round: per element, only
-    over the rounds some device trained it (its own bias-correction count); an element
-    nobody trained in a round keeps value and moments, one never trained stays bit-
-    identical."""
+    """FedAdam's server step against torch.optim.Adam (float64) fed the negated average
+    change as its gradient, its lr decayed by the server's schedule each round: per element,
+    only over the rounds some device trained it (its own bias-correction count); an element
+    nobody trained in a round keeps value and moments, one never trained stays
+    bit-identical."""
     w = Trained("w", (3,), "f32")
     two, one = Trained("w", (3,), "f32", None, (0, 1), 0), Trained("w", (3,), "f32", None,
                                                                     (0,), 0)
