@@ -39,6 +39,7 @@ _PREFIX_RE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
 # model.c's static struct of the SGD scalars (templates/model.c.j2); file-local, so two
 # models' copies never meet at link time
 HYPER = "tt_hyper"
+HYPER_FIELDS = {"lr": "lr", "momentum": "momentum", "wd": "weight_decay"}  # attr -> C member
 
 
 def check_prefix(prefix: str) -> str:
@@ -100,12 +101,17 @@ class CContext:
         base = self.member_base.get(node.name)
         return call if base is None else f"TT_MEMBER({base + k}, {call});"
 
-    def sgd_scalars(self, a: dict) -> str:
-        """`lr, momentum, wd` of an fp32 update call: the model's run-time values (the
-        build's until set_lr & co. change them), or the node's literals."""
+    def run_time(self, a: dict, key: str) -> str:
+        """The C expression of update scalar `key` (lr, momentum or wd) of a node's attrs `a`:
+        the model's run-time value (the build's until set_lr & co. change it), or the node's
+        literal."""
         if self.hyper is None:
-            return f"{c_float(a['lr'])}, {c_float(a['momentum'])}, {c_float(a['wd'])}"
-        return f"{self.hyper}.lr, {self.hyper}.momentum, {self.hyper}.weight_decay"
+            return c_float(a[key])
+        return f"{self.hyper}.{HYPER_FIELDS[key]}"
+
+    def sgd_scalars(self, a: dict) -> str:
+        """`lr, momentum, wd` of an fp32 update call (run_time of each)."""
+        return ", ".join(self.run_time(a, k) for k in HYPER_FIELDS)
 
     def lr_scale(self) -> str:
         """int8 updates: the run-time learning rate over the build's (tt_q8_update.lr_scale)."""

@@ -69,10 +69,7 @@ class Adam(OpDef):
     def c_call(self, node, cg):
         a = node.attrs
         ins = node.inputs
-        if cg.hyper is None:
-            lr, wd = c_float(a["lr"]), c_float(a["wd"])
-        else:
-            lr, wd = f"{cg.hyper}.lr", f"{cg.hyper}.weight_decay"
+        lr, wd = cg.run_time(a, "lr"), cg.run_time(a, "wd")
         hyper = (f"&(tt_adam_hyper){{{lr}, {c_float(a['beta1'])}, {c_float(a['beta2'])}, "
                  f"{c_float(a['eps'])}, {wd}, {c_float(a['scale'])} * scale}}")
         fleet = (f"{cg.ptr(ins[5])}, {cg.ptr(ins[6])}[0], {cg.ptr(ins[7])}" if len(ins) > 5

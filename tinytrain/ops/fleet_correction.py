@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinytrain.ops.base import OpDef, c_float, walk_args
+from tinytrain.ops.base import OpDef, walk_args
 from tinytrain.quant.update import MODES, update_s8, update_s32
 
 
@@ -33,13 +33,6 @@ def positions(a: dict) -> np.ndarray:
 def effective_lr(lr: float, momentum: float) -> np.float32:
     """The fp32 correction's rate, as the C computes it in float."""
     return np.float32(np.float32(lr) / (np.float32(1.0) - np.float32(momentum)))
-
-
-def _run_time(cg, a: dict) -> tuple[str, str]:
-    """The C expressions of lr and momentum: the model's run-time values, or literals."""
-    if cg.hyper is None:
-        return c_float(a["lr"]), c_float(a["momentum"])
-    return f"{cg.hyper}.lr", f"{cg.hyper}.momentum"
 
 
 class FleetCorrection(OpDef):
@@ -71,7 +64,7 @@ class FleetCorrection(OpDef):
     def c_call(self, node, cg):
         a = node.attrs
         p, b, mu = (cg.ptr(node.inputs[k]) for k in range(3))
-        lr, momentum = _run_time(cg, a)
+        lr, momentum = cg.run_time(a, "lr"), cg.run_time(a, "momentum")
         dtype = cg.g.t(node.inputs[0]).dtype
         if dtype == "f32":
             return (f"tt_fleet_correct_f32({p}, {b}, {walk_args(cg, a)}, "
