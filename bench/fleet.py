@@ -17,7 +17,9 @@ by 90 degrees, each device holding a few samples of a few classes (non-IID).
 Every device is a host build driven over the link by Flower's simulation engine (`flwr run`,
 tinytrain.fleet.simulate); "centralised" trains the same plan on the pooled samples for as
 many passes as a device makes (rounds x local epochs); "alone" trains each device's own
-samples that long. Accuracy is on 297 held-out turned digits. With --max-sram each device
+samples that long. With several classes each is also trained centrally on its own devices'
+samples only (node k is class k mod n): the most a class can learn when its copies learn from
+its devices alone. Accuracy is on 297 held-out turned digits. With --max-sram each device
 class is what `tinytrain build --update auto --max-sram KB` chooses, analysed on the first
 AUTO_SAMPLES of the fleet's samples (what a fleet's owner would hold back to plan with).
 --plot draws each class's held-out accuracy after every round (the server keeps each round's
@@ -153,7 +155,7 @@ def main() -> None:
         opts = Options(sgd=SGDConfig(lr=args.lr, momentum=args.momentum),
                        quantize=args.quantize, calib=tmp / "auto.npz",
                        fleet_correction=args.correction != "none")
-        classes = args.max_sram.split(",") if args.max_sram else args.plan.split(",")
+        classes = args.max_sram.split(",") if args.max_sram else split_plans(args.plan)
         optimizers = args.optimizer.split(",")
         if len(optimizers) == 1:
             optimizers *= len(classes)
@@ -200,16 +202,18 @@ def main() -> None:
                                  for r in sorted(run.per_round))]
                     for k, b in enumerate(builds)]
         passes = args.rounds * args.local_epochs
-        central, central_best, alone = [], [], []
-        for b in central_builds:
-            with open_program(b) as dev:
-                accs: list[float] = []
-                train(dev, turned[POOL], y[POOL], epochs=passes, shuffle=True, seed=args.seed,
-                      on_epoch=lambda _s, d=dev, a=accs: a.append(evaluate(d, turned[TEST],
-                                                                           y[TEST])))
-                central.append(accs[-1])
-                central_best.append(max(accs))
         parts = split(y[POOL], args.nodes, args.partition, args.seed)
+        central, central_best, alone = [], [], []
+        own: list[list[float]] = []  # per class: centralised on its own devices' samples
+        for k, b in enumerate(central_builds):
+            central_k = centralised(b, turned[POOL], y[POOL], turned[TEST], y[TEST], passes,
+                                    args.seed)
+            central.append(central_k[-1])
+            central_best.append(max(central_k))
+            if len(builds) > 1:
+                mine_idx = np.concatenate(parts[k::len(builds)])
+                own.append(centralised(b, turned[POOL][mine_idx], y[POOL][mine_idx],
+                                       turned[TEST], y[TEST], passes, args.seed))
         # K a round, per class (node k is class k mod n): FedAvg weighs each device's change
         # by its samples, and a device of m samples takes epochs x m steps, so the class's
         # fleet moves by the sample-weighted mean of its devices' steps
@@ -265,6 +269,8 @@ def main() -> None:
            "extra_sram": extra_sram, "sram": sram, "plans": plans,
            "start": start, "fleet": fleet,
            "centralised": central, "centralised_best": central_best,
+           "centralised_own": [a[-1] for a in own],
+           "centralised_own_best": [max(a) for a in own],
            "rounds_to_target": [rounds_to(by_round[k], central_best[k] - TARGET_GAP)
                                 for k in range(len(builds))],
            "alone_mean": [float(np.mean(a)) for a in alone],
@@ -308,6 +314,10 @@ def main() -> None:
           f"{' / '.join(f'{b:,}' for b in sram)} B; whole model {whole:,} B; failed "
           f"replies {row['failed']}; wall time {run.seconds:.0f} s (the fleet), "
           f"{alone_s:.0f} s (devices alone)")
+    for k, a in enumerate(own):
+        print(f"centralised on its own devices' {len(np.concatenate(parts[k::len(own)]))} "
+              f"samples, `{plans[k]}`: {100 * a[-1]:.1f} % ({100 * max(a):.1f} % at best): "
+              "what a class learning only from its own devices can reach")
     for k, f in enumerate(free):
         hit = row["drift_free_rounds_to_target"][k]
         print(f"drift-free ceiling, `{plans[k]}`: {100 * f[-1]:.1f} % ({100 * max(f):.1f} % "
@@ -319,6 +329,18 @@ def main() -> None:
     if args.plot:
         plot_rounds(row, args.plot)
         print(f"wrote {args.plot}")
+
+
+def split_plans(spec: str) -> list[str]:
+    """--plan's classes: comma-separated, where a `key=value` item (a tte plan's `idx=2`,
+    `ratio=0.5`) continues the plan before it."""
+    plans: list[str] = []
+    for item in spec.split(","):
+        if plans and "=" in item and ":" not in item:
+            plans[-1] += "," + item
+        else:
+            plans.append(item)
+    return plans
 
 
 def load_sgd(build_dir: Path) -> SGDConfig:
@@ -334,6 +356,16 @@ def rebuild(model: Path, fleet_build: Path, out: Path, opts: Options, sgd: SGDCo
     auto = fleet_build / PLAN_FILE
     plan = str(auto) if auto.exists() else load_program_info(fleet_build)["update"]
     build(model, out, replace(opts, update=plan, fleet_correction=False, sgd=sgd))
+
+
+def centralised(build_dir: Path, x: np.ndarray, y: np.ndarray, x_test: np.ndarray,
+                y_test: np.ndarray, epochs: int, seed: int) -> list[float]:
+    """Held-out accuracy after each of `epochs` shuffled passes over (x, y)."""
+    accs: list[float] = []
+    with open_program(build_dir) as dev:
+        train(dev, x, y, epochs=epochs, shuffle=True, seed=seed,
+              on_epoch=lambda _s: accs.append(evaluate(dev, x_test, y_test)))
+    return accs
 
 
 def drift_free(build_dir: Path, x: np.ndarray, y: np.ndarray, x_test: np.ndarray,

@@ -21,6 +21,16 @@ the host builds; the drift-free ceiling at 0.6 x 0.95 ends at 70.0 % in both, an
 --server-optimizer adam steps the server with FedAdam, tinytrain's own (fleet/server_step.py),
 on the round's average change; this model is where its setting (lr 0.4, beta1 0.5) was found.
 
+Other plans and mixed fleets: --trained lists a plan's tensors; --class-of K/N models one class
+of a mixed fleet whose classes keep their own copies (`--share matching` when no context
+matches: the class's devices alone train them); --mix models classes aligned into one model
+(every device runs the fleet's current values of all tensors, each trains its plan's part);
+--central trains the plan centrally on the class's samples instead (the bench's reference).
+
+    python bench/fleet_model.py --trained conv2.bias,fc.weight,fc.bias --class-of 0/3 ...
+    python bench/fleet_model.py --trained conv2.bias,fc.weight,fc.bias,pw.bias,pw.weight \
+        --mix "conv2.bias,fc.weight,fc.bias;conv2.bias,fc.weight,fc.bias,pw.bias;..."
+
 --local adam runs Adam on each device (its moments reset every round; the correction is added
 to the gradient before Adam's scaling), as builds with `--optimizer adam --fleet-correction`
 do (the bench then measured them within a point or two of this model).
@@ -31,6 +41,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -48,17 +59,19 @@ from tinytrain.fleet.server_step import OPTIMIZERS, ServerState, ServerStep  # n
 POOL, TEST = slice(600, 1500), slice(1500, None)  # as bench/fleet.py
 TRAINED = ("stem.bias", "dw.bias", "pw.bias", "conv2.bias", "fc.weight", "fc.bias")
 Params = dict[str, torch.Tensor]
+CENTRAL_LR, CENTRAL_MOMENTUM = 0.02, 0.9  # the bench's reference setting
 B1, B2, EPS = 0.9, 0.999, 1e-8  # the devices' Adam: torch.optim.Adam's defaults, as --full-batch
 
 
 class Digits:
     """The pretrained digits CNN (examples/digits) with its `bias` plan's tensors apart."""
 
-    def __init__(self, onnx_path: Path) -> None:
+    def __init__(self, onnx_path: Path, trained: tuple[str, ...] = TRAINED) -> None:
         init = onnx.load(str(onnx_path)).graph.initializer
         # tinytrain export names a trained tensor tt_trained_<layer>_<weight|bias>
         self.w = {self._name(t.name): torch.tensor(numpy_helper.to_array(t).copy())
                   for t in init}
+        self.trained = trained
 
     @staticmethod
     def _name(name: str) -> str:
@@ -69,16 +82,16 @@ class Digits:
         return name
 
     def start(self) -> Params:
-        return {k: self.w[k].clone() for k in TRAINED}
+        return {k: self.w[k].clone() for k in self.trained}
 
     def logits(self, p: Params, x: torch.Tensor) -> torch.Tensor:
-        w = self.w
-        h = F.relu(F.conv2d(x, w["stem.weight"], p["stem.bias"], padding=1))
-        h = F.conv2d(h, w["dw.weight"], p["dw.bias"], padding=1, groups=8)
+        w = {**self.w, **p}  # the pretrained tensors, the trained ones from p
+        h = F.relu(F.conv2d(x, w["stem.weight"], w["stem.bias"], padding=1))
+        h = F.conv2d(h, w["dw.weight"], w["dw.bias"], padding=1, groups=8)
         h = F.relu(F.conv2d(h.clamp(float(w["lo"]), float(w["hi"])), w["pw.weight"],
-                            p["pw.bias"]))
-        h = F.relu(F.conv2d(F.max_pool2d(h, 2), w["conv2.weight"], p["conv2.bias"], padding=1))
-        return h.mean((2, 3)) @ p["fc.weight"].T + p["fc.bias"]
+                            w["pw.bias"]))
+        h = F.relu(F.conv2d(F.max_pool2d(h, 2), w["conv2.weight"], w["conv2.bias"], padding=1))
+        return h.mean((2, 3)) @ w["fc.weight"].T + w["fc.bias"]
 
     def accuracy(self, p: Params, x: torch.Tensor, y: torch.Tensor) -> float:
         with torch.no_grad():
@@ -86,8 +99,10 @@ class Digits:
 
 
 def local(net: Digits, p0: Params, x: torch.Tensor, y: torch.Tensor, args: argparse.Namespace,
-          lr: float, corr: Params | None, seed: int) -> tuple[Params, Params]:
-    """A device's round: its tensors after it, and its mean gradient over the round."""
+          lr: float, corr: Params | None, seed: int,
+          mask: Params | None = None) -> tuple[Params, Params]:
+    """A device's round: its tensors after it, and its mean gradient over the round. With
+    `mask`, only the elements where it is 1 train (a class of --mix)."""
     p = {k: v.clone().requires_grad_(True) for k, v in p0.items()}
     m = {k: torch.zeros_like(v) for k, v in p0.items()}
     v2 = {k: torch.zeros_like(v) for k, v in p0.items()}
@@ -95,11 +110,15 @@ def local(net: Digits, p0: Params, x: torch.Tensor, y: torch.Tensor, args: argpa
     gen, t = torch.Generator().manual_seed(seed), 0
     for _ in range(args.local_epochs):
         for i in torch.randperm(len(x), generator=gen):
-            loss = F.cross_entropy(net.logits(p, x[i:i + 1]), y[i:i + 1])
+            z = net.logits(p, x[i:i + 1])
+            if args.alpha < 1:  # FedRS: the logits of classes the device lacks, scaled
+                z = z * torch.where(torch.isin(torch.arange(z.shape[1]), y), 1.0, args.alpha)
+            loss = F.cross_entropy(z, y[i:i + 1])
             grads = torch.autograd.grad(loss, list(p.values()))
             t += 1
             with torch.no_grad():
                 for (k, w), g in zip(p.items(), grads, strict=True):
+                    g = g if mask is None else g * mask[k]
                     mean[k] += g
                     g = g + corr[k] if corr is not None else g
                     if args.local == "adam":
@@ -115,8 +134,10 @@ def local(net: Digits, p0: Params, x: torch.Tensor, y: torch.Tensor, args: argpa
 def fleet(net: Digits, x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor, yt: torch.Tensor,
           args: argparse.Namespace) -> list[float]:
     """Held-out accuracy at the start and after every round."""
-    parts = [torch.as_tensor(i) for i in split(y.numpy(), args.nodes, args.partition, args.seed)
-             if len(i)]  # a dirichlet split can leave a device without samples: it sits out
+    mine, of = args.class_of
+    parts = [torch.as_tensor(i) for j, i in
+             enumerate(split(y.numpy(), args.nodes, args.partition, args.seed))
+             if len(i) and j % of == mine]  # a dirichlet split can leave a device without samples
     p = net.start()
     zero = {k: torch.zeros_like(v) for k, v in p.items()}
     c, c_i = dict(zero), [dict(zero) for _ in parts]
@@ -124,6 +145,7 @@ def fleet(net: Digits, x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor, yt: t
                         args.server_beta2, args.server_tau, args.server_lr_decay)
     state = {k: ServerState(tuple(v.shape)) for k, v in p.items()}
     accs = [net.accuracy(p, xt, yt)]
+    n_class = sum(len(i) for i in parts)  # FedAvg weighs by samples among the class's devices
     for r in range(args.rounds):
         lr = args.lr * args.lr_decay ** r
         change, dc = dict(zero), dict(zero)
@@ -131,7 +153,7 @@ def fleet(net: Digits, x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor, yt: t
             corr = {k: c[k] - c_i[j][k] for k in p} if args.correction == "scaffold" else None
             w, mean = local(net, p, x[idx], y[idx], args, lr, corr, seed=1000 * r + j)
             for k in p:
-                change[k] = change[k] + (w[k] - p[k]) * len(idx) / len(y)
+                change[k] = change[k] + (w[k] - p[k]) * len(idx) / n_class
                 if corr is not None:
                     dc[k] = dc[k] + (mean[k] - c_i[j][k]) / len(parts)
                     c_i[j][k] = mean[k]
@@ -144,6 +166,65 @@ def fleet(net: Digits, x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor, yt: t
         else:
             p = {k: p[k] + args.server_lr * change[k] for k in p}
         c = {k: c[k] + dc[k] for k in p}
+        accs.append(net.accuracy(p, xt, yt))
+        print(f"round {r + 1}: {100 * accs[-1]:.1f} %", flush=True)
+    return accs
+
+
+def plan_masks(net: Digits, plan: str) -> Params:
+    """A --mix plan (tensor names, `name:N` for a weight's first N input channels) as a
+    0/1 mask over every tensor of the mix."""
+    mask = {k: torch.zeros_like(net.w[k]) for k in net.trained}
+    for item in plan.split(","):
+        name, _, n = item.partition(":")
+        if n:
+            mask[name][:, :int(n)] = 1.0
+        else:
+            mask[name][...] = 1.0
+    return mask
+
+
+def aligned(net: Digits, x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor,
+            yt: torch.Tensor, args: argparse.Namespace) -> list[float]:
+    """A mixed fleet as one model: node j trains plan j mod N of --mix, every device runs the
+    fleet's current values of every tensor (those its plan freezes too), and each element is
+    averaged over the devices that trained it (FedAdam on that average; SCAFFOLD's c is the
+    mean of their c_i). Every class then holds the same model: one accuracy."""
+    masks = [plan_masks(net, plan) for plan in args.mix.split(";")]
+    parts = [torch.as_tensor(i) for i in split(y.numpy(), args.nodes, args.partition, args.seed)]
+    cls = [j % len(masks) for j in range(len(parts))]
+    p = net.start()
+    zero = {k: torch.zeros_like(v) for k, v in p.items()}
+    c, c_i = dict(zero), [dict(zero) for _ in parts]
+    count = {k: sum(masks[cls[j]][k] for j, i in enumerate(parts) if len(i)) for k in p}
+    server = ServerStep(args.server_optimizer, args.server_lr, 0.0, args.server_beta1,
+                        args.server_beta2, args.server_tau, args.server_lr_decay)
+    state = {k: ServerState(tuple(v.shape)) for k, v in p.items()}
+    accs = [net.accuracy(p, xt, yt)]
+    for r in range(args.rounds):
+        lr = args.lr * args.lr_decay ** r
+        num, den, dc = dict(zero), dict(zero), dict(zero)
+        for j, idx in enumerate(parts):
+            if not len(idx):
+                continue
+            mask = masks[cls[j]]
+            corr = ({k: (c[k] - c_i[j][k]) * mask[k] for k in p}
+                    if args.correction == "scaffold" else None)
+            w, mean = local(net, p, x[idx], y[idx], args, lr, corr, 1000 * r + j, mask)
+            for k in p:
+                num[k] = num[k] + (w[k] - p[k]) * len(idx) * mask[k]
+                den[k] = den[k] + len(idx) * mask[k]
+                if corr is not None:
+                    dc[k] = dc[k] + (mean[k] - c_i[j][k]) * mask[k] / count[k].clamp(min=1)
+                    c_i[j][k] = mean[k]
+        for k in p:
+            hit = (den[k] > 0).numpy()
+            change = (num[k] / den[k].clamp(min=1e-12)).double().numpy()
+            v = p[k].double().numpy().copy()
+            state[k].step(replace(server, lr=server.lr * args.server_scales.get(k, 1.0)), v,
+                          change, hit, r + 1)
+            p[k] = torch.tensor(v, dtype=torch.float32)
+            c[k] = c[k] + dc[k]
         accs.append(net.accuracy(p, xt, yt))
         print(f"round {r + 1}: {100 * accs[-1]:.1f} %", flush=True)
     return accs
@@ -175,6 +256,36 @@ def full_batch(net: Digits, x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor,
     return accs
 
 
+def central(net: Digits, x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor,
+            yt: torch.Tensor, args: argparse.Namespace) -> list[float]:
+    """Centralised training of the plan on the samples of --class-of's devices (all of them
+    by default), as the bench's reference: single-sample SGD at lr 0.02, momentum 0.9, for
+    rounds x local epochs shuffled passes, held out after each."""
+    mine, of = args.class_of
+    idx = torch.as_tensor(np.concatenate(
+        [i for j, i in enumerate(split(y.numpy(), args.nodes, args.partition, args.seed))
+         if j % of == mine]))
+    p = {k: v.clone().requires_grad_(True) for k, v in net.start().items()}
+    mask = plan_masks(net, args.mix) if args.mix else {k: torch.ones_like(v) for k, v in p.items()}
+    opt = torch.optim.SGD(list(p.values()), lr=CENTRAL_LR, momentum=CENTRAL_MOMENTUM)
+    gen = torch.Generator().manual_seed(args.seed)
+    accs = [net.accuracy(p, xt, yt)]
+    for e in range(args.rounds * args.local_epochs):
+        for group in opt.param_groups:
+            group["lr"] = CENTRAL_LR * args.central_decay ** e
+        for i in idx[torch.randperm(len(idx), generator=gen)]:
+            opt.zero_grad()
+            F.cross_entropy(net.logits(p, x[i:i + 1]), y[i:i + 1]).backward()
+            for k, w in p.items():  # a --mix plan's untrained elements stay
+                w.grad *= mask[k]
+            opt.step()
+        accs.append(net.accuracy({k: w.detach() for k, w in p.items()}, xt, yt))
+    print(f"centralised on {len(idx)} samples: {100 * accs[-1]:.1f} % "
+          f"(best {100 * max(accs):.1f} %); by epoch: "
+          + " ".join(f"{100 * a:.1f}" for a in accs[1:]), flush=True)
+    return accs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=100)
@@ -199,17 +310,37 @@ def main() -> None:
                     "(with --local adam: full-batch Adam at this rate)")
     ap.add_argument("--lr-scale", action="append", default=[], metavar="TENSOR=X",
                     help="SGD: this tensor's rate is X times the others' (repeatable)")
+    ap.add_argument("--alpha", type=float, default=1.0, help="FedRS: the logits of the "
+                    "classes a device lacks times this (1: off)")
+    ap.add_argument("--trained", default=",".join(TRAINED),
+                    help="the plan: its trained tensors (default: the bias plan's)")
+    ap.add_argument("--class-of", default="0/1", metavar="K/N",
+                    help="one class of a mixed fleet: only nodes k, k+N, ... (each class "
+                    "its own copy of every tensor, as when no context matches)")
+    ap.add_argument("--mix", metavar="PLAN;PLAN;...", help="an aligned mixed fleet: each "
+                    "class's trained tensors (`name:N`: a weight's first N input channels); "
+                    "--trained must list them all")
+    ap.add_argument("--central", action="store_true", help="train the plan centrally on the "
+                    "class's samples instead of the fleet (the reference)")
+    ap.add_argument("--central-decay", type=float, default=1.0,
+                    help="--central: the lr times this every epoch")
+    ap.add_argument("--server-lr-scale", action="append", default=[], metavar="TENSOR=X",
+                    help="--mix: this tensor's server lr is X times the others' (repeatable)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    args.class_of = tuple(int(v) for v in args.class_of.split("/"))
     args.scales = {k: float(v) for k, _, v in (s.partition("=") for s in args.lr_scale)}
+    args.server_scales = {k: float(v) for k, _, v in
+                          (s.partition("=") for s in args.server_lr_scale)}
     torch.set_num_threads(1)  # single-sample steps: threads only add overhead
     _, labels, turned = turned_digits()
     x, y = torch.tensor(turned[POOL]), torch.tensor(labels[POOL])
     xt, yt = torch.tensor(turned[TEST]), torch.tensor(labels[TEST])
     with tempfile.TemporaryDirectory() as t:
-        net = Digits(pretrained(Path(t)))
+        net = Digits(pretrained(Path(t)), tuple(args.trained.split(",")))
+    run = central if args.central else aligned if args.mix else fleet
     accs = full_batch(net, x, y, xt, yt, args, args.full_batch) if args.full_batch else \
-        fleet(net, x, y, xt, yt, args)
+        run(net, x, y, xt, yt, args)
     best = int(np.argmax(accs))
     print(f"start {100 * accs[0]:.1f} %, after {args.rounds} rounds {100 * accs[-1]:.1f} % "
           f"(best {100 * accs[best]:.1f} % at round {best})")
