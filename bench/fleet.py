@@ -109,6 +109,8 @@ def main() -> None:
                     "--lr): the reference a fleet tuned otherwise is measured against")
     ap.add_argument("--central-momentum", type=float, help="centralised training's momentum "
                     "(default: --momentum)")
+    ap.add_argument("--central-lr-decay", type=float, default=1.0, help="centralised "
+                    "training's lr times this after every epoch (1: the constant-rate reference)")
     ap.add_argument("--central-optimizer", choices=["sgd", "adam"], default="sgd",
                     help="centralised training's optimizer (adam: --central-momentum 0)")
     ap.add_argument("--lr-decay", type=float, default=1.0, help="the server's schedule: the "
@@ -207,13 +209,14 @@ def main() -> None:
         own: list[list[float]] = []  # per class: centralised on its own devices' samples
         for k, b in enumerate(central_builds):
             central_k = centralised(b, turned[POOL], y[POOL], turned[TEST], y[TEST], passes,
-                                    args.seed)
+                                    args.seed, args.central_lr_decay)
             central.append(central_k[-1])
             central_best.append(max(central_k))
             if len(builds) > 1:
                 mine_idx = np.concatenate(parts[k::len(builds)])
                 own.append(centralised(b, turned[POOL][mine_idx], y[POOL][mine_idx],
-                                       turned[TEST], y[TEST], passes, args.seed))
+                                       turned[TEST], y[TEST], passes, args.seed,
+                                       args.central_lr_decay))
         # K a round, per class (node k is class k mod n): FedAvg weighs each device's change
         # by its samples, and a device of m samples takes epochs x m steps, so the class's
         # fleet moves by the sample-weighted mean of its devices' steps
@@ -263,6 +266,7 @@ def main() -> None:
            "server_lr_decay": server.lr_decay,
            "central_lr": c_lr,
            "central_momentum": c_mom, "central_optimizer": c_opt,
+           "central_lr_decay": args.central_lr_decay,
            "correction": args.correction,
            "mu": args.mu, "alpha": args.alpha, "share": args.share,
            "lr_decay": args.lr_decay,
@@ -308,7 +312,7 @@ def main() -> None:
           + (f"momentum {args.server_momentum}" if server.optimizer == "avgm" else
              f"FedAdam betas {server.beta1:g}, {server.beta2:g}, tau {server.tau:g}")
           + f", share {args.share}; "
-          f"centralised {c_opt} lr {c_lr}, "
+          f"centralised {c_opt} lr {c_lr} (x {args.central_lr_decay:g} an epoch), "
           f"momentum {c_mom}"
           f"{', ' + args.quantize if args.quantize else ''}; device SRAM planned "
           f"{' / '.join(f'{b:,}' for b in sram)} B; whole model {whole:,} B; failed "
@@ -359,12 +363,19 @@ def rebuild(model: Path, fleet_build: Path, out: Path, opts: Options, sgd: SGDCo
 
 
 def centralised(build_dir: Path, x: np.ndarray, y: np.ndarray, x_test: np.ndarray,
-                y_test: np.ndarray, epochs: int, seed: int) -> list[float]:
-    """Held-out accuracy after each of `epochs` shuffled passes over (x, y)."""
+                y_test: np.ndarray, epochs: int, seed: int, decay: float = 1.0) -> list[float]:
+    """Held-out accuracy after each of `epochs` shuffled passes over (x, y), the build's lr
+    times `decay` after every pass."""
     accs: list[float] = []
     with open_program(build_dir) as dev:
-        train(dev, x, y, epochs=epochs, shuffle=True, seed=seed,
-              on_epoch=lambda _s: accs.append(evaluate(dev, x_test, y_test)))
+        lr = dev.sgd()["lr"]
+
+        def epoch_done(_stats: object) -> None:
+            accs.append(evaluate(dev, x_test, y_test))
+            if decay != 1.0:
+                dev.sgd(lr=lr * decay ** len(accs))
+
+        train(dev, x, y, epochs=epochs, shuffle=True, seed=seed, on_epoch=epoch_done)
     return accs
 
 
