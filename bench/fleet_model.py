@@ -64,7 +64,8 @@ B1, B2, EPS = 0.9, 0.999, 1e-8  # the devices' Adam: torch.optim.Adam's defaults
 
 
 class Digits:
-    """The pretrained digits CNN (examples/digits) with its `bias` plan's tensors apart."""
+    """The pretrained digits CNN (examples/digits) with a plan's trained tensors apart (the
+    `bias` plan's by default)."""
 
     def __init__(self, onnx_path: Path, trained: tuple[str, ...] = TRAINED) -> None:
         init = onnx.load(str(onnx_path)).graph.initializer
@@ -329,6 +330,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     args.class_of = tuple(int(v) for v in args.class_of.split("/"))
+    if args.central and args.mix and ";" in args.mix:
+        ap.error("--central trains one plan: give --mix a single plan")
     args.scales = {k: float(v) for k, _, v in (s.partition("=") for s in args.lr_scale)}
     args.server_scales = {k: float(v) for k, _, v in
                           (s.partition("=") for s in args.server_lr_scale)}
