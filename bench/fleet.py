@@ -206,15 +206,17 @@ def main() -> None:
         passes = args.rounds * args.local_epochs
         parts = split(y[POOL], args.nodes, args.partition, args.seed)
         central, central_best, alone = [], [], []
-        own: list[list[float]] = []  # per class: centralised on its own devices' samples
+        # per class (node k is class k mod n): its own devices' samples, and centralised
+        # training on them alone
+        own_idx = [np.concatenate(parts[k::len(builds)]) for k in range(len(builds))]
+        own: list[list[float]] = []
         for k, b in enumerate(central_builds):
             central_k = centralised(b, turned[POOL], y[POOL], turned[TEST], y[TEST], passes,
                                     args.seed, args.central_lr_decay)
             central.append(central_k[-1])
             central_best.append(max(central_k))
             if len(builds) > 1:
-                mine_idx = np.concatenate(parts[k::len(builds)])
-                own.append(centralised(b, turned[POOL][mine_idx], y[POOL][mine_idx],
+                own.append(centralised(b, turned[POOL][own_idx[k]], y[POOL][own_idx[k]],
                                        turned[TEST], y[TEST], passes, args.seed,
                                        args.central_lr_decay))
         # K a round, per class (node k is class k mod n): FedAvg weighs each device's change
@@ -319,7 +321,7 @@ def main() -> None:
           f"replies {row['failed']}; wall time {run.seconds:.0f} s (the fleet), "
           f"{alone_s:.0f} s (devices alone)")
     for k, a in enumerate(own):
-        print(f"centralised on its own devices' {len(np.concatenate(parts[k::len(own)]))} "
+        print(f"centralised on its own devices' {len(own_idx[k])} "
               f"samples, `{plans[k]}`: {100 * a[-1]:.1f} % ({100 * max(a):.1f} % at best): "
               "what a class learning only from its own devices can reach")
     for k, f in enumerate(free):

@@ -132,37 +132,64 @@ def local(net: Digits, p0: Params, x: torch.Tensor, y: torch.Tensor, args: argpa
     return {k: w.detach() for k, w in p.items()}, {k: g / t for k, g in mean.items()}
 
 
+def class_nodes(y: torch.Tensor, args: argparse.Namespace) -> list[tuple[int, np.ndarray]]:
+    """--class-of's nodes (all of them by default): node j and its samples."""
+    mine, of = args.class_of
+    return [(j, i) for j, i in enumerate(split(y.numpy(), args.nodes, args.partition, args.seed))
+            if j % of == mine]
+
+
 def fleet(net: Digits, x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor, yt: torch.Tensor,
           args: argparse.Namespace) -> list[float]:
-    """Held-out accuracy at the start and after every round."""
-    mine, of = args.class_of
-    parts = [torch.as_tensor(i) for j, i in
-             enumerate(split(y.numpy(), args.nodes, args.partition, args.seed))
-             if len(i) and j % of == mine]  # a dirichlet split can leave a device without samples
+    """Held-out accuracy at the start and after every round. With --mix, node j trains plan
+    j mod N of it: every device runs the fleet's current values of every tensor (those its
+    plan freezes too), each element is averaged over the devices that trained it (FedAdam on
+    that average), and SCAFFOLD's c is the mean of their c_i. Every class then holds the same
+    model: one accuracy."""
+    plans = [plan_masks(net, plan) for plan in args.mix.split(";")] if args.mix else None
+    # a dirichlet split can leave a device without samples: it sits out
+    nodes = [(torch.as_tensor(i), plans[j % len(plans)] if plans else None)
+             for j, i in class_nodes(y, args) if len(i)]
     p = net.start()
     zero = {k: torch.zeros_like(v) for k, v in p.items()}
-    c, c_i = dict(zero), [dict(zero) for _ in parts]
+    c, c_i = dict(zero), [dict(zero) for _ in nodes]
+    # per element: the samples (FedAvg's weights) and the devices that train it. A plain fleet
+    # weighs each change as it comes, --mix sums them and divides once (the order each was
+    # measured with: float32 sums in another order end a 20-round run a few tenths apart)
+    if plans:
+        den = {k: sum(len(i) * m[k] for i, m in nodes) for k in p}
+        count = {k: sum(m[k] for _, m in nodes).clamp(min=1) for k in p}
+        hit = {k: (den[k] > 0).numpy() for k in p}
+        den = {k: d.clamp(min=1) for k, d in den.items()}
+        per_change = dict.fromkeys(p, 1)
+    else:
+        per_change = dict.fromkeys(p, sum(len(i) for i, _ in nodes))
+        count = dict.fromkeys(p, len(nodes))
+        hit = {k: np.ones(v.shape, bool) for k, v in p.items()}
     server = ServerStep(args.server_optimizer, args.server_lr, 0.0, args.server_beta1,
                         args.server_beta2, args.server_tau, args.server_lr_decay)
     state = {k: ServerState(tuple(v.shape)) for k, v in p.items()}
     accs = [net.accuracy(p, xt, yt)]
-    n_class = sum(len(i) for i in parts)  # FedAvg weighs by samples among the class's devices
     for r in range(args.rounds):
         lr = args.lr * args.lr_decay ** r
         change, dc = dict(zero), dict(zero)
-        for j, idx in enumerate(parts):
-            corr = {k: c[k] - c_i[j][k] for k in p} if args.correction == "scaffold" else None
-            w, mean = local(net, p, x[idx], y[idx], args, lr, corr, seed=1000 * r + j)
+        for j, (idx, mask) in enumerate(nodes):
+            trains = dict.fromkeys(p, 1) if mask is None else mask
+            corr = ({k: (c[k] - c_i[j][k]) * trains[k] for k in p}
+                    if args.correction == "scaffold" else None)
+            w, mean = local(net, p, x[idx], y[idx], args, lr, corr, 1000 * r + j, mask)
             for k in p:
-                change[k] = change[k] + (w[k] - p[k]) * len(idx) / n_class
+                change[k] = change[k] + (w[k] - p[k]) * len(idx) * trains[k] / per_change[k]
                 if corr is not None:
-                    dc[k] = dc[k] + (mean[k] - c_i[j][k]) / len(parts)
+                    dc[k] = dc[k] + (mean[k] - c_i[j][k]) * trains[k] / count[k]
                     c_i[j][k] = mean[k]
+        if plans:
+            change = {k: change[k] / den[k] for k in p}
         if server.optimizer == "adam":  # the server's own FedAdam step (fleet/server_step.py)
             for k in p:
                 v = p[k].double().numpy().copy()
-                state[k].step(server, v, change[k].double().numpy(), np.ones(v.shape, bool),
-                              r + 1)
+                state[k].step(replace(server, lr=server.lr * args.server_scales.get(k, 1.0)),
+                              v, change[k].double().numpy(), hit[k], r + 1)
                 p[k] = torch.tensor(v, dtype=torch.float32)
         else:
             p = {k: p[k] + args.server_lr * change[k] for k in p}
@@ -183,52 +210,6 @@ def plan_masks(net: Digits, plan: str) -> Params:
         else:
             mask[name][...] = 1.0
     return mask
-
-
-def aligned(net: Digits, x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor,
-            yt: torch.Tensor, args: argparse.Namespace) -> list[float]:
-    """A mixed fleet as one model: node j trains plan j mod N of --mix, every device runs the
-    fleet's current values of every tensor (those its plan freezes too), and each element is
-    averaged over the devices that trained it (FedAdam on that average; SCAFFOLD's c is the
-    mean of their c_i). Every class then holds the same model: one accuracy."""
-    masks = [plan_masks(net, plan) for plan in args.mix.split(";")]
-    parts = [torch.as_tensor(i) for i in split(y.numpy(), args.nodes, args.partition, args.seed)]
-    cls = [j % len(masks) for j in range(len(parts))]
-    p = net.start()
-    zero = {k: torch.zeros_like(v) for k, v in p.items()}
-    c, c_i = dict(zero), [dict(zero) for _ in parts]
-    count = {k: sum(masks[cls[j]][k] for j, i in enumerate(parts) if len(i)) for k in p}
-    server = ServerStep(args.server_optimizer, args.server_lr, 0.0, args.server_beta1,
-                        args.server_beta2, args.server_tau, args.server_lr_decay)
-    state = {k: ServerState(tuple(v.shape)) for k, v in p.items()}
-    accs = [net.accuracy(p, xt, yt)]
-    for r in range(args.rounds):
-        lr = args.lr * args.lr_decay ** r
-        num, den, dc = dict(zero), dict(zero), dict(zero)
-        for j, idx in enumerate(parts):
-            if not len(idx):
-                continue
-            mask = masks[cls[j]]
-            corr = ({k: (c[k] - c_i[j][k]) * mask[k] for k in p}
-                    if args.correction == "scaffold" else None)
-            w, mean = local(net, p, x[idx], y[idx], args, lr, corr, 1000 * r + j, mask)
-            for k in p:
-                num[k] = num[k] + (w[k] - p[k]) * len(idx) * mask[k]
-                den[k] = den[k] + len(idx) * mask[k]
-                if corr is not None:
-                    dc[k] = dc[k] + (mean[k] - c_i[j][k]) * mask[k] / count[k].clamp(min=1)
-                    c_i[j][k] = mean[k]
-        for k in p:
-            hit = (den[k] > 0).numpy()
-            change = (num[k] / den[k].clamp(min=1e-12)).double().numpy()
-            v = p[k].double().numpy().copy()
-            state[k].step(replace(server, lr=server.lr * args.server_scales.get(k, 1.0)), v,
-                          change, hit, r + 1)
-            p[k] = torch.tensor(v, dtype=torch.float32)
-            c[k] = c[k] + dc[k]
-        accs.append(net.accuracy(p, xt, yt))
-        print(f"round {r + 1}: {100 * accs[-1]:.1f} %", flush=True)
-    return accs
 
 
 def full_batch(net: Digits, x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor,
@@ -262,10 +243,7 @@ def central(net: Digits, x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor,
     """Centralised training of the plan on the samples of --class-of's devices (all of them
     by default), as the bench's reference: single-sample SGD at lr 0.02, momentum 0.9, for
     rounds x local epochs shuffled passes, held out after each."""
-    mine, of = args.class_of
-    idx = torch.as_tensor(np.concatenate(
-        [i for j, i in enumerate(split(y.numpy(), args.nodes, args.partition, args.seed))
-         if j % of == mine]))
+    idx = torch.as_tensor(np.concatenate([i for _, i in class_nodes(y, args)]))
     p = {k: v.clone().requires_grad_(True) for k, v in net.start().items()}
     mask = plan_masks(net, args.mix) if args.mix else {k: torch.ones_like(v) for k, v in p.items()}
     opt = torch.optim.SGD(list(p.values()), lr=CENTRAL_LR, momentum=CENTRAL_MOMENTUM)
@@ -326,7 +304,7 @@ def main() -> None:
     ap.add_argument("--central-decay", type=float, default=1.0,
                     help="--central: the lr times this every epoch")
     ap.add_argument("--server-lr-scale", action="append", default=[], metavar="TENSOR=X",
-                    help="--mix: this tensor's server lr is X times the others' (repeatable)")
+                    help="FedAdam: this tensor's server lr is X times the others' (repeatable)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     args.class_of = tuple(int(v) for v in args.class_of.split("/"))
@@ -341,7 +319,7 @@ def main() -> None:
     xt, yt = torch.tensor(turned[TEST]), torch.tensor(labels[TEST])
     with tempfile.TemporaryDirectory() as t:
         net = Digits(pretrained(Path(t)), tuple(args.trained.split(",")))
-    run = central if args.central else aligned if args.mix else fleet
+    run = central if args.central else fleet
     accs = full_batch(net, x, y, xt, yt, args, args.full_batch) if args.full_batch else \
         run(net, x, y, xt, yt, args)
     best = int(np.argmax(accs))
