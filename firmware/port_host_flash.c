@@ -38,11 +38,16 @@
 #define TT_HOST_FLASH_SECTOR 4096
 /* Room for the checkpoint header (32 bytes, rounded up to the write unit). */
 #define TT_HOST_FLASH_HEADER_ROOM 64
+#ifndef TT_NUM_RECEIVED /* a model.h from before --receive: none */
+#define TT_NUM_RECEIVED 0
+#define TT_RECEIVED_BYTES 0
+#endif
 #ifndef TT_HOST_FLASH_SLOT_SIZE
-/* The parameters and the training state, each entry padded to the write unit, plus the
- * header, in whole sectors. */
+/* The received tensors (each padded to 16 bytes or the unit), the parameters and the training
+ * state (each padded to the write unit), plus the header, in whole sectors. */
 #define TT_HOST_FLASH_SLOT_SIZE                                                              \
-    ((TT_TRAINABLE_BYTES + TT_NUM_TRAINABLE * (TT_HOST_FLASH_WRITE_UNIT - 1) +               \
+    ((TT_RECEIVED_BYTES + TT_NUM_RECEIVED * (15 + TT_HOST_FLASH_WRITE_UNIT) +                 \
+      TT_TRAINABLE_BYTES + TT_NUM_TRAINABLE * (TT_HOST_FLASH_WRITE_UNIT - 1) +               \
       TT_STATE_BYTES + TT_NUM_STATE * (TT_HOST_FLASH_WRITE_UNIT - 1) +                      \
       TT_HOST_FLASH_HEADER_ROOM + TT_HOST_FLASH_SECTOR - 1) /                                \
      TT_HOST_FLASH_SECTOR * TT_HOST_FLASH_SECTOR)

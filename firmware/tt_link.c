@@ -175,6 +175,13 @@ static uint8_t cmd_hello(uint32_t *len) {
         *len += 4;
     }
 #endif
+#if TT_LINK_VERSION >= 6
+    { /* bytes of received tensors (--receive), another trailing field */
+        const uint32_t received = TT_RECEIVED_BYTES;
+        memcpy(reply + *len, &received, 4);
+        *len += 4;
+    }
+#endif
     last_cmd = 0; /* a new host session: forget the previous session's last request */
     return TT_ST_OK;
 }
@@ -319,15 +326,40 @@ static uint8_t cmd_set_state(uint8_t *p, uint32_t n) {
 
 #endif
 
-static uint8_t cmd_checkpoint(int save, uint32_t *len) {
-    uint32_t seq = 0;
-    int rc = save ? tt_checkpoint_save(&seq) : tt_checkpoint_load(&seq);
+/* A checkpoint operation's result: the seq, no checkpoint, or the error code. */
+static uint8_t checkpoint_reply(int rc, uint32_t seq, uint32_t *len) {
     if (rc < 0) { put_u32(reply, (uint32_t)rc); *len = 4; return TT_ST_CKPT_ERROR; }
     if (rc > 0) return TT_ST_CKPT_NONE;
     put_u32(reply, seq);
     *len = 4;
     return TT_ST_OK;
 }
+
+static uint8_t cmd_checkpoint(int save, uint32_t *len) {
+    uint32_t seq = 0;
+    int rc = save ? tt_checkpoint_save(&seq) : tt_checkpoint_load(&seq);
+    return checkpoint_reply(rc, seq, len);
+}
+
+#if TT_LINK_VERSION >= 6
+/* Received tensors: 'W' u32 offset | bytes writes the next piece of their new values (offset
+ * 0 opens a receive), 'X' commits them (the reply is the new checkpoint's seq); a receive's
+ * error is a checkpoint error (tt_checkpoint.h). */
+static uint8_t cmd_receive(const uint8_t *p, uint32_t n, uint32_t *len) {
+    if (n < 4 || n - 4 > TT_LINK_CHUNK) return TT_ST_BAD_LENGTH;
+    const int rc = tt_checkpoint_receive(get_u32(p), p + 4, n - 4);
+    return rc < 0 ? checkpoint_reply(rc, 0, len) : TT_ST_OK;
+}
+
+static const tt_param_info *received_entry(int32_t i) {
+#if TT_NUM_RECEIVED > 0
+    return tt_received(i);
+#else
+    (void)i;
+    return NULL;
+#endif
+}
+#endif
 
 #if TT_LINK_VERSION >= 5
 /* The SGD scalars: an empty request reads them; 3 x f32 (lr, momentum, weight decay) sets all
@@ -407,6 +439,16 @@ static uint8_t dispatch(uint8_t cmd, uint8_t *p, uint32_t n, uint32_t *len) {
     case 'g': return cmd_get(tt_state, TT_STATE_BYTES, p, n, len);
     case 's': return cmd_set_state(p, n);
     case 'O': return cmd_optimizer(p, n, len);
+#endif
+#if TT_LINK_VERSION >= 6
+    case 'W': return cmd_receive(p, n, len);
+    case 'X': {
+        uint32_t seq = 0;
+        if (n) return TT_ST_BAD_LENGTH;
+        const int rc = tt_checkpoint_receive_commit(&seq);
+        return checkpoint_reply(rc, seq, len);
+    }
+    case 'Y': return cmd_get(received_entry, TT_RECEIVED_BYTES, p, n, len);
 #endif
     default: return TT_ST_UNKNOWN_CMD;
     }

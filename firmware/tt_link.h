@@ -16,10 +16,11 @@
 #include <stdint.h>
 
 /* The link's version: raised whenever a command is added or changes. 5 added 'O' (SGD
- * scalars) and 'g'/'s' (training state) to version 4. A build may be given an older version
+ * scalars) and 'g'/'s' (training state) to version 4; 6 added 'W'/'X'/'Y' (received tensors)
+ * and the hello's received-bytes field. A build may be given an older version
  * (-DTT_LINK_VERSION=4) to serve that version's commands only, as its firmware did. */
 #ifndef TT_LINK_VERSION
-#define TT_LINK_VERSION 5
+#define TT_LINK_VERSION 6
 #endif
 #define TT_LINK_FLAG 0x7E
 #define TT_LINK_ESC 0x7D

@@ -1,7 +1,7 @@
 """The link's versions and its answers to frames it cannot serve, on host builds:
 
-- firmware of the previous link version (4: no 'O', 'g', 's') is spoken to in its own
-  version, and a command it lacks is refused by name with the version it needs;
+- firmware of earlier link versions (4: no 'O', 'g', 's'; 5: no 'W', 'X', 'Y') is spoken to
+  in its own version, and a command it lacks is refused by name with the version it needs;
 - with a large int8 model (micro_speech: 1960-byte samples, far over the device's receive
   buffer) every frame with a bad CRC is NAKed whatever its length, a valid request of
   another version gets status 6, and an over-long request of this version status 2;
@@ -41,11 +41,12 @@ def builds(tmp_path_factory) -> dict[str, Path]:
     build(DIGITS, out["digits"], Options())
     build(SPEECH, out["speech"], Options(update="bias"))
     build(DIGITS, out["mse"], Options(loss="mse"))
-    old = d / "digits_v4"  # the same program as its version-4 firmware served it
-    shutil.copytree(out["digits"], old)
-    shutil.rmtree(old / "obj")  # rebuilt with the old version's flag
-    assert run_make(old, ["CFLAGS=$(CFLAGS_COMMON) -DTT_LINK_VERSION=4"]).returncode == 0
-    out["v4"] = old
+    for v in (4, 5):  # the same program as the firmware of that version served it
+        old = d / f"digits_v{v}"
+        shutil.copytree(out["digits"], old)
+        shutil.rmtree(old / "obj")  # rebuilt with the old version's flag
+        assert run_make(old, [f"CFLAGS=$(CFLAGS_COMMON) -DTT_LINK_VERSION={v}"]).returncode == 0
+        out[f"v{v}"] = old
     return out
 
 
@@ -79,9 +80,16 @@ def test_previous_version_firmware_names_what_it_lacks(builds) -> None:
             dev.sgd(lr=0.1)
         with pytest.raises(LinkError, match=r"no 'g' command .* needs link version 5"):
             dev.get_state()
+    with open_program(builds["v5"]) as dev:
+        assert dev.version == 5 and dev.device.tick_unit == TICKS_NS
+        assert dev.sgd()["lr"] > 0 and dev.get_state() is not None
+        with pytest.raises(LinkError, match=r"link version 5, which has no 'X' command "
+                           r"\(commit received tensors\): that needs link version 6"):
+            dev.request("X")
     with open_program(builds["digits"]) as dev:  # the same program at this version
         assert dev.device.tick_unit == TICKS_NS  # a host build's clock, said in the hello
-        assert dev.version == VERSION == 5
+        assert dev.version == VERSION == 6
+        assert dev.device.received_bytes == 0 and dev.get_received() == {}
         assert dev.sgd()["lr"] > 0 and dev.get_state() is not None
 
 

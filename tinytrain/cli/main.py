@@ -176,6 +176,15 @@ def build(
                                           "chooses the method: correction=scaffold (control "
                                           "variates) or prox (FedProx's mu). Zero until "
                                           "then, which changes nothing. Docs: Fleets."),
+    receive: Optional[str] = typer.Option(None, "--receive", metavar="PLAN",
+                                          rich_help_panel=TRAINING,
+                                          help="For a fleet of mixed plans: the tensors PLAN "
+                                          "(any --update plan, e.g. the largest class's) "
+                                          "trains and this build freezes stay in flash but "
+                                          "can be replaced over the link, so every class "
+                                          "runs the fleet's current values of them. Costs "
+                                          "their bytes in each checkpoint slot and a pointer "
+                                          "each in SRAM. Docs: Fleets."),
     memory_passes: bool = typer.Option(True, "--memory-passes/--no-memory-passes",
                                        rich_help_panel=MEMORY,
                                        help="Fused updates (batch 1), 1-bit ReLU masks, "
@@ -265,7 +274,7 @@ def build(
                        update=update, memory_passes=memory_passes, quantize=quantize,
                        calib=calib, kernels=kernels, prefix=prefix, new_head=new_head,
                        remat=remat, profile_members=profile_members, fp32_mac=fp32_mac,
-                       fleet_correction=fleet_correction,
+                       fleet_correction=fleet_correction, receive=receive,
                        **_headroom(weight_headroom, quantize))
         parse_remat(remat)
         if dump_ir is not None:

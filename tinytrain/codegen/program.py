@@ -12,6 +12,7 @@ from tinytrain.boards import Board
 from tinytrain.codegen.render import model_id, profile_members, profile_ops
 from tinytrain.ir import Graph
 from tinytrain.passes.memory_layout import state_table
+from tinytrain.passes.receive import received
 
 PROGRAM_JSON = "program.json"
 REPORT_JSON = "report.json"
@@ -53,6 +54,13 @@ def program_info(g: Graph, board: Board, prefix: str = "tt",
         # the model's state table (model.h NAME_state): what the link's g/s commands carry
         "state": [{"name": e.name, "shape": list(e.shape), "dtype": e.dtype}
                   for e in state_table(g)],
+        # --receive: the frozen tensors the link's W/X/Y commands replace and read, in order
+        "received": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype,
+                      "scale": None if t.quant is None else list(t.quant.scale),
+                      "source": None if t.source is None else
+                      {"node": t.source.node, "slot": t.source.slot,
+                       "transform": t.source.transform}}
+                     for t in map(g.t, received(g))],
     }
 
 

@@ -31,6 +31,7 @@ from tinytrain.passes.memory_layout import (
     training_state,
 )
 from tinytrain.passes.memory_plan import Plan
+from tinytrain.passes.receive import received
 from tinytrain.version import __version__
 
 TEMPLATES = asset_dir("templates")
@@ -57,9 +58,13 @@ def _values(data: np.ndarray, dtype: str = "f32") -> str:
     return "\n".join("    " + ln + "," for ln in lines)
 
 
-def _array(t: Tensor) -> dict:
+def _array(t: Tensor, recv: frozenset[str] = frozenset()) -> dict:
     sym, n = c_symbol(t), max(t.size, 1)
     ctype = C_TYPES[t.dtype]
+    if t.name in recv:  # compiled-in values in flash, read through a pointer the link's
+        # receive moves to the values it wrote (firmware/tt_checkpoint.c)
+        return {"decl": f"static const {ctype} {sym}_image[{n}]", "data": _values(t.data, t.dtype),
+                "initial": "", "pointer": f"static const {ctype} *{sym} = {sym}_image"}
     if in_flash(t):
         return {"decl": f"static const {ctype} {sym}[{n}]", "data": _values(t.data, t.dtype),
                 "initial": ""}
@@ -108,9 +113,12 @@ def _input_context(g: Graph, cg: CContext) -> dict:
 
 
 def model_id(g: Graph) -> int:
-    """32 bits naming the model and its trainable layout (checkpoints and states check it)."""
+    """32 bits naming the model and its trainable layout, and its received tensors' when it
+    has any (checkpoints and states check it)."""
     layout = [g.meta.get("model_sha256", ""),
               [(t.name, list(t.shape), t.dtype) for t in g.params(trainable=True)]]
+    if received(g):  # builds without them keep the ids (and checkpoints) they had
+        layout.append([(n, list(g.t(n).shape), g.t(n).dtype) for n in received(g)])
     return zlib.crc32(json.dumps(layout).encode())
 
 
@@ -205,7 +213,11 @@ def render(g: Graph, plan: Plan, board: Board | str, kernels: str = "optimized",
         "trainable": [{"name": t.name, "symbol": c_symbol(t), "size": t.size, "bytes": t.nbytes,
                        "dtype": t.dtype.upper()} for t in trainable],
         "trainable_bytes": sum(t.nbytes for t in trainable),
-        "arrays": [_array(t) for t in persistent(g)],
+        "arrays": [_array(t, frozenset(received(g))) for t in persistent(g)],
+        "received": [{"name": t.name, "symbol": c_symbol(t), "size": t.size, "bytes": t.nbytes,
+                      "dtype": t.dtype.upper(), "ctype": C_TYPES[t.dtype]}
+                     for t in map(g.t, received(g))],
+        "received_bytes": sum(g.t(n).nbytes for n in received(g)),
         "zeroed": [c_symbol(t) for t in training_state(g)],
         "state": state_table(g),
         "state_bytes": sum(e.nbytes for e in state_table(g)),
@@ -260,12 +272,14 @@ def render(g: Graph, plan: Plan, board: Board | str, kernels: str = "optimized",
 # The model's public names without their prefix (templates/model.h.j2): a build with another
 # --prefix maps the tt_* spellings our firmware uses onto them under TT_MODEL_ALIASES.
 API_NAMES = ("init", "train_step", "train_step_from", "apply_update", "infer", "infer_from",
-             "skipped_steps", "trainable", "state", "set_lr", "set_momentum", "set_weight_decay",
+             "skipped_steps", "trainable", "state", "received", "received_use", "set_lr",
+             "set_momentum", "set_weight_decay",
              "get_lr", "get_momentum", "get_weight_decay", "input_t", "input_fn", "param_info",
              "profile_ticks")
 API_MACROS = ("INPUT_SIZE", "INPUT_ROWS", "INPUT_ROW_BYTES", "INPUT_BYTES", "OUTPUT_SIZE",
               "TARGET_SIZE", "ARENA_SIZE", "BATCH", "TARGET_BYTES", "NUM_TRAINABLE",
-              "TRAINABLE_BYTES", "NUM_STATE", "STATE_BYTES", "MODEL_ID", "PROFILE_OPS",
+              "TRAINABLE_BYTES", "NUM_STATE", "STATE_BYTES", "NUM_RECEIVED", "RECEIVED_BYTES",
+              "MODEL_ID", "PROFILE_OPS",
               "DTYPE_F32", "DTYPE_S8", "DTYPE_S32", "DTYPE_U8",
               "INPUT_DTYPE", "INPUT_INT8", "BUILD_LR", "BUILD_MOMENTUM", "BUILD_WEIGHT_DECAY",
               "ERR_INPUT", "ERR_TARGET", "ERR_RANGE", "ERR_UNSUPPORTED")
@@ -309,10 +323,23 @@ def _library_context(g: Graph, prefix: str) -> dict[str, Any]:
     }
 
 
+# a received tensor's place in a checkpoint is padded to this (or the write unit, if larger):
+# the kernels read it in place, so it starts 16-byte aligned (tt_checkpoint.h)
+RECEIVED_ALIGN = 16
+
+
 def checkpoint_entries(g: Graph) -> tuple[list[int], list[int]]:
-    """The bytes of each entry a checkpoint can hold (tt_checkpoint.h): the trainable
-    parameters, then the training state."""
-    return [t.nbytes for t in g.params(trainable=True)], [e.nbytes for e in state_table(g)]
+    """The bytes of each entry a checkpoint can hold (tt_checkpoint.h): the received tensors
+    (each padded to RECEIVED_ALIGN) and the trainable parameters, which every checkpoint
+    holds, then the training state."""
+    return received_entries([g.t(n).nbytes for n in received(g)]) + [
+        t.nbytes for t in g.params(trainable=True)], [e.nbytes for e in state_table(g)]
+
+
+def received_entries(nbytes: list[int]) -> list[int]:
+    """Received tensors' bytes as the checkpoint pads them (to RECEIVED_ALIGN; a board's write
+    unit, a power of two up to 32, then pads them no further or to itself)."""
+    return [-(-n // RECEIVED_ALIGN) * RECEIVED_ALIGN for n in nbytes]
 
 
 def flash_layout(g: Graph, board: Board) -> FlashLayout:
@@ -329,8 +356,10 @@ def flash_layout_of_project(project: Path, board: Board) -> FlashLayout:
     info = json.loads((project / "program.json").read_text())
     size = {"f32": 4, "s32": 4, "s8": 1, "u8": 1}
     return board.checkpoint_layout(
-        [int(np.prod(p.get("packed", {}).get("stored_shape") or p["shape"])) * size[p["dtype"]]
-         for p in info["trainable"]],
+        received_entries([int(np.prod(p["shape"])) * size[p["dtype"]]
+                          for p in info.get("received", [])])
+        + [int(np.prod(p.get("packed", {}).get("stored_shape") or p["shape"])) * size[p["dtype"]]
+           for p in info["trainable"]],
         [int(np.prod(e["shape"])) * size[e["dtype"]] for e in info.get("state", [])]
         if info.get("checkpoint_state", True) else [])
 

@@ -54,6 +54,7 @@ def check_budget(model: Path, opts: Options, report: dict[str, Any], board: Boar
         f"{s['optimizer_state'] / 1024:.1f} KB"
         + (f"; fleet correction {s['fleet_correction'] / 1024:.1f} KB"
            if "fleet_correction" in s else "")
+        + (f"; received pointers {s['received'] / 1024:.1f} KB" if "received" in s else "")
         + (f"; link buffers {s['link_buffers'] / 1024:.1f} KB; stack {s['stack'] / 1024:.1f} KB"
            if "stack" in s else ""),
         f"  flash: frozen params {f['frozen_params'] / 1024:.1f} KB, trainable initial values "

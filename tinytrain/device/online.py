@@ -200,6 +200,21 @@ class OnlineModel:
             warnings.warn(f"{path}: its training state is not this build's; only the "
                           "parameters were loaded", stacklevel=2)
 
+    # ---- received tensors (built with --receive) ----
+    def received(self) -> dict[str, np.ndarray]:
+        """The frozen tensors this build can receive, by name, as the device runs them now:
+        the compiled-in values, or the last values `receive` committed (also after a reboot,
+        from the checkpoint). Empty for a build without --receive."""
+        return self.device.get_received()
+
+    def receive(self, values: Mapping[str, Any]) -> int:
+        """Replace the received tensors' values (all of them, as `received()` returns them:
+        int8 builds take their own integer codes). They stream into flash; the model runs
+        them from the commit on, which also checkpoints the parameters and the training state
+        as they are (the checkpoint's sequence number is returned). A failure on the way
+        leaves the device running the values it had."""
+        return self.device.receive({k: np.asarray(v) for k, v in values.items()})
+
     def sgd(self, *, lr: float | None = None, momentum: float | None = None,
             weight_decay: float | None = None) -> dict[str, float]:
         """The SGD scalars in force on the device ({"lr", "momentum", "weight_decay"}), after

@@ -12,6 +12,7 @@ import numpy as np
 
 from tinytrain.ir import CONST, OPT_STATE, PARAM, PARAM_GRAD, Graph, Tensor
 from tinytrain.passes.fleet_correction import is_fleet_state
+from tinytrain.passes.receive import received
 
 if TYPE_CHECKING:
     from tinytrain.boards import Board
@@ -33,6 +34,8 @@ def in_flash(t: Tensor) -> bool:
 
 
 LINK_CHUNK, LINK_PROFILE_CHUNK = 256, 64  # firmware/tt_link.{h,c}
+# firmware/tt_checkpoint.c's open receive: five words and a TT_CKPT_STAGE_BYTES (64) buffer
+RECEIVE_STAGING = 5 * 4 + 64
 
 
 def link_buffer_bytes(g: Graph) -> int:
@@ -57,6 +60,11 @@ def constant_sram(g: Graph, board: Board) -> dict[str, int]:
     fleet = sum(t.nbytes for t in ts if t.kind == OPT_STATE and is_fleet_state(t.name))
     if fleet:  # --fleet-correction's b and mu (passes/fleet_correction.py)
         sram["fleet_correction"] = fleet
+    n_received = len(received(g))
+    if n_received:  # --receive: a pointer each, the table entry tt_received() returns and an
+        # open receive's staging (firmware/tt_checkpoint.c); the values stay in flash
+        ptr = 4 if board.is_mcu else 8
+        sram["received"] = n_received * ptr + (2 * ptr + 12) + RECEIVE_STAGING
     if board.is_mcu:
         sram["link_buffers"] = link_buffer_bytes(g)
         sram["stack"] = board.stack_bytes

@@ -24,12 +24,13 @@ from tinytrain.passes.memory_plan import Plan, peak_live, plan_memory
 from tinytrain.passes.optimizer import SGDConfig, add_optimizer
 from tinytrain.passes.pool_grad import keep_pool_gradient_per_channel
 from tinytrain.passes.prune import apply_update_plan
+from tinytrain.passes.receive import mark_received, union
 from tinytrain.passes.remat import Target, choose, parse_remat
 from tinytrain.passes.schedule import schedule_backward
 from tinytrain.passes.split_weights import split_partial_weights
 from tinytrain.passes.stream import stream_rows
 from tinytrain.passes.stream_backward import stream_gradients
-from tinytrain.passes.update_plan import parse_plan
+from tinytrain.passes.update_plan import UpdatePlan, parse_plan
 from tinytrain.passes.verify import verify
 from tinytrain.passes.weight_headroom import TRAINED_WEIGHT_HEADROOM, widen_trained_weights
 from tinytrain.passes.x_float import convert_update_inputs
@@ -85,6 +86,8 @@ class Options:
     fp32_mac: str = "auto"
     # a fleet's drift correction (SCAFFOLD / FedProx) in every step: passes/fleet_correction.py
     fleet_correction: bool = False
+    # a plan whose tensors this build freezes but can be sent over the link (passes/receive.py)
+    receive: str | None = None
 
 
 def fp32_fma(opts: Options, board: Board) -> bool:
@@ -112,11 +115,14 @@ def load_model(path: Path) -> Graph:
 def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
     """The passes after import, in order. `--dump-ir NAME` prints the graph after NAME."""
     passes: list[tuple[str, Callable[[Graph], Graph]]] = [
-        ("headroom", lambda g: widen_trained_weights(g, parse_plan(g, opts.update),
+        ("headroom", lambda g: widen_trained_weights(g, headroom_plan(g, opts),
                                                      opts.weight_headroom)
          if opts.quantize else g),
         ("add_loss", lambda g: add_loss(g, opts.loss)),
         ("autodiff", autodiff),
+        ("receive", lambda g: mark_received(g, parse_plan(g, opts.update),
+                                            parse_plan(g, opts.receive))
+         if opts.receive else g),
         ("prune", lambda g: apply_update_plan(g, parse_plan(g, opts.update))),
         ("optimizer", lambda g: add_optimizer(g, opts.sgd)),
     ]
@@ -149,6 +155,13 @@ def pipeline(opts: Options) -> list[tuple[str, Callable[[Graph], Graph]]]:
     if opts.fleet_correction:  # last: on the parameters as the memory passes store them
         passes.append(("fleet", add_fleet_correction))
     return passes
+
+
+def headroom_plan(g: Graph, opts: Options) -> UpdatePlan:
+    """The weights whose int8 scales get room to grow: those this build trains, and those it
+    receives (another class trains them, with that room: both must hold the same codes)."""
+    plan = parse_plan(g, opts.update)
+    return union(plan, parse_plan(g, opts.receive)) if opts.receive else plan
 
 
 def remat_pass(g: Graph, opts: Options, finish: Callable[[Graph], Graph]) -> Graph:

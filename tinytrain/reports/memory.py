@@ -20,7 +20,7 @@ ARENA_KINDS = ("input", "activations", "saved for backward", "gradients", "masks
 # ... and the SRAM components that stay the same, by their names in report.json's sram_bytes.
 CONSTANT = {"trainable_params": "trainable params", "param_grads": "param gradients",
             "optimizer_state": "optimizer state", "fleet_correction": "fleet correction",
-            "link_buffers": "link buffers",
+            "received": "received pointers", "link_buffers": "link buffers",
             "stack": "stack"}
 CATEGORIES = ARENA_KINDS + tuple(CONSTANT.values())
 PEAK_BUFFERS = 5  # the largest buffers named as live at the peak
@@ -106,7 +106,8 @@ def kb(n: float) -> str:
 
 SRAM_PARTS = (("arena", "arena"), ("trainable_params", "trainable params"),
               ("param_grads", "param gradients"), ("optimizer_state", "optimizer state"),
-              ("fleet_correction", "fleet correction"), ("link_buffers", "link buffers"),
+              ("fleet_correction", "fleet correction"), ("received", "received pointers"),
+              ("link_buffers", "link buffers"),
               ("stack", "stack"))
 UNPLANNED_PARTS = (("firmware_state", "firmware statics"), ("libc", "newlib"),
                    ("alignment", "alignment"))

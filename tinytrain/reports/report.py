@@ -9,6 +9,7 @@ from tinytrain.ir import CONST, PARAM, Graph
 from tinytrain.passes.memory_layout import constant_sram, in_flash
 from tinytrain.passes.memory_plan import Plan
 from tinytrain.passes.pipeline import macs
+from tinytrain.passes.receive import received
 from tinytrain.reports.memory import format_peak, sram_lines
 
 
@@ -33,7 +34,9 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
         # the firmware keeps the state whenever it fits the slot (tt_checkpoint.c geom_get)
         with_state = board.checkpoint_bytes(params + state) <= lay.slot_bytes
         state = state if with_state else []
-        checkpoint = {"bytes": board.checkpoint_bytes(params + state), "params": sum(params),
+        n_received = len(received(g))  # first among the entries, padded (tt_checkpoint.h)
+        checkpoint = {"bytes": board.checkpoint_bytes(params + state),
+                      "params": sum(params[n_received:]), "received": sum(params[:n_received]),
                       "state": sum(state), "with_state": with_state, "slot": lay.slot_bytes}
     return {
         "board": board.name,
@@ -56,6 +59,9 @@ def memory_report(g: Graph, plan: Plan, board: Board) -> dict[str, Any]:
         "master_read": _master_read(g),
         "params": {"trainable": sum(t.size for t in ts if t.kind == PARAM and t.trainable),
                    "frozen": sum(t.size for t in ts if t.kind == PARAM and not t.trainable)},
+        # --receive: frozen tensors the link can replace (passes/receive.py), in link order
+        "received": {"plan": g.meta.get("receive"), "tensors": received(g),
+                     "bytes": sum(g.t(n).nbytes for n in received(g))} if received(g) else None,
         "nodes": {ph: sum(1 for n in g.nodes if n.phase == ph)
                   for ph in ("forward", "loss", "backward", "update")},
     }
@@ -114,6 +120,11 @@ def summary(r: dict[str, Any]) -> str:
     if r.get("remat"):
         lines.append(f"  rematerialised: {len(r['remat'])} saved activations are recomputed in "
                      "the backward instead of kept (--remat off keeps them)")
+    if r.get("received"):
+        rc = r["received"]
+        lines.append(f"  received ({rc['plan']}): {len(rc['tensors'])} frozen tensors, "
+                     f"{kb(rc['bytes'])}, replaceable over the link: "
+                     + ", ".join(rc["tensors"]))
     if r.get("weight_headroom"):
         h = r["weight_headroom"]
         lines.append(f"  int8: the scales of the {len(h['weights'])} trained weights are "
@@ -129,6 +140,7 @@ def summary(r: dict[str, Any]) -> str:
         c = r["checkpoint"]
         lines.append(f"  checkpoint {kb(c['bytes'])} in each of two {kb(c['slot'])} flash "
                      f"slots: parameters {kb(c['params'])}"
+                     + (f" + received {kb(c['received'])}" if c.get("received") else "")
                      + (f" + training state {kb(c['state'])}" if c["with_state"] else
                         " (no room for the training state: it is not kept)"))
     if fw:

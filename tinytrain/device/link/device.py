@@ -38,9 +38,11 @@ SETTER_ERRORS = {3: "out of range (lr >= 0, 0 <= momentum < 1, weight decay >= 0
                  4: "not usable by this build (int8 parameters train with plain SGD; momentum "
                     "needs the buffers a build with --momentum > 0 has, and an Adam build "
                     "has none)"}
-CKPT_ERRORS = {-1: "this board has no checkpoint flash", -2: "the parameters do not fit a slot",
-               -3: "erasing flash failed", -4: "programming flash failed",
-               -5: "read-back verification failed"}
+CKPT_ERRORS = {-1: "this board has no checkpoint flash",
+               -2: "the board's flash write unit is not supported",
+               -3: "the parameters do not fit a slot", -4: "erasing flash failed",
+               -5: "programming flash failed", -6: "read-back verification failed",
+               -7: "received bytes out of order, or a commit before all of them arrived"}
 NP_TYPES = {"f32": np.float32, "s8": np.int8, "s32": np.int32, "u8": np.uint8}
 # Attempts per request before the link is declared down. Each failed attempt costs at most
 # one timeout; a NAK or a corrupted reply triggers the next attempt at once.
@@ -91,6 +93,7 @@ class DeviceInfo:
     profile_ops: int
     board: str
     tick_unit: int = TICKS_UNKNOWN  # TICKS_*: what the train replies' and profile's ticks are
+    received_bytes: int = 0  # bytes of received tensors (--receive)
 
 
 @dataclass
@@ -234,7 +237,8 @@ class Device:
         v = struct.unpack_from("<10I", data)
         board = data[40:56].split(b"\0", 1)[0].decode("ascii", "replace")
         unit = struct.unpack_from("<I", data, 56)[0] if len(data) >= 60 else TICKS_UNKNOWN
-        return DeviceInfo(*v, board=board, tick_unit=unit)
+        received = struct.unpack_from("<I", data, 60)[0] if len(data) >= 64 else 0
+        return DeviceInfo(*v, board=board, tick_unit=unit, received_bytes=received)
 
     def train(self, x: np.ndarray, target: np.ndarray) -> tuple[float, int, bool]:
         r = self.train_full(x, target)
@@ -375,6 +379,41 @@ class Device:
             parts.append(a.tobytes())
         self.write_param_bytes(b"".join(parts))
 
+    def get_received(self) -> dict[str, np.ndarray]:
+        """The received tensors' values the device runs now (built with --receive), by name:
+        the compiled-in ones, or the last committed receive's."""
+        entries = self.info.get("received") or []
+        raw = self._read_table("Y", table_bytes(entries)) if entries else b""
+        return _split(entries, raw)
+
+    def receive(self, values: dict[str, np.ndarray]) -> int:
+        """Send new values for the received tensors (program.json's "received", the build's
+        own dtype: int8 codes at its scale for an int8 build), all of them, and commit: from
+        the commit on the model runs them, and they are kept in flash with the parameters and
+        the state as they are now (a checkpoint; its seq is returned). An error before the
+        commit leaves the device running its old values."""
+        entries = self.info.get("received") or []
+        if not entries:
+            raise LinkError("this build has no received tensors; build it with --receive PLAN")
+        wrong = table_mismatch(entries, values, "received tensor")
+        if wrong:
+            raise LinkError(wrong)
+        raw = b"".join(np.ascontiguousarray(values[e["name"]], NP_TYPES[e["dtype"]]).tobytes()
+                       for e in entries)
+        slow = max(self.timeout, 30.0)  # the first piece erases a slot, the commit writes one
+        off = 0
+        while off < len(raw):
+            k = min(self.chunk, len(raw) - off)
+            self.request("W", struct.pack("<I", off) + raw[off:off + k],
+                         timeout=slow if off == 0 else None)
+            off += k
+            self._adapt_chunk()
+        seq = struct.unpack("<I", self.request("X", timeout=slow))[0]
+        written = getattr(self.transport, "flash_written", None)
+        if written is not None:  # a QEMU twin: its flash reaches the disk now
+            written()
+        return seq
+
     def checkpoint(self) -> int:
         """Save the trained parameters to flash; returns the checkpoint's sequence number."""
         seq = struct.unpack("<I", self.request("C", timeout=max(self.timeout, 30.0)))[0]
@@ -442,6 +481,44 @@ def table_bytes(entries: list[dict[str, Any]]) -> int:
     """Bytes of a table program.json describes ({"shape", "dtype"} entries), back to back."""
     return sum(int(np.prod(e["shape"])) * np.dtype(NP_TYPES[e["dtype"]]).itemsize
                for e in entries)
+
+
+def _split(entries: list[dict[str, Any]], raw: bytes) -> dict[str, np.ndarray]:
+    """A table's bytes (entries back to back) as arrays by name."""
+    out, k = {}, 0
+    for e in entries:
+        dt, n = np.dtype(NP_TYPES[e["dtype"]]), int(np.prod(e["shape"]))
+        out[e["name"]] = np.frombuffer(raw, dt, n, k).reshape(e["shape"]).copy()
+        k += n * dt.itemsize
+    return out
+
+
+def table_mismatch(entries: list[dict[str, Any]], values: dict[str, np.ndarray],
+                   what: str) -> str | None:
+    """Why `values` do not fill the table `entries` describes: a missing or unknown name, a
+    shape, a non-finite float, or an integer table's value that is not one of its integers;
+    None when they do."""
+    extra = sorted(set(values) - {e["name"] for e in entries})
+    if extra:
+        return (f"{', '.join(extra)}: not a {what} of this build (it has "
+                f"{', '.join(e['name'] for e in entries)})")
+    for e in entries:
+        if e["name"] not in values:
+            return f"no values for {what} '{e['name']}'"
+        a = np.asarray(values[e["name"]])
+        if list(a.shape) != list(e["shape"]):
+            return (f"{what} '{e['name']}' has shape {list(a.shape)}, the program's is "
+                    f"{e['shape']}")
+        dt = np.dtype(NP_TYPES[e["dtype"]])
+        if dt.kind == "f":
+            if a.dtype.kind not in "fiu" or not np.isfinite(a.astype(np.float64)).all():
+                return f"{what} '{e['name']}' must hold finite numbers"
+        elif a.dtype.kind not in "fiu" or not np.array_equal(
+                np.clip(a, np.iinfo(dt).min, np.iinfo(dt).max).astype(dt), a):
+            return (f"{what} '{e['name']}' holds values that are not {e['dtype']} integers "
+                    "(an int8 build takes its own integer codes, at the scale program.json "
+                    "gives)")
+    return None
 
 
 def state_mismatch(info: dict[str, Any], state: dict[str, np.ndarray]) -> str | None:

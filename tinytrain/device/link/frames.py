@@ -10,11 +10,12 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-VERSION = 5  # firmware/tt_link.h TT_LINK_VERSION
+VERSION = 6  # firmware/tt_link.h TT_LINK_VERSION
 OLDEST = 4  # the oldest firmware the host still talks to, with that version's commands
 # the commands added since OLDEST: the link version that first has each, and what it does
 SINCE = {"O": (5, "SGD scalars"), "g": (5, "read the training state"),
-         "s": (5, "write the training state")}
+         "s": (5, "write the training state"), "W": (6, "write received tensors"),
+         "X": (6, "commit received tensors"), "Y": (6, "read received tensors")}
 FLAG, ESC = 0x7E, 0x7D
 NAK = 0x15
 HEADER = struct.Struct("<BHB")
