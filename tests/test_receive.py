@@ -259,7 +259,8 @@ def test_a_weight_trained_in_part_cannot_receive_its_rest(tmp_path, cli) -> None
     r = cli("build", DIGITS, "--update", "tte:n_bias=2,idx=2,ratio=0.25", "--receive", RECEIVE,
             "-o", tmp_path / "b", check=False)
     assert r.returncode != 0 and "Traceback" not in r.stderr
-    assert "layer 2 (pw) trains input channels 0-1 of its weight here and 0-3" in r.stderr
+    assert ("layer 2 (pw) trains input channels 0-1 of its weight here and input channels 0-3"
+            in r.stderr)
     assert not (tmp_path / "b").exists()
     # the same channels in both plans are fine: nothing of that weight is received
     cli("build", DIGITS, "--update", "tte:n_bias=2,idx=2,ratio=0.5", "--receive", RECEIVE,
@@ -322,3 +323,20 @@ def test_receiving_is_clean_under_sanitizers(fp32, tmp_path) -> None:
         assert all(np.array_equal(got[k], new[k]) for k in new)
         p.infer(x[0])
     assert sanitize.reports(log) == ""
+
+
+@pytest.mark.slow
+def test_update_auto_chooses_among_plans_that_can_receive(tmp_path, cli) -> None:
+    """--update auto with --receive: plans that train the pw weight in part (which could not
+    receive the rest of it) are ruled out with the reason; the choice receives the rest."""
+    x, y = _digits(150)
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    cli("build", DIGITS, "--update", "auto", "--max-sram", "9", "--data", tmp_path / "d.npz",
+        "--receive", RECEIVE, "-o", tmp_path / "a")
+    report = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert report["received"]["tensors"]  # the choice receives what it does not train
+    sizes = json.loads((tmp_path / "a" / "autoplan.json").read_text())["memory"]
+    ruled_out = {k for k, v in sizes.items() if "cannot receive the rest" in (v["why"] or "")}
+    assert "tte:n_bias=2,idx=2,ratio=0.25" in ruled_out  # trains 2 of the 4 pw channels
+    assert all(",idx=2,ratio=" in k and "ratio=0.5" not in k and "ratio=1" not in k
+               for k in ruled_out)

@@ -124,7 +124,9 @@ class Simulator:
     """Fine-tunes candidates with the numpy interpreter, sharing their frozen prefixes."""
 
     def __init__(self, g0: Graph, opts: Options, split: Split) -> None:
-        self.g0, self.opts, self.split = g0, opts, split
+        # what a plan learns does not depend on what it could receive (the memory oracle
+        # prices --receive and rules out plans that cannot receive it)
+        self.g0, self.opts, self.split = g0, replace(opts, receive=None), split
         self.x_all = np.concatenate([split.x_train, split.x_eval])
         self.values: dict[tuple, np.ndarray] = {}  # boundary tensor over all samples
         self.slow_tail: int | None = None  # tail length found too slow to simulate
@@ -234,7 +236,7 @@ class HostRunner:
 
     def __init__(self, g0: Graph, opts: Options, split: Split) -> None:
         self.g0, self.split = g0, split
-        self.opts = replace(opts, board="host")
+        self.opts = replace(opts, board="host", receive=None)  # as the simulator's
         self.compile_s: float | None = None  # the last build's gcc time
 
     def estimate(self, orders: int = 1) -> float:

@@ -52,21 +52,23 @@ def received_params(g: Graph, update: UpdatePlan, receive: UpdatePlan) -> list[s
                 out.append(ly.weight)
             elif up.channels is not None and (
                     rc.channels is None or not set(rc.channels) <= set(up.channels)):
-                theirs = "all" if rc.channels is None else _channels(rc.channels)
+                theirs = "all input channels" if rc.channels is None else _channels(rc.channels)
                 raise OptionError(
-                    f"--receive: layer {ly.index} ({ly.source}) trains input channels "
-                    f"{_channels(up.channels)} of its weight here and {theirs} in the received "
-                    "plan; a device cannot receive the rest of a weight it trains in part. "
-                    "Train the same channels of it in both plans, all of them, or none here")
+                    f"--receive: layer {ly.index} ({ly.source}) trains {_channels(up.channels)} "
+                    f"of its weight here and {theirs} in the received plan; a device cannot "
+                    "receive the rest of a weight it trains in part. Train the same channels "
+                    "of it in both plans, all of them, or none here")
         if rc.bias and ly.bias and not up.bias:
             out.append(ly.bias)
     return out
 
 
 def _channels(channels: tuple[int, ...]) -> str:
-    return (f"{channels[0]}-{channels[-1]}" if channels == tuple(range(channels[0],
-                                                                        channels[-1] + 1))
-            else ", ".join(map(str, channels)))
+    if len(channels) == 1:
+        return f"input channel {channels[0]}"
+    run = channels == tuple(range(channels[0], channels[-1] + 1))
+    return "input channels " + (f"{channels[0]}-{channels[-1]}" if run
+                                else ", ".join(map(str, channels)))
 
 
 def mark_received(g: Graph, update: UpdatePlan, receive: UpdatePlan) -> Graph:
