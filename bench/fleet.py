@@ -133,6 +133,9 @@ def main() -> None:
     ap.add_argument("--share", choices=SHARES, default="matching", help="which devices share "
                     "a tensor's average: those training it in the same context (matching), "
                     "or all that train it")
+    ap.add_argument("--receive", metavar="PLAN", help="build every class with --receive PLAN "
+                    "(e.g. the largest class's plan): with --share all the classes then run "
+                    "one model, each sent the fleet's values of what it does not train")
     ap.add_argument("--quantize", choices=["int8"], help="int8 builds (plain SGD: --momentum 0)")
     ap.add_argument("--drift-free", action="store_true", help="add the drift-free ceiling "
                     "(full-batch gradient steps at the fleet's rate; minutes more)")
@@ -156,7 +159,7 @@ def main() -> None:
         np.savez(tmp / "auto.npz", x=turned[POOL][:AUTO_SAMPLES], y=y[POOL][:AUTO_SAMPLES])
         opts = Options(sgd=SGDConfig(lr=args.lr, momentum=args.momentum),
                        quantize=args.quantize, calib=tmp / "auto.npz",
-                       fleet_correction=args.correction != "none")
+                       fleet_correction=args.correction != "none", receive=args.receive)
         classes = args.max_sram.split(",") if args.max_sram else split_plans(args.plan)
         optimizers = args.optimizer.split(",")
         if len(optimizers) == 1:
@@ -177,7 +180,8 @@ def main() -> None:
             else:
                 report = build(pre, builds[-1], replace(opts, update=c))
                 plans.append(c)
-            extra_sram.append(report["sram_bytes"].get("fleet_correction", 0))
+            extra_sram.append(report["sram_bytes"].get("fleet_correction", 0)
+                              + report["sram_bytes"].get("received", 0))
             sram.append(report["sram_bytes"]["total"])
         c_lr = args.lr if args.central_lr is None else args.central_lr
         c_mom = args.momentum if args.central_momentum is None else args.central_momentum
@@ -271,7 +275,7 @@ def main() -> None:
            "central_lr_decay": args.central_lr_decay,
            "correction": args.correction,
            "mu": args.mu, "alpha": args.alpha, "share": args.share,
-           "lr_decay": args.lr_decay,
+           "receive": args.receive, "lr_decay": args.lr_decay,
            "extra_sram": extra_sram, "sram": sram, "plans": plans,
            "start": start, "fleet": fleet,
            "centralised": central, "centralised_best": central_best,
@@ -313,7 +317,8 @@ def main() -> None:
           f"{args.server_lr} (x {server.lr_decay:g} a round) and "
           + (f"momentum {args.server_momentum}" if server.optimizer == "avgm" else
              f"FedAdam betas {server.beta1:g}, {server.beta2:g}, tau {server.tau:g}")
-          + f", share {args.share}; "
+          + f", share {args.share}"
+          + (f", receiving {args.receive}" if args.receive else "") + "; "
           f"centralised {c_opt} lr {c_lr} (x {args.central_lr_decay:g} an epoch), "
           f"momentum {c_mom}"
           f"{', ' + args.quantize if args.quantize else ''}; device SRAM planned "

@@ -229,6 +229,9 @@ def builds(tmp_path_factory):
                       ("biases", str(d / "biases.toml"))):
         out[name] = d / name
         build(DIGITS, out[name], Options(update=upd, sgd=SGDConfig(lr=0.05, momentum=0.9)))
+    out["receiving"] = d / "receiving"  # the head, running the last2 class's conv2 weight
+    build(DIGITS, out["receiving"], Options(update="tte:n_bias=2", receive="last:2",
+                                            sgd=SGDConfig(lr=0.05, momentum=0.9)))
     out["data"] = d / "train.npz"
     out["test"] = d / "test.npz"
     return out
@@ -240,6 +243,32 @@ def test_describe_reads_the_plan_from_program_json(builds) -> None:
     assert [t.name for t in plan] == [p["name"] for p in info["trainable"]]
     assert plan == trained_tensors(info)
     assert all(params[t.name].shape == t.shape for t in plan)
+
+
+def test_a_round_sends_the_device_what_it_receives_when_it_changed(builds) -> None:
+    """fleet.local: a device built with --receive runs the fleet's values of what it
+    receives from its round on (a train_round loads them before training); values it already
+    runs are not written to its flash again; what it trains is loaded as before."""
+    from tinytrain.fleet.local import receive_tensors
+
+    with np.load(builds["test"]) as f:
+        x = f["x"][:1]
+    with open_program(builds["receiving"]) as dev:
+        assert [e["name"] for e in dev.info["received"]] == ["conv2_weight"]
+        w = dev.get_received()["conv2_weight"]
+        new = {"conv2_weight": (w * 1.5).astype(np.float32), "stem_bias": np.zeros(8)}
+        assert not receive_tensors(dev, {"stem_bias": np.zeros(8)})  # nothing it receives
+        before = dev.infer(x[0])
+        assert receive_tensors(dev, new)
+        assert np.array_equal(dev.get_received()["conv2_weight"], new["conv2_weight"])
+        assert not np.array_equal(dev.infer(x[0]), before)
+        assert not receive_tensors(dev, new)  # the same values: no second flash write
+        assert dev.checkpoint() == 2  # the receive wrote checkpoint 1, nothing since
+    node = Node(builds["receiving"], builds["data"])
+    _, params = describe(node)
+    r = train_round(node, {**params, **new}, None, 1)
+    assert r.samples > 0 and {t.name for t in r.plan} == {"conv2_bias", "fc_weight",
+                                                          "fc_bias"}
 
 
 def test_rounds_carry_the_training_state(builds) -> None:
@@ -387,3 +416,24 @@ def test_the_servers_schedule_sets_each_rounds_lr_and_local_epochs(builds) -> No
             Schedule(**bad)
     with pytest.raises(DataError, match="local epochs >= 1"):
         train_round(node, start, None, 1, epochs=0)
+
+
+def test_received_tensors_need_one_average_and_the_trainers_layout() -> None:
+    """A device built with --receive is sent another class's tensor only as that tensor's one
+    average (share all) and in the same layout and scale; a tensor nobody trains is fine."""
+    from tinytrain.fleet import records as rec
+    from tinytrain.fleet.shares import check_received
+
+    w = Trained("pw_weight", (16, 1, 1, 8), "s8", (0.01,) * 16)
+    kinds = {"pw_weight": w}
+    check_received(kinds, {"node 1": [w]}, "all")
+    check_received(kinds, {"node 1": [Trained("stem_bias", (8,), "f32")]}, "matching")
+    with pytest.raises(DataError, match="node 1 receives 'pw_weight'.*share='all'"):
+        check_received(kinds, {"node 1": [w]}, "matching")
+    with pytest.raises(DataError, match="same --calib and --weight-headroom"):
+        check_received(kinds, {"node 1": [Trained("pw_weight", w.shape, "s8", (0.02,) * 16)]},
+                       "all")
+    # what a device can be sent travels beside its plan in the query's answer
+    content = rec.plan_content({}, [], [w])
+    assert rec.read_received(content) == [w]
+    assert rec.read_received(rec.plan_content({}, [])) == []

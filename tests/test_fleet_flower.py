@@ -37,6 +37,8 @@ BUDGETS_KB = ("9", "12.9", "40")  # auto's plans for the pretrained digits CNN (
 # + 4 of 8 and two more biases (13.7 KB): three plans, and pw channels no device trains
 PARTIAL = "tte:n_bias=3,idx=1-2,ratio=0.5-0.5"  # half the depthwise rows, half pw inputs
 AUTO_SAMPLES = 150  # what `--update auto` analyses (the auto tests' scale: ~20 s a class)
+RECEIVE_ALL = "tte:n_bias=3,idx=2,ratio=0.5"  # the largest class's plan, which others receive
+ONE_MODEL_ATOL = 1e-5  # probabilities of one model through kernels that sum in other orders
 
 
 @pytest.fixture(scope="module")
@@ -256,6 +258,58 @@ def test_three_budgets_chosen_by_update_auto_converge_and_leave_the_rest_alone(f
         assert not np.array_equal(got[trained], start[trained]), key
         untouched += int((~trained).sum())
     assert untouched > 0  # the budgets above leave pw channels that no class trains
+
+
+def test_aligned_classes_receive_what_they_do_not_train_and_run_one_model(fleet, cli):
+    """Three classes built with `--receive` the largest class's plan and federated with
+    `--share all`: each device is sent the fleet's values of what the others train, so after
+    the run every class computes the same function (its outputs on held-out samples equal
+    the others'), and every class learns. With copies per context (`matching`) such builds
+    are refused before Flower starts."""
+    pre = fleet / "pretrained.onnx"
+    plans = ("tte:n_bias=1", "tte:n_bias=2", RECEIVE_ALL)
+    builds = [fleet / f"aligned{k}" for k in range(3)]
+    for b, plan in zip(builds, plans, strict=True):
+        cli("build", pre, "--update", plan, "--receive", RECEIVE_ALL, "--lr", "0.02",
+            "--momentum", "0.9", "--out", b)
+    infos = [json.loads((b / "program.json").read_text()) for b in builds]
+    assert [[e["name"] for e in i["received"]] for i in infos] == [
+        ["pw_weight", "pw_bias", "conv2_bias"], ["pw_weight", "pw_bias"], []]
+    args = [a for b in builds for a in ("--build", b)]
+    r = cli("fleet", "simulate", *args, "--data", fleet / "train.npz", "--out",
+            fleet / "x", check=False)
+    assert r.returncode == 2 and "share='all'" in r.stderr and "Traceback" not in r.stderr
+    assert not (fleet / "x").exists()
+    out = fleet / "run-aligned"
+    cli("fleet", "simulate", *args, "--data", fleet / "train.npz", "--out", out, "--nodes", "6",
+        "--rounds", "3", "--local-epochs", "2", "--partition", "labels:3", "--share", "all")
+    res = json.loads((out / "fleet_rounds.json").read_text())
+    rounds = res["rounds"]
+    assert all(r["devices"] == 6 and not r["failed"] for r in rounds)
+    # node k is class k mod 3; share all sends whole tensors: what a class trains, and the
+    # small classes what they receive besides
+    def fp32_bytes(entries) -> int:
+        return sum(int(np.prod(e["shape"])) * 4 for e in entries)
+    down = [fp32_bytes(i["trainable"]) + fp32_bytes(i["received"]) for i in infos]
+    mine = [[t.to_json() for t in trained_tensors(i)] for i in infos]
+    class_of = {n: mine.index(p) for n, p in res["plans"].items()}
+    assert sorted(class_of.values()) == [0, 0, 1, 1, 2, 2]
+    for r in rounds:
+        assert r["downlink"] == {n: down[class_of[n]] for n in r["downlink"]}
+    final = dict(np.load(out / "fleet_final.npz"))
+    _, _, turned = turned_digits()
+    outputs = []
+    for b in builds:
+        with open_program(b) as dev:
+            load = {t.name: final[t.name] for t in trained_tensors(dev.info)}
+            dev.set_params({**dev.get_params(), **load})
+            if dev.info["received"]:
+                dev.receive({e["name"]: final[e["name"]] for e in dev.info["received"]})
+            outputs.append(np.stack([dev.infer(x) for x in turned[1500:1560]]))
+        assert accuracy(b, final, fleet / "test.npz") > \
+            accuracy(b, {}, fleet / "test.npz") + LEARNED, b.name
+    for o in outputs[1:]:  # one model: float32 sums in other kernels' orders only
+        np.testing.assert_allclose(o, outputs[0], atol=ONE_MODEL_ATOL)
 
 
 def test_a_failing_device_is_its_own_failure(fleet) -> None:

@@ -84,7 +84,9 @@ def simulate(
     share: str = typer.Option("matching", help="Which devices share a tensor's average: "
                               "matching (those that train it in the same context: the same "
                               "trained layers feed it, so device classes do not interfere) "
-                              "or all (every device that trains it)."),
+                              "or all (every device that trains it; devices built with "
+                              "--receive are sent the fleet's values of what the others "
+                              "train, so every class runs one model)."),
     eval_data: Path | None = typer.Option(None, "--eval", help="Held-out samples: print each "
                                           "class's accuracy before and after."),
 ) -> None:

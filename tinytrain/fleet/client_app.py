@@ -28,6 +28,7 @@ from tinytrain.fleet import records as rec
 from tinytrain.fleet.correction import Correction
 from tinytrain.fleet.local import Node, describe, train_round
 from tinytrain.fleet.schedule import device_lr
+from tinytrain.fleet.tensors import received_tensors
 
 app = ClientApp()
 
@@ -53,9 +54,12 @@ def node_of(context: Context) -> Node:
 
 @app.query()
 def query(msg: Message, context: Context) -> Message:
-    """What this device trains and its starting tensors (before the first round)."""
-    plan, params = describe(node_of(context))
-    content = rec.plan_content({t.name: params[t.name] for t in plan}, plan)
+    """What this device trains, its starting tensors and what it can be sent (before the
+    first round)."""
+    node = node_of(context)
+    plan, params = describe(node)
+    content = rec.plan_content({t.name: params[t.name] for t in plan}, plan,
+                               received_tensors(node.info()))
     return Message(content=content, reply_to=msg)
 
 

@@ -29,7 +29,7 @@ from tinytrain.fleet.correction import (
     uses_adam,
 )
 from tinytrain.fleet.partition import split
-from tinytrain.fleet.tensors import Trained, trained_tensors
+from tinytrain.fleet.tensors import NP_DTYPES, Trained, received_tensors, trained_tensors
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,9 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
                 control: Mapping[str, np.ndarray] | None = None,
                 own_control: Mapping[str, np.ndarray] | None = None,
                 lr: float | None = None, epochs: int | None = None) -> RoundResult:
-    """Load `tensors` (the fleet's, whole; the ones this build does not train are ignored)
-    and `state` (this device's training state from its last round), train `node.epochs`
+    """Load `tensors` (the fleet's, whole: those this build trains, and those it receives,
+    built with --receive; others are ignored) and `state` (this device's training state from
+    its last round), train `node.epochs`
     epochs on the node's samples, and return what changed. `correction`: the run's drift
     correction, with SCAFFOLD's server variate `control` (whole tensors) and this device's
     `own_control` from its last round (trained parts; None before its first). `lr` and
@@ -120,6 +121,7 @@ def train_round(node: Node, tensors: Mapping[str, np.ndarray],
             raise DataError(f"the fleet's model holds none of the tensors {node.build} "
                             "trains: is every device a build of the same model?")
         before = load_tensors(dev, plan, tensors)
+        receive_tensors(dev, tensors)
         terms = round_start(dev.info)  # each round's local Adam starts afresh (SGD: nothing)
         if corr.on or corrects(dev.info):  # a build's b from an earlier run must not linger
             terms |= device_terms(dev.info, plan, corr, before, control, own_control, y)
@@ -158,12 +160,29 @@ def load_tensors(dev: Device, plan: list[Trained], tensors: Mapping[str, np.ndar
     return written
 
 
+def receive_tensors(dev: Device, tensors: Mapping[str, np.ndarray]) -> bool:
+    """Send the device the fleet's values of the tensors it receives (a build with
+    --receive), when they differ from what it runs: the others are its own. Whether it did
+    (a receive writes a flash slot, so unchanged values are not sent again)."""
+    entries = received_tensors(dev.info)
+    if not any(t.name in tensors for t in entries):
+        return False
+    current = dev.get_received()
+    new = {t.name: np.asarray(tensors[t.name], NP_DTYPES[t.dtype]).reshape(t.shape)
+           if t.name in tensors else current[t.name] for t in entries}
+    if all(np.array_equal(new[n], current[n]) for n in new):
+        return False
+    dev.receive(new)
+    return True
+
+
 def accuracy(build: Path, tensors: Mapping[str, np.ndarray], data: Path) -> float:
     """Held-out accuracy of the host build `build` with the fleet's `tensors` loaded (those
-    it trains; the rest of it is as built)."""
+    it trains or receives; the rest of it is as built)."""
     with open_program(Path(build)) as dev:
         x, y = load_npz(Path(data), dev.info)
         load_tensors(dev, trained_tensors(dev.info), tensors)
+        receive_tensors(dev, tensors)
         acc = evaluate(dev, x, y)
     assert acc is not None
     return acc

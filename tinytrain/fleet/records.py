@@ -12,6 +12,7 @@ from tinytrain.fleet import tensors as tt
 from tinytrain.fleet.aggregate import Reply
 
 ARRAYS, CONFIG, METRICS, PLAN = "arrays", "config", "metrics", "plan"
+RECEIVED = "received"  # beside PLAN in a query's answer: what the device can be sent
 SAMPLES = "num-examples"  # Flower's key for the weight of a reply
 STATE = "tinytrain-state"  # context.state: the device's training state between rounds
 # SCAFFOLD (fleet/correction.py): the server's control variate in a train message, the
@@ -30,13 +31,25 @@ def from_arrays(rec: ArrayRecord) -> dict[str, np.ndarray]:
     return {name: arr.numpy() for name, arr in rec.items()}
 
 
-def plan_content(arrays: Mapping[str, np.ndarray], plan: list[tt.Trained]) -> RecordDict:
-    """Tensors and what the device trains: a query's answer, the start of a round's reply."""
-    return RecordDict({ARRAYS: to_arrays(arrays), PLAN: ConfigRecord({PLAN: tt.dumps(plan)})})
+def plan_content(arrays: Mapping[str, np.ndarray], plan: list[tt.Trained],
+                 received: list[tt.Trained] | None = None) -> RecordDict:
+    """Tensors and what the device trains: a query's answer (with the tensors it can be
+    sent, a build with --receive), the start of a round's reply."""
+    config = ConfigRecord({PLAN: tt.dumps(plan)})
+    if received:
+        config[RECEIVED] = tt.dumps(received)
+    return RecordDict({ARRAYS: to_arrays(arrays), PLAN: config})
 
 
 def read_plan(content: RecordDict) -> tuple[dict[str, np.ndarray], list[tt.Trained]]:
     return from_arrays(content[ARRAYS]), tt.loads(str(content[PLAN][PLAN]))
+
+
+def read_received(content: RecordDict) -> list[tt.Trained]:
+    """The tensors a query's answer says the device can be sent ([]: none, or an older
+    tinytrain's device)."""
+    plan = content[PLAN]
+    return tt.loads(str(plan[RECEIVED])) if RECEIVED in plan else []
 
 
 def reply_content(parts: Mapping[str, np.ndarray], plan: list[tt.Trained], samples: int,

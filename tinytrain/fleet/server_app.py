@@ -11,8 +11,10 @@ server-lr * server-lr-decay^(r-1)), `out` (a directory: the final tensors
 builds need --fleet-correction), `mu` (FedProx's proximal weight), `alpha` (the restricted
 softmax's scale of absent classes' logits) and `share` (matching: a tensor is averaged over the
 devices that train it in the same context, fleet/shares.py; all: over every device that trains
-it), `lr` and `lr-decay` (the devices' learning rate in round r is lr * lr-decay^(r-1), set
-over the link; 0, the default, leaves each device's own) and `local-epochs` (sent every round).
+it, and devices built with --receive are sent the average of what they receive, so every
+class runs one model), `lr` and `lr-decay` (the devices' learning rate in round r is
+lr * lr-decay^(r-1), set over the link; 0, the default, leaves each device's own) and
+`local-epochs` (sent every round).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from tinytrain.fleet.aggregate import Master
 from tinytrain.fleet.correction import Correction
 from tinytrain.fleet.schedule import Schedule
 from tinytrain.fleet.server_step import ServerStep
-from tinytrain.fleet.shares import Shares
+from tinytrain.fleet.shares import Shares, check_received
 from tinytrain.fleet.strategy import SparseFedAvg
 from tinytrain.fleet.tensors import Trained
 
@@ -55,19 +57,23 @@ def wait_for_nodes(grid: Grid, n: int, timeout: float) -> list[int]:
 
 
 def survey(grid: Grid, nodes: list[int], step: ServerStep | None = None,
-           share: str = "matching") -> tuple[Master, dict[int, list[Trained]], Shares]:
+           share: str = "matching"
+           ) -> tuple[Master, dict[int, list[Trained]], Shares, dict[int, list[Trained]]]:
     """The fleet's starting tensors (the union of what the devices train, a copy per
-    context: fleet/shares.py), each node's plan and the copies, from a query to every node."""
+    context: fleet/shares.py), each node's plan, the copies and what each node can be sent
+    (built with --receive), from a query to every node."""
     msgs = [Message(content=RecordDict(), message_type=MessageType.QUERY, dst_node_id=n)
             for n in nodes]
     kinds: dict[str, Trained] = {}
     plans: dict[int, list[Trained]] = {}
+    received: dict[int, list[Trained]] = {}
     arrays: dict[int, dict[str, np.ndarray]] = {}
     for reply in grid.send_and_receive(msgs, timeout=QUERY_TIMEOUT):
         if reply.has_error():
             continue
         node = reply.metadata.src_node_id
         arrays[node], plans[node] = rec.read_plan(reply.content)
+        received[node] = rec.read_received(reply.content)
         for t in plans[node]:
             if t.name in kinds and (kinds[t.name].shape != t.shape
                                     or kinds[t.name].dtype != t.dtype):
@@ -78,6 +84,7 @@ def survey(grid: Grid, nodes: list[int], step: ServerStep | None = None,
     if not plans:
         raise DataError("no device answered the fleet's first query; check that the "
                         "SuperNodes run and can reach their devices")
+    check_received(kinds, {f"node {n}": r for n, r in received.items()}, share)
     shares = Shares(plans, share)
     start: dict[str, np.ndarray] = {}
     keyed: dict[str, Trained] = {}
@@ -85,7 +92,7 @@ def survey(grid: Grid, nodes: list[int], step: ServerStep | None = None,
         for name, key in shares.copies(plan).items():
             start.setdefault(key, arrays[node][name])
             keyed.setdefault(key, kinds[name].renamed(key))
-    return Master(start, keyed, step), plans, shares
+    return Master(start, keyed, step), plans, shares, received
 
 
 def write_results(out: Path, sent: dict[str, np.ndarray], strategy: SparseFedAvg,
@@ -131,9 +138,9 @@ def main(grid: Grid, context: Context) -> None:
                             float(cfg.get("alpha", 1.0)))
     min_nodes = int(cfg.get("min-nodes", 2))
     nodes = wait_for_nodes(grid, min_nodes, QUERY_TIMEOUT)
-    master, plans, shares = survey(grid, nodes, server_step(cfg),
-                                   str(cfg.get("share", "matching")))
-    strategy = SparseFedAvg(master, plans, shares,
+    master, plans, shares, received = survey(grid, nodes, server_step(cfg),
+                                             str(cfg.get("share", "matching")))
+    strategy = SparseFedAvg(master, plans, shares, received=received,
                             fraction_train=float(cfg.get("fraction-train", 1.0)),
                             min_train_nodes=min(min_nodes, len(plans)),
                             min_available_nodes=min_nodes,

@@ -20,6 +20,9 @@ two classes train on the same input (the "shared body") is shared between them, 
 classifier fed by different trained layers (the "head") is each class's own.
 
 `all` (share="all") averages every tensor over every device that trains it, as one model.
+With devices built with `--receive` (passes/receive.py), which are sent the fleet's values of
+what other classes train, every class then runs that one model: classes aligned, the
+alternative to copies (check_received).
 
 A copy's key is the tensor's name when it has one copy, `name@k` (k = 0, 1, ... in the order
 of the contexts' descriptions) when it has several: fleet_final.npz holds the copies and
@@ -31,7 +34,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from tinytrain.errors import OptionError
+from tinytrain.errors import DataError, OptionError
 from tinytrain.fleet.aggregate import Reply
 from tinytrain.fleet.tensors import Trained
 
@@ -52,6 +55,30 @@ def context(t: Trained, plan: list[Trained]) -> str:
 
 def _channels(t: Trained) -> list:
     return [None if t.channels is None else list(t.channels), t.axis]
+
+
+def check_received(kinds: Mapping[str, Trained], received: Mapping[str, list[Trained]],
+                   share: str) -> None:
+    """A device can be sent a tensor another class trains only as that tensor's one average
+    (share all: the classes run one model), in the same layout and, for int8, the same scale
+    (the same codes mean the same values). `received` maps a device (its description) to what
+    it can be sent; `kinds` names what the fleet's devices train."""
+    for who, entries in received.items():
+        for t in entries:
+            k = kinds.get(t.name)
+            if k is None:
+                continue  # no device trains it: it stays as built everywhere
+            if share != "all":
+                raise DataError(f"{who} receives '{t.name}' (built with --receive), which "
+                                "other devices train: a fleet of aligned classes shares one "
+                                "average of every tensor; run it with share='all' (--share "
+                                "all)")
+            if (k.shape, k.dtype, k.scale) != (t.shape, t.dtype, t.scale):
+                raise DataError(f"{who} receives '{t.name}' as {t.shape} {t.dtype}"
+                                f"{'' if t.scale is None else ' at its own scales'}, the "
+                                f"devices that train it hold {k.shape} {k.dtype}: build every "
+                                "class from one model (int8: with the same --calib and "
+                                "--weight-headroom)")
 
 
 class Shares:

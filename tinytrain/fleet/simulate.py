@@ -23,12 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
+from tinytrain.device.runner import load_program_info
 from tinytrain.errors import TinyTrainError
 from tinytrain.fleet.correction import Correction
 from tinytrain.fleet.schedule import Schedule
 from tinytrain.fleet.server_step import ServerStep
-from tinytrain.fleet.shares import SEP, Shares
-from tinytrain.fleet.tensors import Trained
+from tinytrain.fleet.shares import SEP, Shares, check_received
+from tinytrain.fleet.tensors import Trained, received_tensors, trained_tensors
 
 APP_TOML = '''# A Flower app: tinytrain's ClientApp (one device each) and ServerApp (SparseFedAvg).
 # Keys: builds (device classes; simulated node k uses class k mod n), data (the pooled .npz,
@@ -157,6 +158,7 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
     Correction(correction, mu, alpha)  # a bad method or mu fails here, not in every node
     server = server or ServerStep()
     Shares({}, share)
+    preflight_received(builds, share)
     Schedule(lr, lr_decay, local_epochs)
     flwr = Path(sys.executable).with_name("flwr")
     if not flwr.exists() and shutil.which("flwr") is None:
@@ -210,6 +212,16 @@ def simulate(builds: list[Path], data: Path, out: Path, nodes: int, rounds: int,
                 per_round.setdefault(int(r), {})[name] = f[k]
     return FleetRun(info["rounds"], info["plans"], final, seconds, log, per_round,
                     info.get("copies", {}))
+
+
+def preflight_received(builds: list[Path], share: str) -> None:
+    """The survey's check of received tensors (server_app.check_received) on the builds
+    themselves, before Flower starts: a mistake is a clear error, not a failed run."""
+    infos = {Path(b): load_program_info(Path(b)) for b in builds}
+    kinds = {t.name: Trained(t.name, t.shape, t.dtype, t.scale)
+             for info in infos.values() for t in trained_tensors(info)}
+    check_received(kinds, {f"the build {b}": received_tensors(info)
+                           for b, info in infos.items()}, share)
 
 
 def _stop(home: Path) -> None:

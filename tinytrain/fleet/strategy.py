@@ -10,6 +10,9 @@ copy, requantised to each tensor's scale), and records per round the bytes that 
 network and which nodes failed. Each round's train messages carry the server's schedule
 (fleet/schedule.py: the devices' lr and local epochs).
 
+A device built with --receive is sent, besides, the fleet's current values of the tensors it
+receives (whole): with share all, every class then runs one model.
+
 Only Flower's public API: the strategy's public methods and the Message API (FedAvg's own
 reply check is private, so replies are sorted and their failures logged here, as it logs them).
 
@@ -86,11 +89,12 @@ class SparseFedAvg(FedAvg):
     def __init__(self, master: Master, plans: dict[int, list[Trained]],
                  shares: Shares | None = None, *, keep_rounds: bool = False,
                  correction: Correction | None = None, schedule: Schedule | None = None,
-                 **kw) -> None:
+                 received: dict[int, list[Trained]] | None = None, **kw) -> None:
         kw.setdefault("fraction_evaluate", 0.0)
         super().__init__(**kw)
         self.master, self.plans, self.keep_rounds = master, plans, keep_rounds
         self.shares = shares or Shares(plans)
+        self.received = received or {}  # node -> what it can be sent (built with --receive)
         self.correction = correction or Correction()
         self.schedule = schedule or Schedule()
         self.controls = Controls(master.kinds, {n: self.shares.keyed(p) for n, p in
@@ -117,6 +121,10 @@ class SparseFedAvg(FedAvg):
                 else {}
             mine = {n: _elements(trained.get(n), sent[k]) for n, k in copies.items()
                     if k in sent}
+            # and the fleet's values of what it receives: each such tensor's one average
+            # (server_app.check_received), so the device runs what the classes training it do
+            mine |= {t.name: sent[t.name] for t in self.received.get(node, [])
+                     if t.name in sent}
             cfg = m.content[rec.CONFIG]
             content = RecordDict({rec.ARRAYS: rec.to_arrays(mine), rec.CONFIG: cfg})
             log_.downlink[node] = rec.payload_bytes(mine)

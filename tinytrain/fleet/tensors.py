@@ -112,6 +112,14 @@ def trained_tensors(info: dict[str, Any]) -> list[Trained]:
     return out
 
 
+def received_tensors(info: dict[str, Any]) -> list[Trained]:
+    """The tensors the build described by `info` can be sent (built with --receive: frozen,
+    replaced whole over the link); [] for other builds."""
+    return [Trained(p["name"], tuple(p["shape"]), p.get("dtype", "f32"),
+                    None if p.get("scale") is None else tuple(p["scale"]))
+            for p in info.get("received") or []]
+
+
 def dumps(plan: list[Trained]) -> str:
     return json.dumps([t.to_json() for t in plan], separators=(",", ":"))
 
