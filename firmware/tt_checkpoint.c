@@ -311,14 +311,13 @@ static int finish(const ckpt_geom *g, uint32_t target, uint32_t seq, uint32_t *s
 }
 
 #if TT_NUM_RECEIVED > 0
-/* An open receive: where it writes, and the bytes staged toward its next program. */
+/* An open receive: where it writes and how far it got. Its pieces are programmed straight
+ * from the caller's buffer, so nothing is staged between them. */
 static struct {
     uint32_t open;   /* 1 from the piece at offset 0 until the commit, an error or a save */
     uint32_t slot;   /* the slot it writes */
     uint32_t seq;    /* the seq the commit gives it */
     uint32_t cursor; /* received bytes taken so far (TT_RECEIVED_BYTES when complete) */
-    uint32_t staged; /* of them, bytes in `stage` not yet programmed */
-    uint8_t stage[TT_CKPT_STAGE_BYTES];
 } rcv;
 #endif
 
@@ -360,6 +359,33 @@ int tt_checkpoint_receive(uint32_t offset, const uint8_t *p, uint32_t n) {
     if (rc != TT_CKPT_OK) {
         return rc;
     }
+    if (!(offset == 0u || (rcv.open && offset == rcv.cursor)) ||
+        n > (uint32_t)TT_RECEIVED_BYTES - offset) {
+        return TT_CKPT_EORDER;
+    }
+    /* The tensor the piece starts in, where it starts in the stream and in the slot. */
+    int32_t i = 0;
+    uint32_t base = 0u;
+    uint32_t at = g.header_span;
+    while (i < TT_NUM_RECEIVED && offset >= base + entry_bytes(i)) {
+        base += entry_bytes(i);
+        at += entry_span(i, g.unit);
+        i++;
+    }
+    { /* the piece must end at a tensor's end or TT_CKPT_RECEIVE_PIECE bytes into it, so the
+       * next one starts on a write unit: checked before anything is touched */
+        const uint32_t end = offset + n;
+        uint32_t b = base;
+        for (int32_t k = i; n > 0u && k < TT_NUM_RECEIVED; k++) {
+            if (end <= b + entry_bytes(k)) {
+                if (end != b + entry_bytes(k) && (end - b) % TT_CKPT_RECEIVE_PIECE != 0u) {
+                    return TT_CKPT_EORDER;
+                }
+                break;
+            }
+            b += entry_bytes(k);
+        }
+    }
     if (offset == 0u) { /* open: erase the slot a save would write */
         rcv.open = 0u;
         save_target(&g, &rcv.slot, &rcv.seq);
@@ -368,43 +394,28 @@ int tt_checkpoint_receive(uint32_t offset, const uint8_t *p, uint32_t n) {
             return rc;
         }
         rcv.open = 1u;
-        rcv.cursor = rcv.staged = 0u;
+        rcv.cursor = 0u;
     }
-    if (!rcv.open || offset != rcv.cursor || n > (uint32_t)TT_RECEIVED_BYTES - rcv.cursor) {
-        return TT_CKPT_EORDER;
-    }
-    /* The tensor the cursor is in, and where it starts in the stream and in the slot. */
-    int32_t i = 0;
-    uint32_t base = 0u;
-    uint32_t at = g.header_span;
-    while (i < TT_NUM_RECEIVED && rcv.cursor >= base + entry_bytes(i)) {
-        base += entry_bytes(i);
-        at += entry_span(i, g.unit);
-        i++;
-    }
-    const uint32_t chunk_max = TT_CKPT_STAGE_BYTES / g.unit * g.unit;
-    while (n > 0u) {
+    while (n > 0u) { /* each tensor's part of the piece: whole units from p, then the tail */
+        const uint32_t rel = rcv.cursor - base;
         const uint32_t bytes = entry_bytes(i);
-        uint32_t take = bytes - (rcv.cursor - base);
-        take = take < n ? take : n;
-        take = take < chunk_max - rcv.staged ? take : chunk_max - rcv.staged;
-        memcpy(rcv.stage + rcv.staged, p, take);
-        rcv.staged += take;
+        const uint32_t take = bytes - rel < n ? bytes - rel : n;
+        const uint32_t whole = take / g.unit * g.unit;
+        rc = whole ? program_verify(rcv.slot, at + rel, p, whole) : TT_CKPT_OK;
+        if (rc == TT_CKPT_OK && whole < take) { /* only at the tensor's end */
+            uint8_t tail[TT_CKPT_MAX_WRITE_UNIT];
+            memcpy(tail, p + whole, take - whole);
+            memset(tail + (take - whole), CKPT_ERASED, g.unit - (take - whole));
+            rc = program_verify(rcv.slot, at + rel + whole, tail, g.unit);
+        }
+        if (rc != TT_CKPT_OK) {
+            rcv.open = 0u;
+            return rc;
+        }
         rcv.cursor += take;
         p += take;
         n -= take;
-        const int ends = rcv.cursor == base + bytes;
-        if (rcv.staged == chunk_max || ends) { /* a full stage, or the tensor's last bytes */
-            const uint32_t k = round_up(rcv.staged, g.unit);
-            memset(rcv.stage + rcv.staged, CKPT_ERASED, k - rcv.staged);
-            rc = program_verify(rcv.slot, at + (rcv.cursor - base) - rcv.staged, rcv.stage, k);
-            rcv.staged = 0u;
-            if (rc != TT_CKPT_OK) {
-                rcv.open = 0u;
-                return rc;
-            }
-        }
-        if (ends) {
+        if (rel + take == bytes) {
             base += bytes;
             at += entry_span(i, g.unit);
             i++;

@@ -62,8 +62,8 @@
  * Writes are staged through a TT_CKPT_STAGE_BYTES stack buffer, so a parameter whose size is
  * not a multiple of the write unit is fine with any write unit up to TT_CKPT_MAX_WRITE_UNIT.
  * Nothing here allocates; only the parameters' own memory and the stack buffer are written,
- * and in builds with received tensors a receive's static staging (TT_CKPT_STAGE_BYTES and
- * five words, which the build's memory report counts).
+ * and in builds with received tensors an open receive's four static words (which the build's
+ * memory report counts).
  * Boards with a data cache over the flash must make tt_port_flash_slot() reads see what
  * tt_port_flash_program()/tt_port_flash_erase() wrote (invalidate in the port). */
 #ifndef TT_CHECKPOINT_H
@@ -75,6 +75,8 @@
 #define TT_CKPT_VERSION 2u
 #define TT_CKPT_VERSION_RECEIVED 3u /* with received tensors */
 #define TT_CKPT_RECEIVED_ALIGN 16u  /* a received tensor's alignment in the slot */
+#define TT_CKPT_RECEIVE_PIECE 32u   /* a receive's piece ends at a tensor's end or a multiple
+                                     * of this into it (a multiple of every write unit) */
 #define TT_CKPT_HEADER_BYTES 32u    /* the fields above; the payload starts at the next unit */
 #define TT_CKPT_OFF_VERSION 0u
 #define TT_CKPT_OFF_MODEL_ID 4u
@@ -117,7 +119,8 @@ int tt_checkpoint_newest(uint32_t *seq_out);
 
 /* Receiving new values for the received tensors (builds with TT_NUM_RECEIVED > 0; others
  * answer TT_CKPT_EORDER): their TT_RECEIVED_BYTES bytes, back to back in tt_received() order,
- * in pieces of any size, each starting where the last one ended. The piece at offset 0 opens
+ * in pieces, each starting where the last one ended and ending at a tensor's end or a
+ * multiple of TT_CKPT_RECEIVE_PIECE bytes into a tensor (each is programmed as it comes). The piece at offset 0 opens
  * the receive and erases the slot a save would write (so it may take as long as a save). The
  * commit then writes the parameters, the state and the header as a save does, and switches
  * the model to the new values; it returns the new checkpoint's seq. A save in between closes

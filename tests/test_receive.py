@@ -221,16 +221,18 @@ def test_out_of_order_pieces_and_early_commits_change_nothing(fp32) -> None:
         x, _ = _digits(1)
         before = p.infer(x[0])
         with pytest.raises(LinkError, match="out of order"):
-            p.request("W", struct.pack("<I", 16) + raw[16:32])  # nothing open
-        p.request("W", struct.pack("<I", 0) + raw[:100])
+            p.request("W", struct.pack("<I", 32) + raw[32:64])  # nothing open
+        with pytest.raises(LinkError, match="off a 32-byte boundary"):
+            p.request("W", struct.pack("<I", 0) + raw[:100])  # ends inside pw_weight
+        p.request("W", struct.pack("<I", 0) + raw[:96])
         with pytest.raises(LinkError, match="out of order"):
-            p.request("W", struct.pack("<I", 120) + raw[120:140])  # a gap
+            p.request("W", struct.pack("<I", 128) + raw[128:160])  # a gap
         with pytest.raises(LinkError, match="before all of them arrived"):
             p.request("X")
-        p.request("W", struct.pack("<I", 100) + raw[100:200])
+        p.request("W", struct.pack("<I", 96) + raw[96:192])
         p.checkpoint()  # a save takes the slot the receive was writing: it is closed
         with pytest.raises(LinkError, match="out of order"):
-            p.request("W", struct.pack("<I", 200) + raw[200:300])
+            p.request("W", struct.pack("<I", 192) + raw[192:224])
         with pytest.raises(LinkError, match="before all of them arrived"):
             p.request("X")
         assert all(np.array_equal(v, start[k]) for k, v in p.get_received().items())
@@ -312,9 +314,9 @@ def test_receiving_is_clean_under_sanitizers(fp32, tmp_path) -> None:
     with HostProgram(san, env=env) as p:
         new = _nudged(p.get_received(), 7)
         raw = b"".join(v.tobytes() for v in new.values())
-        p.request("W", struct.pack("<I", 0) + raw[:37])  # abandoned by the save below
+        p.request("W", struct.pack("<I", 0) + raw[:64])  # abandoned by the save below
         p.checkpoint()
-        p.chunk = 100  # pieces that end inside a tensor and across the end of one
+        p.chunk = 100  # pieces of 96 bytes: across the end of a tensor, and its tail
         p.receive(new)
         for s, t in zip(x, y, strict=True):
             p.train(s, np.array([t]))

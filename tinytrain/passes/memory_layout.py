@@ -34,8 +34,8 @@ def in_flash(t: Tensor) -> bool:
 
 
 LINK_CHUNK, LINK_PROFILE_CHUNK = 256, 64  # firmware/tt_link.{h,c}
-# firmware/tt_checkpoint.c's open receive: five words and a TT_CKPT_STAGE_BYTES (64) buffer
-RECEIVE_STAGING = 5 * 4 + 64
+# firmware/tt_checkpoint.c's open receive: four words
+RECEIVE_STATE = 4 * 4
 
 
 def link_buffer_bytes(g: Graph) -> int:
@@ -62,9 +62,9 @@ def constant_sram(g: Graph, board: Board) -> dict[str, int]:
         sram["fleet_correction"] = fleet
     n_received = len(received(g))
     if n_received:  # --receive: a pointer each, the table entry tt_received() returns and an
-        # open receive's staging (firmware/tt_checkpoint.c); the values stay in flash
+        # open receive's state (firmware/tt_checkpoint.c); the values stay in flash
         ptr = 4 if board.is_mcu else 8
-        sram["received"] = n_received * ptr + (2 * ptr + 12) + RECEIVE_STAGING
+        sram["received"] = n_received * ptr + (2 * ptr + 12) + RECEIVE_STATE
     if board.is_mcu:
         sram["link_buffers"] = link_buffer_bytes(g)
         sram["stack"] = board.stack_bytes

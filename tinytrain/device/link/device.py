@@ -18,6 +18,9 @@ from tinytrain.quant.fixedpoint import quantize
 
 CHUNK = 256  # TT_LINK_CHUNK: parameter bytes per get/set request (the device's maximum)
 MIN_CHUNK = 16  # the smallest chunk the link shrinks to on a noisy line
+# a receive's piece ends at a tensor's end or a multiple of this into it (tt_checkpoint.h
+# TT_CKPT_RECEIVE_PIECE: each piece is programmed to flash as it comes, in whole write units)
+RECEIVE_PIECE = 32
 # Parameter chunks after which a clean line earns a doubled chunk size again.
 CLEAN_TO_GROW = 8
 # Bytes per second of the slowest line we drive (115200 baud, 8N1): until a command's round
@@ -42,7 +45,8 @@ CKPT_ERRORS = {-1: "this board has no checkpoint flash",
                -2: "the board's flash write unit is not supported",
                -3: "the parameters do not fit a slot", -4: "erasing flash failed",
                -5: "programming flash failed", -6: "read-back verification failed",
-               -7: "received bytes out of order, or a commit before all of them arrived"}
+               -7: "received bytes out of order, a piece ending inside a tensor off a "
+                   "32-byte boundary, or a commit before all of them arrived"}
 NP_TYPES = {"f32": np.float32, "s8": np.int8, "s32": np.int32, "u8": np.uint8}
 # Attempts per request before the link is declared down. Each failed attempt costs at most
 # one timeout; a NAK or a corrupted reply triggers the next attempt at once.
@@ -398,15 +402,21 @@ class Device:
         wrong = table_mismatch(entries, values, "received tensor")
         if wrong:
             raise LinkError(wrong)
-        raw = b"".join(np.ascontiguousarray(values[e["name"]], NP_TYPES[e["dtype"]]).tobytes()
-                       for e in entries)
+        parts = [np.ascontiguousarray(values[e["name"]], NP_TYPES[e["dtype"]]).tobytes()
+                 for e in entries]
+        raw = b"".join(parts)
+        starts = np.cumsum([0] + [len(b) for b in parts])
         slow = max(self.timeout, 30.0)  # the first piece erases a slot, the commit writes one
         off = 0
         while off < len(raw):
-            k = min(self.chunk, len(raw) - off)
-            self.request("W", struct.pack("<I", off) + raw[off:off + k],
+            end = min(off + max(RECEIVE_PIECE, self.chunk // RECEIVE_PIECE * RECEIVE_PIECE),
+                      len(raw))
+            k = int(np.searchsorted(starts, end, side="right")) - 1  # the tensor `end` is in
+            if end < len(raw) and end != starts[k]:  # inside it: end on a piece boundary
+                end = int(starts[k] + (end - starts[k]) // RECEIVE_PIECE * RECEIVE_PIECE)
+            self.request("W", struct.pack("<I", off) + raw[off:end],
                          timeout=slow if off == 0 else None)
-            off += k
+            off = end
             self._adapt_chunk()
         seq = struct.unpack("<I", self.request("X", timeout=slow))[0]
         written = getattr(self.transport, "flash_written", None)
