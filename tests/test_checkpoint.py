@@ -42,6 +42,8 @@ OTHER_MODEL_ID = 0x0BADF00D
 PARAM_BYTES = (24, 13, 12, 5)
 STATE_BYTES = (4, 20, 11)  # pending count, momentum, shadow bytes
 SLOT_SIZE = 4096  # the host default for 89 bytes of parameters and state: one 4 KB sector
+RECEIVED = "FAKE_RECEIVED"  # the fake model with received tensors (layout version 3)
+RECEIVED_BYTES = (7, 40, 3)  # tests/c/checkpoint_model/model.h
 CUT_EXIT = 75
 
 
@@ -109,7 +111,8 @@ def _defines_for(src: Path, defines: tuple[str, ...]) -> tuple[str, ...]:
     (through model.h) FAKE_MODEL_ID; so objects are shared between harness variants."""
     prefix = {"port_host_flash.c": "TT_HOST_FLASH_", "tt_checkpoint.c": "FAKE_MODEL_ID"}
     want = prefix.get(src.name)
-    return tuple(d for d in defines if want is not None and d.startswith(want))
+    return tuple(d for d in defines if d == RECEIVED  # the model's shape: every source's
+                 or (want is not None and d.startswith(want)))
 
 
 @pytest.fixture(scope="module")
@@ -406,3 +409,56 @@ def test_builds_for_cortex_m7(tmp_path: Path) -> None:
     usage = (tmp_path / "ckpt.su").read_text()
     save = re.search(r"tt_checkpoint_save\t(\d+)", usage)
     assert save is not None and int(save.group(1)) <= 256, usage
+
+
+# ---- (f) received tensors (--receive): layout 3, and power cuts across a receive ----
+
+def encode_received_slot(variant: int, seq: int, unit: int) -> bytes:
+    """A layout-3 slot as tt_checkpoint.h documents it, written independently of the C: the
+    received tensors (each padded to 16 bytes or the unit), then the parameters and the state
+    (each padded to the unit)."""
+    pad = max(16, unit)
+    recv = [bytes((variant * 53 + i * 17 + j * 29 + 7) & 0xFF for j in range(n))
+            for i, n in enumerate(RECEIVED_BYTES)]
+    rest = [bytes((variant * 53 + (i + len(RECEIVED_BYTES)) * 17 + j * 29 + 7) & 0xFF
+                  for j in range(n)) for i, n in enumerate(PARAM_BYTES + STATE_BYTES)]
+    payload = b"".join(p + b"\xff" * (round_up(len(p), pad) - len(p)) for p in recv) + \
+        b"".join(p + b"\xff" * (round_up(len(p), unit) - len(p)) for p in rest)
+    fields = struct.pack("<4I2HI", CK["TT_CKPT_VERSION_RECEIVED"], MODEL_ID, seq, len(payload),
+                         len(PARAM_BYTES), len(STATE_BYTES), unit)
+    header = fields + struct.pack("<2I", zlib.crc32(fields + payload), CK["TT_CKPT_MAGIC"])
+    return header + b"\xff" * (round_up(HEADER, unit) - HEADER) + payload
+
+
+@pytest.mark.parametrize("unit", [1, 2, 4, 8, 16, 32])
+def test_a_receive_writes_layout_3_and_boots_with_the_values(build: Callable[..., Path],
+                                                             flash: Path, unit: int) -> None:
+    exe = build(RECEIVED, f"TT_HOST_FLASH_WRITE_UNIT={unit}")
+    assert run(exe, flash, "load", "receive", 1, "load") == [
+        f"load {NONE} 0 init", "receive 0 1", "load 0 1 v1"]
+    want = encode_received_slot(1, 1, unit)
+    assert slot_bytes(flash, 0, len(want)) == want
+    # a save keeps the received values it runs (read in place from the slot) beside new
+    # parameters; a later boot reads both
+    assert run(exe, flash, "load", "fill", 2, "save", 2) == ["load 0 1 v1", "save 0 2"]
+    assert run(exe, flash, "load")[0].startswith("load 0 2 mix")  # received v1, params v2
+    assert run(exe, flash, "receive", 3, "load") == ["receive 0 3", "load 0 3 v3"]
+    assert slot_bytes(flash, 0, len(want)) == encode_received_slot(3, 3, unit)
+
+
+@pytest.mark.parametrize(("unit", "slot_size"), [(1, SMALL_SLOT), (4, SMALL_SLOT),
+                                                (32, 2 * SMALL_SLOT)])
+def test_power_cut_during_a_receive_boots_old_or_new(build: Callable[..., Path], flash: Path,
+                                                     unit: int, slot_size: int) -> None:
+    """A receive of variant 1 in slot 0; receiving variant 2 writes slot 1. Cut after each of
+    its bytes (the erase, each piece, the commit), then boot: received tensors, parameters
+    and state all of variant 1 or all of variant 2, never a mix."""
+    exe = build(RECEIVED, f"TT_HOST_FLASH_WRITE_UNIT={unit}",
+                f"TT_HOST_FLASH_SLOT_SIZE={slot_size}")
+    assert run(exe, flash, "receive", 1) == ["receive 0 1"]
+    lines = run(exe, flash, "cutloop", 2, 3, "receive")
+    rows = [(int(n), save, int(changed), int(rc), int(seq), cls)
+            for _, n, save, changed, rc, seq, cls in (line.split() for line in lines)]
+    total = sum(r[1] == "cut" for r in rows)
+    assert total > slot_size  # the erase, then the pieces and the commit
+    check_cuts(rows, total, target=1, old=(0, 1, "v1"), new=(0, 2, "v2"))

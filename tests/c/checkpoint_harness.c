@@ -7,11 +7,14 @@
  *   save V          fill V, then tt_checkpoint_save: "save <rc> <seq>"
  *   load            tt_checkpoint_load: "load <rc> <seq> <class>"
  *   newest          tt_checkpoint_newest: "newest <rc> <seq>"
+ *   receive V       (FAKE_RECEIVED) fill V, then send the received tensors the pattern of
+ *                   variant V in pieces (32 bytes, or to a tensor's end) and commit:
+ *                   "receive <rc> <seq>"
  * <class> names what the parameters hold: "init" (compiled-in values), "v<K>" (exactly the
  * pattern of variant K) or "mix" (anything else).
  *
- *   cutloop V EXTRA (must be the only command; needs TT_FLASH_FILE)
- * Power cuts at every byte of one save. The flash file as it is now is the "before" state.
+ *   cutloop V EXTRA [receive] (must be the only command; needs TT_FLASH_FILE)
+ * Power cuts at every byte of one save (or receive). The flash file as it is now is the "before" state.
  * For N = 1, 2, ...: restore the file, fork a child that fills V and saves with
  * TT_FLASH_CUT_AFTER=N (it dies after the N-th byte erased or programmed), then fork a fresh
  * "boot" child that starts from the compiled-in values and loads. One line per N:
@@ -41,13 +44,22 @@
 #define NUM_VARIANTS 256u
 #define NUM_SLOTS 2u
 
-#define ENTRIES (TT_NUM_TRAINABLE + TT_NUM_STATE)
-#define ENTRY_BYTES (TT_TRAINABLE_BYTES + TT_STATE_BYTES)
+#ifndef TT_NUM_RECEIVED
+#define TT_NUM_RECEIVED 0
+#define TT_RECEIVED_BYTES 0
+#endif
+#define ENTRIES (TT_NUM_RECEIVED + TT_NUM_TRAINABLE + TT_NUM_STATE)
+#define ENTRY_BYTES (TT_RECEIVED_BYTES + TT_TRAINABLE_BYTES + TT_STATE_BYTES)
 
 static uint8_t init_values[ENTRY_BYTES];
 
-/* What a checkpoint holds: the parameters, then the training state. */
+/* What a checkpoint holds: the received tensors (as the model reads them now), the
+ * parameters, then the training state. */
 static const tt_param_info *entry(int32_t i) {
+#if TT_NUM_RECEIVED > 0
+    if (i < TT_NUM_RECEIVED) return tt_received(i);
+#endif
+    i -= TT_NUM_RECEIVED;
     return i < TT_NUM_TRAINABLE ? tt_trainable(i) : tt_state(i - TT_NUM_TRAINABLE);
 }
 
@@ -55,8 +67,9 @@ static uint8_t pattern(unsigned variant, int32_t param, int32_t byte) {
     return (uint8_t)(variant * 53u + (unsigned)param * 17u + (unsigned)byte * 29u + 7u);
 }
 
+/* Parameters and state only: received tensors are read-only, changed by a receive. */
 static void fill(unsigned variant) {
-    for (int32_t i = 0; i < ENTRIES; i++) {
+    for (int32_t i = TT_NUM_RECEIVED; i < ENTRIES; i++) {
         uint8_t *d = (uint8_t *)entry(i)->data;
         for (int32_t j = 0; j < entry(i)->bytes; j++) {
             d[j] = pattern(variant, i, j);
@@ -69,6 +82,10 @@ static void snapshot(uint8_t *flat, int to_params) {
     size_t off = 0;
     for (int32_t i = 0; i < ENTRIES; i++) {
         const size_t n = (size_t)entry(i)->bytes;
+        if (to_params && i < TT_NUM_RECEIVED) {
+            off += n; /* the compiled-in values: the boot's own */
+            continue;
+        }
         if (to_params) {
             memcpy(entry(i)->data, flat + off, n);
         } else {
@@ -118,7 +135,29 @@ static int read_all(int fd, uint8_t *buf, size_t n) {
     return pread(fd, buf, n, 0) == (ssize_t)n ? 0 : -1;
 }
 
-static int cutloop(unsigned variant, unsigned extra) {
+/* fill V, then a receive of variant V's pattern in pieces of 32 bytes or to a tensor's end. */
+static int receive(unsigned variant, uint32_t *seq) {
+    fill(variant);
+#if TT_NUM_RECEIVED > 0
+    uint32_t off = 0u;
+    for (int32_t i = 0; i < TT_NUM_RECEIVED; i++) {
+        const uint32_t n = (uint32_t)entry(i)->bytes;
+        for (uint32_t j = 0u; j < n; j += 32u) {
+            uint8_t piece[32];
+            const uint32_t k = n - j < 32u ? n - j : 32u;
+            for (uint32_t b = 0u; b < k; b++) {
+                piece[b] = pattern(variant, i, (int32_t)(j + b));
+            }
+            const int rc = tt_checkpoint_receive(off, piece, k);
+            if (rc != 0) return rc;
+            off += k;
+        }
+    }
+#endif
+    return tt_checkpoint_receive_commit(seq);
+}
+
+static int cutloop(unsigned variant, unsigned extra, int by_receive) {
     const char *path = getenv("TT_FLASH_FILE");
     const int fd = path != NULL ? open(path, O_RDWR) : -1;
     struct stat st;
@@ -146,8 +185,13 @@ static int cutloop(unsigned variant, unsigned extra) {
             char cut[24];
             snprintf(cut, sizeof cut, "%u", n);
             setenv("TT_FLASH_CUT_AFTER", cut, 1);
-            fill(variant);
-            const int rc = tt_checkpoint_save(NULL);
+            int rc;
+            if (by_receive) {
+                rc = receive(variant, NULL);
+            } else {
+                fill(variant);
+                rc = tt_checkpoint_save(NULL);
+            }
             _exit(rc == 0 ? 0 : 100 - rc);
         }
         int status = 0;
@@ -203,11 +247,12 @@ static int cutloop(unsigned variant, unsigned extra) {
 int main(int argc, char **argv) {
     snapshot(init_values, 0);
     if (argc >= 2 && strcmp(argv[1], "cutloop") == 0) {
-        if (argc != 4) {
-            fprintf(stderr, "usage: cutloop V EXTRA\n");
+        if (argc != 4 && !(argc == 5 && strcmp(argv[4], "receive") == 0)) {
+            fprintf(stderr, "usage: cutloop V EXTRA [receive]\n");
             return 2;
         }
-        return cutloop((unsigned)strtoul(argv[2], NULL, 10), (unsigned)strtoul(argv[3], NULL, 10));
+        return cutloop((unsigned)strtoul(argv[2], NULL, 10), (unsigned)strtoul(argv[3], NULL, 10),
+                       argc == 5);
     }
     for (int a = 1; a < argc; a++) {
         const char *cmd = argv[a];
@@ -222,6 +267,10 @@ int main(int argc, char **argv) {
             uint32_t seq = 0;
             const int rc = tt_checkpoint_save(&seq);
             printf("save %d %u\n", rc, (unsigned)seq);
+        } else if (strcmp(cmd, "receive") == 0 && has_arg) {
+            uint32_t seq = 0;
+            const int rc = receive((unsigned)strtoul(argv[++a], NULL, 10), &seq);
+            printf("receive %d %u\n", rc, (unsigned)seq);
         } else if (strcmp(cmd, "load") == 0) {
             print_load("load ");
         } else if (strcmp(cmd, "newest") == 0) {

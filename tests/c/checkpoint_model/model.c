@@ -31,3 +31,27 @@ static const tt_param_info tt_state_table[TT_NUM_STATE] = {
 const tt_param_info *tt_state(int32_t i) {
     return (i >= 0 && i < TT_NUM_STATE) ? &tt_state_table[i] : NULL;
 }
+
+#ifdef FAKE_RECEIVED
+static const int8_t r_a[7] = {3, 1, 4, 1, 5, 9, 2};
+static const float r_b[10] = {0.5f, 1.5f, -2.5f, 3.5f, -4.5f, 5.5f, 6.5f, -7.5f, 8.5f, 9.5f};
+static const int8_t r_c[3] = {-7, 0, 7};
+static const void *r_now[TT_NUM_RECEIVED] = {r_a, r_b, r_c};
+static const tt_param_info r_table[TT_NUM_RECEIVED] = {
+    {"r.a", (void *)(uintptr_t)r_a, 7, 7},
+    {"r.b", (void *)(uintptr_t)r_b, 10, 40},
+    {"r.c", (void *)(uintptr_t)r_c, 3, 3},
+};
+
+const tt_param_info *tt_received(int32_t i) {
+    static tt_param_info out;
+    if (i < 0 || i >= TT_NUM_RECEIVED) return NULL;
+    out = r_table[i];
+    out.data = (void *)(uintptr_t)r_now[i];
+    return &out;
+}
+
+void tt_received_use(int32_t i, const void *data) {
+    if (i >= 0 && i < TT_NUM_RECEIVED) r_now[i] = data ? data : r_table[i].data;
+}
+#endif

@@ -28,4 +28,13 @@ typedef struct {
 const tt_param_info *tt_trainable(int32_t i);
 const tt_param_info *tt_state(int32_t i); /* NULL past the last entry */
 
+#ifdef FAKE_RECEIVED
+/* Received tensors (--receive), read in place: 7 int8, 10 floats and 3 int8 bytes, so two
+ * of them end off every write unit but 1. */
+#define TT_NUM_RECEIVED 3
+#define TT_RECEIVED_BYTES 50
+const tt_param_info *tt_received(int32_t i);
+void tt_received_use(int32_t i, const void *data);
+#endif
+
 #endif
