@@ -410,10 +410,17 @@ def plot_rounds(row: dict, path: Path) -> None:
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     fleet, central = [], []
+    # aligned classes (--receive, --share all) run one model: one line stands for every class
+    one = all(r == row["fleet_by_round"][0] for r in row["fleet_by_round"])
+    if one and len(row["plans"]) > 1:
+        accs = row["fleet_by_round"][0]
+        fleet += ax.plot(range(len(accs)), [100 * a for a in accs], "o-", ms=3, color="k",
+                         label=f"fleet, every class (one model): {100 * accs[-1]:.1f} %")
     for k, (plan, accs) in enumerate(zip(row["plans"], row["fleet_by_round"], strict=True)):
         c = f"C{k}"
-        fleet += ax.plot(range(len(accs)), [100 * a for a in accs], "o-", ms=3, color=c,
-                         label=f"fleet, {plan}: {100 * accs[-1]:.1f} %")
+        if not one or len(row["plans"]) == 1:
+            fleet += ax.plot(range(len(accs)), [100 * a for a in accs], "o-", ms=3, color=c,
+                             label=f"fleet, {plan}: {100 * accs[-1]:.1f} %")
         central.append(ax.axhline(100 * row["centralised"][k], color=c, ls="--", lw=1,
                                   label=f"centralised, {plan}: "
                                   f"{100 * row['centralised'][k]:.1f} %"))
@@ -437,8 +444,11 @@ def plot_rounds(row: dict, path: Path) -> None:
                                          if row["server_lr_decay"] < 1 else ""))
     ax.set_title(f"{row['nodes']} simulated devices, {row['rounds']} rounds × "
                  f"{row['local_epochs']} local epochs, split {row['partition']}\n"
-                 f"devices lr {row['lr']:g}, momentum {row['momentum']:g}, correction "
-                 f"{row['correction']}; server {server}", fontsize=10)
+                 f"devices lr {row['lr']:g}"
+                 + (f" × {row['lr_decay']:g} a round" if row["lr_decay"] < 1 else "")
+                 + f", momentum {row['momentum']:g}, correction {row['correction']}\nserver "
+                 f"{server}" + (f"; classes aligned (--receive {row['receive']})"
+                                if row.get("receive") else ""), fontsize=10)
     fig.savefig(path, dpi=120)
 
 
