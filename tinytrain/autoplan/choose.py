@@ -143,7 +143,10 @@ class Session:
         common = {"model": sha256(self.model), "loss": opts.loss, "sgd": asdict(opts.sgd),
                   "quantize": opts.quantize, "calib": calib, "new_head": opts.new_head,
                   "weight_headroom": opts.weight_headroom, "version": __version__}
-        self.memory_key = _key(**common, board=board.name, passes=opts.memory_passes)
+        # what a plan costs also depends on the fleet's SRAM (b, received pointers), not on
+        # what it learns: the measured scores stay valid without them
+        self.memory_key = _key(**common, board=board.name, passes=opts.memory_passes,
+                               fleet_correction=opts.fleet_correction, receive=opts.receive)
         self.measure_base = common
         old = self._read_cache()
         try:
