@@ -252,28 +252,37 @@ static uint32_t entry_offset(const ckpt_geom *g, int32_t i) {
 #if TT_NUM_RECEIVED > 0
 /* The model reads its received tensors from this slot's payload from now on. */
 static void use_slot(const ckpt_geom *g, uint32_t slot) {
-    const uint8_t *s = tt_port_flash_slot(slot);
+    const uint8_t *s = tt_port_flash_slot(slot) + g->header_span;
     for (int32_t i = 0; i < TT_NUM_RECEIVED; i++) {
-        tt_received_use(i, s + entry_offset(g, i));
+        tt_received_use(i, s);
+        s += entry_span(i, g->unit);
     }
 }
 #endif
+
+/* Payload entries first..last-1 from where the model holds them (RAM, or flash for received
+ * tensors) into the target slot, each at its place and padded. */
+static int program_entries(const ckpt_geom *g, uint32_t target, int32_t first, int32_t last) {
+    uint32_t offset = entry_offset(g, first);
+    for (int32_t i = first; i < last; i++) {
+        const uint32_t span = entry_span(i, g->unit);
+        const int rc = program_entry(target, offset, (const uint8_t *)entry(i)->data,
+                                     entry_bytes(i), span, g->unit);
+        if (rc != TT_CKPT_OK) {
+            return rc;
+        }
+        offset += span;
+    }
+    return TT_CKPT_OK;
+}
 
 /* Steps 2b-4 after the received tensors are in place: the parameters and the state from RAM,
  * the header (its CRC over the payload read back), the magic last; then the slot must
  * validate with the new seq, and the model reads the received tensors from it. */
 static int finish(const ckpt_geom *g, uint32_t target, uint32_t seq, uint32_t *seq_out) {
-    int rc;
-    uint32_t offset = entry_offset(g, TT_NUM_RECEIVED);
-    const int32_t entries = CKPT_CORE + (int32_t)g->num_state;
-    for (int32_t i = TT_NUM_RECEIVED; i < entries; i++) {
-        const uint32_t span = entry_span(i, g->unit);
-        rc = program_entry(target, offset, (const uint8_t *)entry(i)->data, entry_bytes(i), span,
-                           g->unit);
-        if (rc != TT_CKPT_OK) {
-            return rc;
-        }
-        offset += span;
+    int rc = program_entries(g, target, TT_NUM_RECEIVED, CKPT_CORE + (int32_t)g->num_state);
+    if (rc != TT_CKPT_OK) {
+        return rc;
     }
 
     /* The header: everything before the unit holding the magic, then that unit, so the
@@ -339,17 +348,8 @@ int tt_checkpoint_save(uint32_t *seq_out) {
     }
     /* 2. The received tensors as the model reads them now (compiled-in, or the newest slot's,
      * which is not the target), then the rest. */
-    uint32_t offset = g.header_span;
-    for (int32_t i = 0; i < TT_NUM_RECEIVED; i++) {
-        const uint32_t span = entry_span(i, g.unit);
-        rc = program_entry(target, offset, (const uint8_t *)entry(i)->data, entry_bytes(i), span,
-                           g.unit);
-        if (rc != TT_CKPT_OK) {
-            return rc;
-        }
-        offset += span;
-    }
-    return finish(&g, target, seq, seq_out);
+    rc = program_entries(&g, target, 0, TT_NUM_RECEIVED);
+    return rc != TT_CKPT_OK ? rc : finish(&g, target, seq, seq_out);
 }
 
 int tt_checkpoint_receive(uint32_t offset, const uint8_t *p, uint32_t n) {

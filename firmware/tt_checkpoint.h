@@ -120,8 +120,9 @@ int tt_checkpoint_newest(uint32_t *seq_out);
 /* Receiving new values for the received tensors (builds with TT_NUM_RECEIVED > 0; others
  * answer TT_CKPT_EORDER): their TT_RECEIVED_BYTES bytes, back to back in tt_received() order,
  * in pieces, each starting where the last one ended and ending at a tensor's end or a
- * multiple of TT_CKPT_RECEIVE_PIECE bytes into a tensor (each is programmed as it comes). The piece at offset 0 opens
- * the receive and erases the slot a save would write (so it may take as long as a save). The
+ * multiple of TT_CKPT_RECEIVE_PIECE bytes into a tensor (each is programmed as it comes). The
+ * piece at offset 0 opens the receive and erases the slot a save would write (so it may take
+ * as long as a save). The
  * commit then writes the parameters, the state and the header as a save does, and switches
  * the model to the new values; it returns the new checkpoint's seq. A save in between closes
  * the receive (its commit then fails with TT_CKPT_EORDER); an error leaves the newest

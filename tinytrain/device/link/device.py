@@ -341,13 +341,7 @@ class Device:
         entries = self.info.get("state")
         if entries is None:
             return None
-        raw = self._read_table("g", table_bytes(entries))
-        out, k = {}, 0
-        for e in entries:
-            dt, n = np.dtype(NP_TYPES[e["dtype"]]), int(np.prod(e["shape"]))
-            out[e["name"]] = np.frombuffer(raw, dt, n, k).reshape(e["shape"]).copy()
-            k += n * dt.itemsize
-        return out
+        return _split(entries, self._read_table("g", table_bytes(entries)))
 
     def set_state(self, state: dict[str, np.ndarray]) -> None:
         """Write a state get_state() returned (checked: names, shapes, dtypes); the device
